@@ -1,0 +1,55 @@
+#include "app/dump.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/report.h"
+#include "core/error.h"
+#include "core/npy.h"
+
+namespace moe {
+
+int64_t dump_bytes_per_rank(const Workload& w, const Mesh& mesh) {
+  const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
+                K = w.model.topk, El = mesh.experts_per_rank;
+  const int64_t floats = 4 * T * H + 2 * T * K + 2 * H * E + E + 2 * 3 * El * H * F;
+  return 4 * floats;
+}
+
+void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, const StepOutputs& o) {
+  const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
+                K = w.model.topk, El = mesh.experts_per_rank;
+  const std::string d = dir + "/rank" + std::to_string(mesh.rank);
+  std::error_code ec;
+  std::filesystem::create_directories(d, ec);
+  MOE_CHECK(!ec, "cannot create dump directory " << d << ": " << ec.message());
+
+  write_npy(d + "/x.npy", o.x.data(), {T, H});
+  write_npy(d + "/dout.npy", o.dout.data(), {T, H});
+  write_npy(d + "/w_gate.npy", o.w_gate.data(), {H, E});
+  if (w.router.expert_bias) write_npy(d + "/expert_bias.npy", o.expert_bias.data(), {E});
+  write_npy(d + "/w_in.npy", o.w_in.data(), {El, H, 2 * F});
+  write_npy(d + "/w_out.npy", o.w_out.data(), {El, F, H});
+  write_npy(d + "/idx.npy", o.idx.data(), {T, K});
+  write_npy(d + "/p.npy", o.p.data(), {T, K});
+  write_npy(d + "/out.npy", o.out.data(), {T, H});
+  write_npy(d + "/dx.npy", o.dx.data(), {T, H});
+  write_npy(d + "/dw_gate.npy", o.dw_gate.data(), {H, E});
+  write_npy(d + "/dw_in.npy", o.dw_in.data(), {El, H, 2 * F});
+  write_npy(d + "/dw_out.npy", o.dw_out.data(), {El, F, H});
+
+  const nlohmann::json cfg = workload_to_json(w);
+  nlohmann::json meta = {
+      {"rank", mesh.rank},        {"world", mesh.world},
+      {"ep", mesh.ep},            {"fsdp", mesh.fsdp},
+      {"ep_rank", mesh.ep_rank},  {"fsdp_rank", mesh.fsdp_rank},
+      {"experts_begin", mesh.experts_begin}, {"experts_end", mesh.experts_end},
+      {"T", T}, {"H", H}, {"F", F}, {"E", E}, {"K", K},
+      {"dtype", dtype_name(w.dtype)}, {"router", cfg.at("router")},
+      {"loss", o.loss}, {"aux", o.aux}, {"z", o.z}};
+  write_json_atomically(d + "/meta.json", meta);
+}
+
+}  // namespace moe

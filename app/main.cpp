@@ -1,0 +1,65 @@
+// moebench: a distributed MoE layer training step benchmark. Launched under mpirun (one process
+// per GPU) or as a single process. main only initialises MPI, parses the command line and turns
+// errors into one message and a non-zero exit on every rank.
+#include <mpi.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "app/run_command.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v" : "[%H:%M:%S] rank " +
+                                                               std::to_string(rank) + " %^%l%$: %v");
+
+  CLI::App app{"moebench: a distributed Mixture-of-Experts layer training-step benchmark"};
+  app.require_subcommand(1);
+  moe::RunOptions opt;
+  std::string log_level = "info";
+  CLI::App* run = app.add_subcommand("run", "run a workload: warm-up, timed steps, check, report");
+  run->add_option("-c,--config", opt.config, "workload JSON (see configs/)")->required();
+  run->add_option("--set", opt.sets, "override a workload key: --set mesh.ep=2 (repeatable)")
+      ->take_all();
+  run->add_option("--backend", opt.backend, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  run->add_option("-o,--out", opt.out, "write the result JSON here (atomically)");
+  run->add_option("--dump", opt.dump, "dump the checked step's tensors to DIR/rank<R>/");
+  run->add_option("--dump-limit-mib", opt.dump_limit_mib, "refuse dumps above this per rank")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--steps", opt.steps, "timed steps (overrides the workload)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--warmup", opt.warmup, "warm-up steps (overrides the workload)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
+  run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+  int rc = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parses the same arguments, so every rank exits here; rank 0 prints.
+    rc = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    if (rc != 0) rc = 2;
+    MPI_Finalize();
+    return rc;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (rank != 0 && log_level == "info") spdlog::set_level(spdlog::level::warn);
+  for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
+
+  try {
+    rc = moe::run_command(opt);
+  } catch (const std::exception& e) {
+    // An error on one rank mid-step: the others may be inside a collective, so abort the world
+    // rather than leave them waiting.
+    spdlog::error("{}", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,211 @@
+#include "app/report.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+using nlohmann::json;
+
+json summary_json(const Summary& s) {
+  return {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90},
+          {"min", s.min},       {"max", s.max},  {"mean", s.mean}, {"count", s.count}};
+}
+
+std::string shell_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof(buf), f)) out += buf;
+    pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+json provenance(const RunResult& r) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  char when[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string mpi_version(mpi, len);
+  if (auto nl = mpi_version.find('\n'); nl != std::string::npos) mpi_version.resize(nl);
+  // Asked of git at run time: a build configured at one commit may run after later edits.
+  const std::string src = MOE_SOURCE_DIR;
+  std::string commit = shell_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+  if (commit.size() != 40) commit = MOE_GIT_COMMIT;
+  const std::string dirty =
+      shell_output("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
+  return {{"time_utc", when},
+          {"moebench_version", MOE_VERSION},
+          {"git_commit", commit},
+          {"git_dirty", !dirty.empty()},
+          {"host", host},
+          {"command_line", r.command_line},
+          {"compiler", std::string("g++ ") + __VERSION__},
+          {"mpi", mpi_version},
+          {"backend", r.backend}};
+}
+
+double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0.0; }
+
+}  // namespace
+
+json result_to_json(const RunResult& r) {
+  json j;
+  j["schema_version"] = 1;
+  j["provenance"] = provenance(r);
+  j["config"] = workload_to_json(r.workload);
+  j["mesh"] = {{"world", r.mesh.world}, {"ep", r.mesh.ep}, {"fsdp", r.mesh.fsdp}};
+  json phases = json::object();
+  for (const PhaseResult& p : r.phases) {
+    json ph = summary_json(p.ms);
+    ph["in_step"] = p.in_step;
+    ph["share"] = r.step_ms.median > 0 && p.in_step ? p.ms.median / r.step_ms.median : 0.0;
+    if (p.flops > 0) {
+      ph["flops"] = p.flops;
+      ph["tflops_per_rank"] = rate(p.flops / r.mesh.world, p.ms.median) * 1e-12;
+    }
+    if (p.bytes > 0) {
+      ph["bytes_per_rank"] = p.bytes;
+      ph["algbw_gbps"] = rate(p.bytes, p.ms.median) * 1e-9;
+      ph["busbw_gbps"] = rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor;
+    }
+    phases[p.name] = ph;
+  }
+  j["timing"] = {{"unit", "ms"},
+                 {"warmup_steps", r.warmup_steps},
+                 {"timed_steps", r.timed_steps},
+                 {"step", summary_json(r.step_ms)},
+                 {"phases", phases}};
+  j["throughput"] = {
+      {"tokens_per_step", r.tokens_per_step},
+      {"tokens_per_s", rate(r.tokens_per_step, r.step_ms.median)},
+      {"model_flops_per_step", r.model_flops_per_step},
+      {"tflops_per_rank", rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12},
+      {"flops_formula", "18*N*K*H*F + 6*N*H*E (expert GEMMs fwd+bwd, router fwd+bwd)"}};
+  j["routing"] = {{"rows_per_expert", summary_json(r.routing.rows_per_expert)},
+                  {"rows_received_per_rank", summary_json(r.routing.rows_received_per_rank)},
+                  {"expert_load_max_over_mean", r.routing.load_max_over_mean},
+                  {"experts_without_tokens", r.routing.experts_without_tokens}};
+  j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},
+                 {"host_peak_rss_bytes", r.host_peak_rss_bytes}};
+  json checks = json::array();
+  for (const CheckResult& c : r.checks) {
+    json tensors = json::object();
+    for (const TensorCheck& t : c.tensors)
+      tensors[t.name] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs}, {"tol", t.tol},
+                         {"count", t.count},   {"nonfinite", t.nonfinite}, {"pass", t.pass}};
+    checks.push_back({{"step", c.step},
+                      {"tensors", tensors},
+                      {"routing",
+                       {{"tokens", c.routing.tokens},
+                        {"mismatches", c.routing.mismatches},
+                        {"near_ties", c.routing.near_ties},
+                        {"pass", c.routing.pass}}},
+                      {"pass", c.pass}});
+  }
+  j["correctness"] = {{"checked", !r.checks.empty()}, {"checks", checks}, {"pass", r.pass()}};
+  j["digests"] = r.digests;
+  return j;
+}
+
+void print_summary(const RunResult& r) {
+  const Workload& w = r.workload;
+  const nlohmann::json prov = provenance(r);
+  std::printf("# moebench %s, backend %s, commit %.12s%s, %s\n", MOE_VERSION, r.backend.c_str(),
+              prov["git_commit"].get<std::string>().c_str(),
+              prov["git_dirty"].get<bool>() ? " (dirty)" : "", prov["time_utc"].get<std::string>().c_str());
+  std::printf("# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
+              w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
+              long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));
+  std::printf("# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
+              w.router.score.c_str(), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
+              w.router.normalize_topk ? ", normalized" : "", w.router.scaling,
+              long(w.router.group_topk), long(w.router.groups), w.router.expert_bias ? "on" : "off",
+              w.router.aux_coeff, w.router.z_coeff);
+  std::printf("# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
+              r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
+              (unsigned long long)w.seed);
+  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s\n", "phase", "median ms", "p10", "p90",
+              "share%", "TFLOP/s", "algbw GB/s", "busbw");
+  for (const PhaseResult& p : r.phases) {
+    const double share = p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
+    char tf[16] = "", alg[16] = "", bus[16] = "", sh[16] = "";
+    if (p.flops > 0) std::snprintf(tf, sizeof tf, "%.3f", rate(p.flops / r.mesh.world, p.ms.median) * 1e-12);
+    if (p.bytes > 0) {
+      std::snprintf(alg, sizeof alg, "%.3f", rate(p.bytes, p.ms.median) * 1e-9);
+      std::snprintf(bus, sizeof bus, "%.3f", rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor);
+    }
+    if (p.in_step) std::snprintf(sh, sizeof sh, "%.1f", share);
+    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s\n", p.in_step ? "" : " ",
+                p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg, bus);
+  }
+  std::printf("  %-18s %10.3f %10.3f %10.3f\n", "step", r.step_ms.median, r.step_ms.p10,
+              r.step_ms.p90);
+  std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
+              rate(r.tokens_per_step, r.step_ms.median),
+              rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
+  std::printf("# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
+              "rows received per rank min %.1f max %.1f\n",
+              r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean,
+              r.routing.rows_per_expert.max, r.routing.load_max_over_mean,
+              long(r.routing.experts_without_tokens), r.routing.rows_received_per_rank.min,
+              r.routing.rows_received_per_rank.max);
+  std::printf("# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
+              r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
+  if (r.checks.empty()) {
+    std::printf("# check: off\n");
+    std::fflush(stdout);
+    return;
+  }
+  const CheckResult& c = r.checks.front();
+  std::printf("#\n# correctness at step %ld vs float64 reference\n", long(c.step));
+  std::printf("# %-8s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
+  int passed = 0, total = 0;
+  for (const TensorCheck& t : c.tensors) {
+    std::printf("  %-8s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs, t.tol,
+                t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
+    passed += t.pass;
+    ++total;
+  }
+  std::printf("  %-8s %ld of %ld tokens differ (%ld near ties allowed)  %s\n", "routing",
+              long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties),
+              c.routing.pass ? "PASS" : "FAIL");
+  passed += c.routing.pass;
+  ++total;
+  int steps_failed = 0;
+  for (const CheckResult& k : r.checks) steps_failed += !k.pass;
+  if (r.checks.size() > 1)
+    std::printf("# checked %zu steps, %d failed\n", r.checks.size(), steps_failed);
+  std::printf("# check: %d/%d %s\n", passed, total, r.pass() ? "PASS" : "FAIL");
+  std::fflush(stdout);
+}
+
+void write_json_atomically(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    MOE_CHECK(f.good(), "cannot open " << tmp << " for writing");
+    f << j.dump(2) << "\n";
+    f.flush();
+    MOE_CHECK(f.good(), "failed writing " << tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  MOE_CHECK(!ec, "cannot rename " << tmp << " to " << path << ": " << ec.message());
+}
+
+}  // namespace moe

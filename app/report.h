@@ -1,0 +1,16 @@
+#pragma once
+// Rank 0's outputs: the readable summary (nccl-tests style) and the result JSON with the same keys.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/run_result.h"
+
+namespace moe {
+
+nlohmann::json result_to_json(const RunResult& r);
+void print_summary(const RunResult& r);
+// Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file.
+void write_json_atomically(const std::string& path, const nlohmann::json& j);
+
+}  // namespace moe

@@ -1,0 +1,332 @@
+#include "app/run_command.h"
+
+#include <mpi.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "app/dump.h"
+#include "app/report.h"
+#include "app/run_result.h"
+#include "comm/mpi_comm.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/moe_layer.h"
+#include "core/reference.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace moe {
+namespace {
+
+// Runs fn on every rank. If it throws a UserError on any rank, the lowest failing rank prints its
+// message (once for the whole world) and every rank returns false, so nobody waits on a rank that
+// gave up.
+template <class Fn>
+bool on_all_ranks(MPI_Comm world, Fn fn) {
+  std::string msg;
+  try {
+    fn();
+  } catch (const UserError& e) {
+    msg = e.what();
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  int first_failed = msg.empty() ? size : rank;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world));
+  if (first_failed == size) return true;
+  if (rank == first_failed) spdlog::error("{}", msg);
+  return false;
+}
+
+int64_t host_memory_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;  // unknown: skip the check
+}
+
+int local_ranks(MPI_Comm world) {
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// One digest per tensor over the whole world: each rank hashes its part, rank 0 hashes the parts
+// in rank order. Equal digests across runs mean bitwise identical results.
+template <class T>
+std::string world_digest(const std::vector<T>& v, MPI_Comm world) {
+  uint64_t mine = fnv1a(v.data(), v.size() * sizeof(T));
+  int size = 1;
+  MPI_Comm_size(world, &size);
+  std::vector<uint64_t> all(size);
+  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world));
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                (unsigned long long)fnv1a(all.data(), all.size() * sizeof(uint64_t)));
+  return hex;
+}
+
+// Reference p in the backend's idx order (0 where the backend chose an expert the reference did
+// not), so that p compares index by index whatever the order inside the top-k.
+std::vector<double> ref_p_in_backend_order(const std::vector<int32_t>& got_idx,
+                                           const ReferenceResult& ref, int64_t T, int64_t K) {
+  std::vector<double> p(T * K, 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < K; ++j)
+        if (ref.idx[t * K + j] == got_idx[t * K + k]) p[t * K + k] = ref.p[t * K + j];
+  return p;
+}
+
+CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
+                       const StepOutputs& o) {
+  ReferenceInputs in;
+  in.x = o.x.data();
+  in.dout = o.dout.data();
+  in.got_idx = o.idx.data();
+  const ReferenceResult ref = compute_reference(w, mesh, world, in);
+  const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
+                K = w.model.topk, El = mesh.experts_per_rank;
+  // Replicated tensors are counted once: dw_gate on rank 0, expert grads on fsdp_rank 0.
+  const int64_t n_gate = mesh.rank == 0 ? H * E : 0;
+  const int64_t n_in = mesh.fsdp_rank == 0 ? El * H * 2 * F : 0;
+  const int64_t n_out = mesh.fsdp_rank == 0 ? El * F * H : 0;
+  const std::vector<double> ref_p = ref_p_in_backend_order(o.idx, ref, T, K);
+  const double tol_act = tolerance_for("out", w.dtype);
+
+  CheckResult c;
+  c.step = step;
+  c.tensors.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
+                                     tolerance_for("out", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H,
+                                     tolerance_for("dx", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
+                                     tolerance_for("dw_gate", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data(), ref.dw_in.data(), n_in,
+                                     tolerance_for("dw_in", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data(), ref.dw_out.data(), n_out,
+                                     tolerance_for("dw_out", w.dtype), world));
+  c.tensors.push_back(compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world));
+  c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
+  c.tensors.push_back(compare_scalar("z", o.z, ref.z, tol_act));
+  c.tensors.push_back(compare_scalar("loss", o.loss, ref.loss, tol_act));
+  c.routing.tokens = T * mesh.world;
+  c.routing.mismatches = ref.routing_mismatches;
+  c.routing.near_ties = ref.routing_near_ties;
+  c.routing.pass = ref.routing_mismatches == 0;
+  c.pass = c.routing.pass;
+  for (const TensorCheck& t : c.tensors) c.pass = c.pass && t.pass;
+  return c;
+}
+
+std::string backend_choice(const std::string& asked) {
+  if (asked == "cpu" || asked == "auto") return "cpu";  // auto picks cuda once that backend exists
+  MOE_USER_CHECK(asked != "cuda",
+                 "--backend cuda: this build has no CUDA backend yet; use --backend cpu (or auto)");
+  MOE_USER_CHECK(false, "--backend " << asked << ": unknown backend; use auto, cpu or cuda");
+  return "";
+}
+
+// Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
+void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
+                     std::vector<PhaseResult>& phases) {
+  const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
+               F = double(w.model.ffn), E = double(w.model.experts), K = double(w.model.topk);
+  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp, sb = double(storage_bytes);
+  const double a2a_bytes = double(w.tokens_per_rank) * K * H * sb;
+  const double weight_elems = El * 3 * H * F;
+  for (PhaseResult& p : phases) {
+    const std::string& n = p.name;
+    if (n == "router_fwd") p.flops = 2 * N * H * E;
+    if (n == "router_bwd") p.flops = 4 * N * H * E;
+    if (n == "experts_fwd") p.flops = 6 * N * K * H * F;
+    if (n == "experts_bwd") p.flops = 12 * N * K * H * F;
+    if (n.rfind("a2a_", 0) == 0) {
+      p.bytes = a2a_bytes;
+      p.bus_factor = (ep - 1) / ep;
+    }
+    if (n == "fsdp_gather") {
+      p.bytes = weight_elems * sb;
+      p.bus_factor = (fsdp - 1) / fsdp;
+    }
+    if (n == "grad_sync") {  // the reduce-scatter dominates; the dw_gate all-reduce is small
+      p.bytes = weight_elems * 4;
+      p.bus_factor = (fsdp - 1) / fsdp;
+    }
+    if (n == "counts_exchange") {
+      p.bytes = E * 4;
+      p.bus_factor = (ep - 1) / ep;
+    }
+  }
+}
+
+}  // namespace
+
+bool RunResult::pass() const {
+  for (const CheckResult& c : checks)
+    if (!c.pass) return false;
+  return true;
+}
+
+int run_command(const RunOptions& opt) {
+  MPI_Comm world = MPI_COMM_WORLD;
+  int rank = 0, world_size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &world_size);
+
+  Workload w;
+  std::string backend;
+  Mesh mesh;
+  const bool ok = on_all_ranks(world, [&] {
+    w = load_workload_file(opt.config);
+    for (const std::string& s : opt.sets) apply_override(w, s);
+    if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
+    if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
+    resolve_and_validate(w, world_size);
+    backend = backend_choice(opt.backend);
+    mesh = make_mesh(world_size, rank, w.mesh.ep, w.mesh.fsdp, w.model.experts);
+    const int64_t need = estimate_rank_bytes(w, world_size);
+    const int64_t avail = host_memory_available_bytes() / local_ranks(world);
+    MOE_USER_CHECK(avail == 0 || need <= avail,
+                   "workload needs about " << (need >> 20) << " MiB per rank but only "
+                       << (avail >> 20) << " MiB per rank is available on this host"
+                       << ": lower tokens_per_rank, raise mesh.ep, or set check to \"off\" "
+                          "(the float64 reference holds every expert)");
+    if (!opt.dump.empty()) {
+      const int64_t bytes = dump_bytes_per_rank(w, mesh);
+      MOE_USER_CHECK(bytes <= opt.dump_limit_mib << 20,
+                     "--dump would write " << (bytes >> 20) << " MiB per rank, over the limit of "
+                         << opt.dump_limit_mib << " MiB: raise --dump-limit-mib or shrink the "
+                         "workload (tokens_per_rank, model sizes)");
+    }
+  });
+  if (!ok) return 2;
+
+  MpiComm comm(world, mesh);
+  CpuOps ops;
+  MoeLayer layer(w, mesh, ops, comm);
+  const Dims& d = layer.dims();
+  if (rank == 0)
+    spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}",
+                 w.name, world_size, mesh.ep, mesh.fsdp, backend, d.T, d.H, d.F, d.E, d.K);
+
+  RunResult r;
+  r.backend = backend;
+  r.command_line = opt.command_line;
+  r.workload = w;
+  r.mesh = mesh;
+  r.warmup_steps = w.warmup;
+  r.timed_steps = w.steps;
+  std::vector<std::vector<double>> samples(kNumPhases);
+  std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
+  std::vector<double> ms;
+  auto last_progress = std::chrono::steady_clock::now();
+  const int64_t total = w.warmup + w.steps;
+
+  for (int64_t s = 0; s < total; ++s) {
+    layer.load_step_inputs(s);
+    layer.run_step(ms);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world));
+    const bool timed = s >= w.warmup;
+    if (timed) {
+      for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
+      const StepTraffic& tr = layer.traffic();
+      for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += tr.global_expert_counts[e];
+      double mine = double(tr.rows_received);
+      std::vector<double> all(world_size);
+      MPI_CHECK(MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, world));
+      for (int i = 0; i < world_size; ++i) rank_rows[i] += all[i];
+    }
+    const bool first_timed = s == w.warmup;
+    const bool check_now = timed && (w.check == CheckMode::kEvery ||
+                                     (w.check == CheckMode::kFirst && first_timed));
+    const bool dump_now = first_timed && !opt.dump.empty();
+    const bool last = s == total - 1;
+    if (check_now || dump_now || last) {
+      const StepOutputs o = layer.download_outputs();
+      if (check_now) {
+        r.checks.push_back(check_step(w, mesh, world, s, o));
+        if (rank == 0 && !r.checks.back().pass)
+          spdlog::warn("check FAILED at step {} (see the correctness table)", s);
+      }
+      if (dump_now) {
+        write_dump(opt.dump, w, mesh, o);
+        if (rank == 0) spdlog::info("dumped step {} to {}", s, opt.dump);
+      }
+      if (last) {
+        r.digests["out"] = world_digest(o.out, world);
+        r.digests["dx"] = world_digest(o.dx, world);
+        r.digests["dw_gate"] = world_digest(o.dw_gate, world);
+        r.digests["dw_in"] = world_digest(o.dw_in, world);
+        r.digests["dw_out"] = world_digest(o.dw_out, world);
+        r.digests["idx"] = world_digest(o.idx, world);
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (rank == 0 && !opt.quiet && (now - last_progress > std::chrono::seconds(5) || last)) {
+      last_progress = now;
+      const double med = samples[kStep].empty() ? ms[kStep] : summarize(samples[kStep]).median;
+      spdlog::info("step {}/{} ({}), median step {:.3f} ms", s + 1, total,
+                   timed ? "timed" : "warm-up", med);
+    }
+  }
+
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (p == kStep) continue;
+    PhaseResult ph;
+    ph.name = phase_name(p);
+    ph.ms = summarize(samples[p]);
+    ph.in_step = p < kNumStepPhases;
+    r.phases.push_back(ph);
+  }
+  describe_phases(w, mesh, ops.storage_bytes(), r.phases);
+  r.step_ms = summarize(samples[kStep]);
+  r.tokens_per_step = double(d.N);
+  r.model_flops_per_step = 18.0 * d.N * d.K * d.H * d.F + 6.0 * d.N * d.H * d.E;
+
+  std::vector<double> er, rr;
+  for (double v : expert_rows) er.push_back(v / double(w.steps));
+  for (double v : rank_rows) rr.push_back(v / double(w.steps));
+  r.routing.rows_per_expert = summarize(er);
+  r.routing.rows_received_per_rank = summarize(rr);
+  r.routing.load_max_over_mean =
+      r.routing.rows_per_expert.mean > 0 ? r.routing.rows_per_expert.max / r.routing.rows_per_expert.mean : 0;
+  for (double v : er) r.routing.experts_without_tokens += v == 0.0;
+
+  int64_t hw = ops.memory_high_water();
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  int64_t rss = int64_t(ru.ru_maxrss) * 1024;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hw, 1, MPI_INT64_T, MPI_MAX, world));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_INT64_T, MPI_MAX, world));
+  r.memory_high_water_bytes = hw;
+  r.host_peak_rss_bytes = rss;
+
+  if (rank == 0) {
+    print_summary(r);
+    if (!opt.out.empty()) {
+      write_json_atomically(opt.out, result_to_json(r));
+      spdlog::info("wrote {}", opt.out);
+    }
+  }
+  return r.pass() ? 0 : 1;
+}
+
+}  // namespace moe

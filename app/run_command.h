@@ -1,0 +1,24 @@
+#pragma once
+// `moebench run`: workload -> mesh -> backend -> warm-up and timed steps -> check -> report.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+struct RunOptions {
+  std::string config;
+  std::vector<std::string> sets;  // "--set key.path=value", applied in order
+  std::string backend = "auto";   // auto | cpu | cuda
+  std::string out;                // result JSON path ("" = none)
+  std::string dump;               // dump directory ("" = none)
+  int64_t dump_limit_mib = 256;   // per rank
+  int64_t steps = -1, warmup = -1;  // -1: from the workload
+  bool quiet = false;
+  std::string command_line;
+};
+
+// Exit status: 0 ran and the check passed (or was off), 1 the check failed, 2 bad input.
+int run_command(const RunOptions& opt);
+
+}  // namespace moe

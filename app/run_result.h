@@ -1,0 +1,49 @@
+#pragma once
+// Everything a run produced, gathered on rank 0: what the report prints and the result JSON holds.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/mesh.h"
+#include "core/stats.h"
+#include "core/workload.h"
+
+namespace moe {
+
+struct PhaseResult {
+  std::string name;
+  Summary ms;            // per step: max over ranks
+  double flops = 0;      // per step, whole world (0 for communication-only phases)
+  double bytes = 0;      // per step, per rank, for bandwidth (0 for compute-only phases)
+  double bus_factor = 0; // busbw = algbw * bus_factor (nccl-tests conventions)
+  bool in_step = true;   // partitions the step (false: a part of another phase)
+};
+
+struct RoutingStats {
+  Summary rows_per_expert;         // c_e over the world, averaged over timed steps
+  Summary rows_received_per_rank;  // over ranks, averaged over timed steps
+  double load_max_over_mean = 0;   // max_e c_e / mean_e c_e
+  int64_t experts_without_tokens = 0;
+};
+
+struct RunResult {
+  std::string backend;
+  std::string command_line;
+  Workload workload;
+  Mesh mesh;
+  int64_t timed_steps = 0, warmup_steps = 0;
+  Summary step_ms;
+  std::vector<PhaseResult> phases;
+  double model_flops_per_step = 0;  // whole world
+  double tokens_per_step = 0;       // whole world
+  RoutingStats routing;
+  int64_t memory_high_water_bytes = 0;  // max over ranks, backend memory
+  int64_t host_peak_rss_bytes = 0;      // max over ranks
+  std::vector<CheckResult> checks;      // empty when check is off
+  std::map<std::string, std::string> digests;  // tensor -> hex digest over the world (last step)
+  bool pass() const;
+};
+
+}  // namespace moe

@@ -1,0 +1,54 @@
+#pragma once
+// Comm over NCCL: the CUDA backend's collectives, enqueued on one stream. Communicators: world
+// from a unique id broadcast over MPI, then EP and FSDP groups with ncclCommSplit.
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "comm/comm.h"
+#include "core/error.h"
+#include "core/mesh.h"
+
+#define NCCL_CHECK(call)                                                                  \
+  do {                                                                                    \
+    ncclResult_t moe_nccl_rc_ = (call);                                                   \
+    if (moe_nccl_rc_ != ncclSuccess)                                                      \
+      ::moe::throw_error(__FILE__, __LINE__, std::string(#call " failed: ") +             \
+                                                 ncclGetErrorString(moe_nccl_rc_) + ": " + \
+                                                 ncclGetLastError(nullptr));              \
+  } while (0)
+
+namespace moe {
+
+class NcclComm : public Comm {
+ public:
+  NcclComm(MPI_Comm world, const Mesh& mesh, cudaStream_t stream, double timeout_s);
+  ~NcclComm() override;
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  int rank(Group g) const override;
+  int size(Group g) const override;
+  void alltoallv_rows(const void* send, const int64_t* send_rows, void* recv,
+                      const int64_t* recv_rows, size_t row_bytes, Group g) override;
+  void alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) override;
+  void allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) override;
+  void reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) override;
+  void allreduce_f32(float* buf, size_t count, Group g) override;
+  void barrier(Group g) override;
+
+  // Waits for the stream, but never forever: polls the stream and every communicator's async
+  // error, and after timeout_s aborts the communicators and throws (naming what it waited for),
+  // so that a dead or failed peer cannot leave this rank hanging.
+  void wait(const char* what);
+
+ private:
+  ncclComm_t comm(Group g) const;
+  ncclComm_t world_ = nullptr, ep_ = nullptr, fsdp_ = nullptr;
+  cudaStream_t stream_;
+  double timeout_s_;
+};
+
+}  // namespace moe

@@ -1,0 +1,72 @@
+// Comparing against the reference: partial sums per rank, all-reduced, so that rel_l2 is the
+// world's whole tensor's and every rank reaches the same verdict.
+#include "core/check.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace moe {
+
+double tolerance_for(const std::string& tensor_name, DType dtype) {
+  if (dtype == DType::kFp32) return 1e-5;
+  // bf16: weight gradients sum over many tokens in bf16-rounded products, hence the looser bound.
+  if (tensor_name.rfind("dw", 0) == 0) return 2e-2;
+  return 1e-2;
+}
+
+TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
+                           double tol, MPI_Comm comm) {
+  // Non-finite pairs are counted and left out of the sums, so that rel_l2 still describes the
+  // rest; any of them fails the check. A non-finite reference value counts too (never expected).
+  double sums[2] = {0, 0};  // sum (got - ref)^2, sum ref^2
+  double max_abs = 0;
+  int64_t counts[2] = {0, n};  // nonfinite, elements
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = got[i], r = ref[i];
+    if (!std::isfinite(g) || !std::isfinite(r)) {
+      ++counts[0];
+      continue;
+    }
+    const double d = g - r;
+    sums[0] += d * d;
+    sums[1] += r * r;
+    max_abs = std::fmax(max_abs, std::fabs(d));
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, comm));
+
+  TensorCheck c;
+  c.name = name;
+  c.count = counts[1];
+  c.nonfinite = counts[0];
+  c.max_abs = max_abs;
+  c.ref_norm = std::sqrt(sums[1]);
+  // An all-zero reference: fall back to the absolute norm, so only a near-zero result passes.
+  c.rel_l2 = sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : std::sqrt(sums[0]);
+  c.tol = tol;
+  c.pass = c.nonfinite == 0 && c.rel_l2 <= tol;
+  return c;
+}
+
+TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol) {
+  TensorCheck c;
+  c.name = name;
+  c.count = 1;
+  c.tol = tol;
+  c.ref_norm = std::fabs(ref);
+  if (!std::isfinite(got) || !std::isfinite(ref)) {
+    c.nonfinite = 1;
+    c.rel_l2 = NAN;
+    c.max_abs = NAN;
+    c.pass = false;
+    return c;
+  }
+  c.max_abs = std::fabs(got - ref);
+  c.rel_l2 = ref != 0 ? c.max_abs / std::fabs(ref) : c.max_abs;
+  c.pass = c.rel_l2 <= tol;
+  return c;
+}
+
+}  // namespace moe

@@ -1,0 +1,321 @@
+#include "core/moe_layer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/init.h"
+#include "kernels/cpu/router.h"
+
+namespace moe {
+
+const char* phase_name(int phase) {
+  static const char* const kNames[kNumPhases] = {
+      "fsdp_gather",     "router_fwd",      "layout",          "dispatch_fwd",
+      "experts_fwd",     "combine_fwd",     "combine_bwd",     "experts_bwd",
+      "dispatch_bwd",    "router_bwd",      "grad_sync",       "counts_exchange",
+      "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd",
+      "step"};
+  return (phase >= 0 && phase < kNumPhases) ? kNames[phase] : "?";
+}
+
+MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
+    : w_(w), mesh_(mesh), ops_(ops), comm_(comm) {
+  d_.T = w.tokens_per_rank;
+  d_.H = w.model.hidden;
+  d_.F = w.model.ffn;
+  d_.E = w.model.experts;
+  d_.K = w.model.topk;
+  d_.E_local = mesh.experts_per_rank;
+  d_.ep = mesh.ep;
+  d_.fsdp = mesh.fsdp;
+  d_.world = mesh.world;
+  d_.N = d_.T * mesh.world;
+  d_.dtype = w.dtype;
+  const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
+  const size_t sb = ops.storage_bytes();
+  timer_ = ops.make_timer(kNumPhases);
+
+  // Expert weights live as FSDP shards of the flattened [E_local, H, 2F] / [E_local, F, H] of this
+  // EP rank, padded so that every shard has the same size (the padding stays zero).
+  const int64_t in_elems = El * H * 2 * F, out_elems = El * F * H;
+  shard_in_ = (in_elems + d_.fsdp - 1) / d_.fsdp;
+  shard_out_ = (out_elems + d_.fsdp - 1) / d_.fsdp;
+  w_gate_ = fixed(sb * H * E);
+  w_in_shard_ = fixed(sb * shard_in_);
+  w_out_shard_ = fixed(sb * shard_out_);
+  w_in_full_ = fixed(sb * shard_in_ * d_.fsdp);
+  w_out_full_ = fixed(sb * shard_out_ * d_.fsdp);
+  dw_gate_ = static_cast<float*>(fixed(4 * H * E));
+  dw_in_full_ = static_cast<float*>(fixed(4 * shard_in_ * d_.fsdp));
+  dw_out_full_ = static_cast<float*>(fixed(4 * shard_out_ * d_.fsdp));
+  dw_in_shard_ = static_cast<float*>(fixed(4 * shard_in_));
+  dw_out_shard_ = static_cast<float*>(fixed(4 * shard_out_));
+
+  {
+    std::vector<float> host(H * E);
+    init_w_gate(w, host.data());
+    ops.upload_storage(w_gate_, host.data(), H * E);
+    if (w.router.expert_bias) {
+      expert_bias_ = static_cast<float*>(fixed(4 * E));
+      std::vector<float> bias(E);
+      init_expert_bias(w, bias.data());
+      ops.copy_to_device(expert_bias_, bias.data(), 4 * E);
+    }
+    auto load_shard = [&](int64_t local_elems, int64_t shard, bool is_in, void* dst) {
+      const int64_t base = mesh.experts_begin * (local_elems / El);
+      const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
+      const int64_t end = std::min(local_elems, begin + shard);
+      std::vector<float> v(shard, 0.0f);
+      if (is_in)
+        init_w_in_range(w, base + begin, base + end, v.data());
+      else
+        init_w_out_range(w, base + begin, base + end, v.data());
+      ops.upload_storage(dst, v.data(), shard);
+    };
+    load_shard(in_elems, shard_in_, true, w_in_shard_);
+    load_shard(out_elems, shard_out_, false, w_out_shard_);
+  }
+
+  x_ = fixed(sb * T * H);
+  dout_ = fixed(sb * T * H);
+  out_ = fixed(sb * T * H);
+  dx_ = fixed(sb * T * H);
+  dx_acc_ = static_cast<float*>(fixed(4 * T * H));
+  logits_ = static_cast<float*>(fixed(4 * T * E));
+  scores_ = static_cast<float*>(fixed(4 * T * E));
+  dlogits_ = static_cast<float*>(fixed(4 * T * E));
+  idx_ = static_cast<int32_t*>(fixed(4 * T * K));
+  p_ = static_cast<float*>(fixed(4 * T * K));
+  dp_ = static_cast<float*>(fixed(4 * T * K));
+  stats_ = static_cast<float*>(fixed(4 * (2 * E + 1)));
+  send_pos_ = static_cast<int32_t*>(fixed(4 * T * K));
+  expert_counts_ = static_cast<int32_t*>(fixed(4 * E));
+  recv_counts_ = static_cast<int32_t*>(fixed(4 * d_.ep * El));
+  send_ = fixed(sb * T * K * H);
+  y_send_ = fixed(sb * T * K * H);
+  dy_send_ = fixed(sb * T * K * H);
+
+  expert_counts_host_.resize(E);
+  recv_counts_host_.resize(d_.ep * El);
+  send_rows_.resize(d_.ep);
+  recv_rows_.resize(d_.ep);
+  row_offsets_.resize(El + 1);
+  stats_host_.resize(2 * E + 1);
+  // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
+  rows_received_ = T * K;
+  exchange_counts_grow_buffers_for(rows_received_);
+}
+
+MoeLayer::~MoeLayer() {
+  for (DeviceBuffer* b : {&recv_, &xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_})
+    ops_.release(b->ptr);
+  for (void* p : owned_) ops_.release(p);
+}
+
+void* MoeLayer::fixed(size_t bytes) {
+  void* p = ops_.alloc(std::max<size_t>(bytes, 1));
+  owned_.push_back(p);
+  return p;
+}
+
+void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
+  if (bytes > b.bytes || !b.ptr) {
+    ops_.release(b.ptr);
+    b.bytes = std::max<size_t>(bytes + bytes / 4, 1);  // headroom: skew drifts between steps
+    b.ptr = ops_.alloc(b.bytes);
+  }
+  return b.ptr;
+}
+
+void MoeLayer::exchange_counts_grow_buffers_for(int64_t rows) {
+  const size_t sb = ops_.storage_bytes();
+  const int64_t H = d_.H, F = d_.F;
+  for (DeviceBuffer* b : {&recv_, &xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
+  grow(h_, sb * rows * 2 * F);
+  grow(dh_, sb * rows * 2 * F);
+  grow(a_, sb * rows * F);
+  grow(da_, sb * rows * F);
+}
+
+void MoeLayer::load_step_inputs(int64_t step) {
+  const int64_t n = d_.T * d_.H;
+  std::vector<float> host(n);
+  init_x(w_, mesh_.rank, step, host.data());
+  ops_.upload_storage(x_, host.data(), n);
+  init_dout(w_, mesh_.rank, step, host.data());
+  ops_.upload_storage(dout_, host.data(), n);
+}
+
+void MoeLayer::run_step(std::vector<double>& phase_ms) {
+  PhaseTimer& t = *timer_;
+  t.begin(kStep);
+
+  // ---- forward ----
+  t.begin(kFsdpGather);
+  fsdp_gather();
+  t.end(kFsdpGather);
+
+  t.begin(kRouterFwd);
+  route();
+  t.end(kRouterFwd);
+
+  t.begin(kLayout);
+  ops_.dispatch_layout(d_, idx_, expert_counts_, send_pos_);
+  exchange_counts();
+  t.end(kLayout);
+
+  t.begin(kDispatchFwd);
+  ops_.permute(d_, x_, send_pos_, send_);
+  dispatch(send_, xe_.ptr, kA2aDispatchFwd);
+  t.end(kDispatchFwd);
+
+  t.begin(kExpertsFwd);
+  ops_.expert_ffn_fwd(d_, xe_.ptr, w_in_full_, w_out_full_, row_offsets_.data(), h_.ptr, a_.ptr,
+                      ye_.ptr);
+  t.end(kExpertsFwd);
+
+  t.begin(kCombineFwd);
+  combine_back(ye_.ptr, y_send_, kA2aCombineFwd);
+  ops_.combine_fwd(d_, y_send_, send_pos_, p_, out_);
+  t.end(kCombineFwd);
+
+  // ---- backward: the adjoint of each forward phase, in reverse ----
+  t.begin(kCombineBwd);
+  ops_.combine_bwd(d_, dout_, y_send_, send_pos_, p_, dy_send_, dp_);
+  dispatch(dy_send_, dye_.ptr, kA2aCombineBwd);
+  t.end(kCombineBwd);
+
+  t.begin(kExpertsBwd);
+  ops_.expert_ffn_bwd(d_, dye_.ptr, xe_.ptr, h_.ptr, a_.ptr, w_in_full_, w_out_full_,
+                      row_offsets_.data(), da_.ptr, dh_.ptr, dxe_.ptr, dw_in_full_, dw_out_full_);
+  t.end(kExpertsBwd);
+
+  t.begin(kDispatchBwd);
+  combine_back(dxe_.ptr, send_, kA2aDispatchBwd);
+  ops_.unpermute_sum(d_, send_, send_pos_, dx_acc_);
+  t.end(kDispatchBwd);
+
+  t.begin(kRouterBwd);
+  ops_.router_bwd(d_, w_.router, x_, w_gate_, logits_, scores_, idx_, dp_, stats_, dlogits_,
+                  dx_acc_, dx_, dw_gate_);
+  t.end(kRouterBwd);
+
+  t.begin(kGradSync);
+  grad_sync();
+  t.end(kGradSync);
+
+  t.end(kStep);
+  phase_ms = t.read();
+
+  // Routing statistics for the report (after timing: this waits for the step).
+  ops_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
+  traffic_.global_expert_counts.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
+  traffic_.a2a_rows_sent = d_.T * d_.K;
+  traffic_.a2a_rows_to_others = d_.T * d_.K - send_rows_[mesh_.ep_rank];
+  traffic_.rows_received = rows_received_;
+}
+
+void MoeLayer::fsdp_gather() {
+  const size_t sb = ops_.storage_bytes();
+  comm_.allgather(w_in_shard_, w_in_full_, sb * shard_in_, Group::kFsdp);
+  comm_.allgather(w_out_shard_, w_out_full_, sb * shard_out_, Group::kFsdp);
+}
+
+void MoeLayer::route() {
+  ops_.router_fwd(d_, w_.router, x_, w_gate_, expert_bias_, logits_, scores_, idx_, p_, stats_);
+  // The aux loss counts the world's tokens: sum the per-rank counts and score sums.
+  comm_.allreduce_f32(stats_, 2 * d_.E + 1, Group::kWorld);
+}
+
+void MoeLayer::exchange_counts() {
+  timer_->begin(kCountsExchange);
+  // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
+  // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
+  comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
+  // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
+  ops_.copy_to_host(expert_counts_host_.data(), expert_counts_, 4 * d_.E);
+  ops_.copy_to_host(recv_counts_host_.data(), recv_counts_, 4 * recv_counts_host_.size());
+  timer_->end(kCountsExchange);
+
+  const int64_t El = d_.E_local;
+  rows_received_ = 0;
+  std::fill(row_offsets_.begin(), row_offsets_.end(), 0);
+  for (int64_t r = 0; r < d_.ep; ++r) {
+    send_rows_[r] = recv_rows_[r] = 0;
+    for (int64_t l = 0; l < El; ++l) {
+      send_rows_[r] += expert_counts_host_[r * El + l];
+      recv_rows_[r] += recv_counts_host_[r * El + l];
+      row_offsets_[l + 1] += recv_counts_host_[r * El + l];
+    }
+    rows_received_ += recv_rows_[r];
+  }
+  for (int64_t l = 0; l < El; ++l) row_offsets_[l + 1] += row_offsets_[l];
+  exchange_counts_grow_buffers_for(rows_received_);
+}
+
+void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_a2a) {
+  timer_->begin(phase_a2a);
+  comm_.alltoallv_rows(src_send, send_rows_.data(), recv_.ptr, recv_rows_.data(),
+                       ops_.storage_bytes() * d_.H, Group::kEp);
+  timer_->end(phase_a2a);
+  ops_.regroup(d_, recv_.ptr, recv_counts_, recv_counts_host_.data(), true, dst_expert_major);
+}
+
+void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int phase_a2a) {
+  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_.data(), false, recv_.ptr);
+  timer_->begin(phase_a2a);
+  comm_.alltoallv_rows(recv_.ptr, recv_rows_.data(), dst_send, send_rows_.data(),
+                       ops_.storage_bytes() * d_.H, Group::kEp);
+  timer_->end(phase_a2a);
+}
+
+void MoeLayer::grad_sync() {
+  comm_.allreduce_f32(dw_gate_, d_.H * d_.E, Group::kWorld);
+  comm_.reduce_scatter_f32(dw_in_full_, dw_in_shard_, shard_in_, Group::kFsdp);
+  comm_.reduce_scatter_f32(dw_out_full_, dw_out_shard_, shard_out_, Group::kFsdp);
+}
+
+StepOutputs MoeLayer::download_outputs() {
+  const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
+  StepOutputs o;
+  auto storage = [&](const void* src, int64_t n) {
+    std::vector<float> v(n);
+    ops_.download_storage(v.data(), src, n);
+    return v;
+  };
+  auto fp32 = [&](const float* src, int64_t n) {
+    std::vector<float> v(n);
+    ops_.copy_to_host(v.data(), src, 4 * n);
+    return v;
+  };
+  o.x = storage(x_, T * H);
+  o.dout = storage(dout_, T * H);
+  o.out = storage(out_, T * H);
+  o.dx = storage(dx_, T * H);
+  o.idx.resize(T * K);
+  ops_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
+  o.p = fp32(p_, T * K);
+  o.w_gate = storage(w_gate_, H * E);
+  o.dw_gate = fp32(dw_gate_, H * E);
+  if (expert_bias_) o.expert_bias = fp32(expert_bias_, E);
+  o.w_in = storage(w_in_full_, El * H * 2 * F);
+  o.w_out = storage(w_out_full_, El * F * H);
+  // Gather the reduced shards back into the (now free) full-gradient buffers.
+  comm_.allgather(dw_in_shard_, dw_in_full_, 4 * shard_in_, Group::kFsdp);
+  comm_.allgather(dw_out_shard_, dw_out_full_, 4 * shard_out_, Group::kFsdp);
+  o.dw_in = fp32(dw_in_full_, El * H * 2 * F);
+  o.dw_out = fp32(dw_out_full_, El * F * H);
+
+  std::vector<float> stats(2 * E + 1);
+  ops_.copy_to_host(stats.data(), stats_, 4 * stats.size());
+  cpu::router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
+  float dot = 0.0f;
+  double local = 0.0;
+  for (int64_t i = 0; i < T * H; ++i) local += double(o.out[i]) * double(o.dout[i]);
+  dot = float(local);
+  comm_.allreduce_f32(&dot, 1, Group::kWorld);
+  o.loss = double(dot) + o.aux + o.z;
+  return o;
+}
+
+}  // namespace moe

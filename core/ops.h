@@ -1,0 +1,90 @@
+#pragma once
+// The compute half of a backend, cut per phase of the step (router, layout, permute, regroup, expert
+// FFN, combine, each with its backward) so that a backend may fuse freely inside a phase.
+// Pointers are the backend's memory. "storage" tensors hold the workload dtype (bf16 or fp32; the
+// CPU backend stores floats already rounded to it); fp32 and int32 tensors are always that.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/workload.h"
+
+namespace moe {
+
+struct Dims {
+  int64_t T = 0, H = 0, F = 0, E = 0, K = 0;  // tokens per rank, hidden, ffn, experts, top-k
+  int64_t E_local = 0;                        // experts per EP rank
+  int64_t ep = 1, fsdp = 1, world = 1;
+  int64_t N = 0;                              // global tokens = T * world
+  DType dtype = DType::kBf16;
+};
+
+// Times phases of one step on the backend's clock (host clock on CPU, CUDA events on GPU).
+class PhaseTimer {
+ public:
+  virtual ~PhaseTimer() = default;
+  virtual void begin(int phase) = 0;
+  virtual void end(int phase) = 0;
+  // Milliseconds per phase for the last step (0 for phases not run); waits for the backend.
+  virtual std::vector<double> read() = 0;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string name() const = 0;
+
+  // Memory. Allocation happens at set-up and when a ragged buffer must grow, never in a steady step.
+  virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws moe::Error naming the size on OOM
+  virtual void release(void* p) = 0;
+  virtual size_t storage_bytes() const = 0;  // bytes per storage element
+  virtual void upload_storage(void* dst, const float* src, int64_t n) = 0;  // host floats -> storage
+  virtual void download_storage(float* dst, const void* src, int64_t n) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // raw bytes, blocking
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void sync() = 0;
+  virtual int64_t memory_high_water() const = 0;  // bytes, backend memory
+  virtual std::unique_ptr<PhaseTimer> make_timer(int num_phases) = 0;
+
+  // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
+  // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;
+  // expert_bias [E] fp32 or nullptr.
+  virtual void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x,
+                          const void* w_gate, const float* expert_bias, float* logits,
+                          float* scores, int32_t* idx, float* p, float* stats) = 0;
+  // Router backward and the end of dx: dlogits [T,E] from dp [T,K] and the world's counts
+  // global_stats [2E+1]; dx [T,H] storage = dx_acc [T,H] fp32 + dlogits @ w_gate^T;
+  // dw_gate [H,E] fp32 = x^T dlogits (this rank's part).
+  virtual void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x,
+                          const void* w_gate, const float* logits, const float* scores,
+                          const int32_t* idx, const float* dp, const float* global_stats,
+                          float* dlogits, float* dx_acc, void* dx, float* dw_gate) = 0;
+  // expert_counts [E] i32 and send_pos [T*K] i32 (kernels/cpu/layout.h).
+  virtual void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+                               int32_t* send_pos) = 0;
+  // send [T*K, H] storage: rows of x [T,H] in send order.
+  virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
+  // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
+  // memory) and their host copy.
+  virtual void regroup(const Dims& d, const void* src, const int32_t* counts,
+                       const int32_t* counts_host, bool to_expert_major, void* dst) = 0;
+  // Expert FFN over expert-major rows; row_offsets_host [E_local+1]. See kernels/cpu/expert_ffn.h.
+  virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
+                              const int64_t* row_offsets_host, void* h, void* a, void* ye) = 0;
+  virtual void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
+                              const void* a, const void* w_in, const void* w_out,
+                              const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
+                              float* dw_in, float* dw_out) = 0;
+  // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward.
+  virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
+                           const float* p, void* out) = 0;
+  virtual void combine_bwd(const Dims& d, const void* dout, const void* y_send,
+                           const int32_t* send_pos, const float* p, void* dy_send, float* dp) = 0;
+  // dx_acc [T,H] fp32 = sum over the K returned rows of dx_send [T*K, H] storage.
+  virtual void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
+                             float* dx_acc) = 0;
+};
+
+}  // namespace moe

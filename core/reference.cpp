@@ -1,0 +1,415 @@
+// The reference step in float64: plain loops over MATH.md, (token, expert) pair by pair. It
+// shares no code with the backends (no permutation, all-to-all or grouped GEMM): all it takes from
+// them is this rank's x, dout and routing, and the weights it regenerates from the seed.
+#include "core/reference.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/init.h"
+
+namespace moe {
+namespace {
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+// d silu(v) / dv = sig(v) * (1 + v * (1 - sig(v))).
+double silu_grad(double v) {
+  const double sig = 1.0 / (1.0 + std::exp(-v));
+  return sig * (1.0 + v * (1.0 - sig));
+}
+
+// logits[e] = sum_h x[h] * w_gate[h, e] for one token.
+void token_logits(const double* x, const double* w_gate, int64_t H, int64_t E, double* logits) {
+  for (int64_t e = 0; e < E; ++e) logits[e] = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t e = 0; e < E; ++e) logits[e] += x[h] * w_gate[h * E + e];
+}
+
+std::vector<double> all_logits(const ReferenceProblem& prob) {
+  const int64_t N = prob.tokens, H = prob.model.hidden, E = prob.model.experts;
+  std::vector<double> logits(N * E);
+  for (int64_t t = 0; t < N; ++t)
+    token_logits(&prob.x[t * H], prob.w_gate.data(), H, E, &logits[t * E]);
+  return logits;
+}
+
+// c_e: how many (t, k) over the given routing go to expert e.
+std::vector<double> expert_counts(const int32_t* idx, int64_t N, int64_t E, int64_t K) {
+  std::vector<double> counts(E, 0.0);
+  for (int64_t i = 0; i < N * K; ++i) counts[idx[i]] += 1.0;
+  return counts;
+}
+
+// Up to this many (token, k) pairs of one expert go through the loops together, so that each weight
+// row is read from memory once per block instead of once per pair (an expert's weights do not fit
+// in cache at real sizes); the arithmetic is still pair by pair.
+constexpr int64_t kBlock = 16;
+
+// One (token, k) pair routed to the expert at hand. Null outputs are not computed.
+struct Pair {
+  const double* x;     // [H]
+  const double* dout;  // [H]
+  double p;
+  double* out;  // [H] += p * y             (own tokens)
+  double* dp;   // = <y, dout>              (own tokens)
+  double* dx;   // [H] += dh @ w_in^T       (own tokens, backward)
+};
+
+struct BlockScratch {
+  std::vector<double> h, a, y, dy, da, dh;  // [kBlock, 2F], [kBlock, F], [kBlock, H], ...
+  BlockScratch(int64_t H, int64_t F)
+      : h(kBlock * 2 * F),
+        a(kBlock * F),
+        y(kBlock * H),
+        dy(kBlock * H),
+        da(kBlock * F),
+        dh(kBlock * 2 * F) {}
+};
+
+// MATH.md step 7 and its backward for n <= kBlock pairs of one expert, whose w_in is [H, 2F] and
+// w_out [F, H]. With `backward`, also dw_in += x^T dh and dw_out += a^T dy over the pairs (this
+// expert's gradients; null when it is not a local expert).
+void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const double* w_in,
+                  const double* w_out, bool backward, double* dw_in, double* dw_out,
+                  BlockScratch& s) {
+  const int64_t F2 = 2 * F;
+  // h = x @ w_in;  a = silu(g) * u with g = h[:F], u = h[F:].
+  std::fill(s.h.begin(), s.h.begin() + n * F2, 0.0);
+  for (int64_t i = 0; i < H; ++i)
+    for (int64_t b = 0; b < n; ++b) {
+      const double xi = pairs[b].x[i];
+      for (int64_t j = 0; j < F2; ++j) s.h[b * F2 + j] += xi * w_in[i * F2 + j];
+    }
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t f = 0; f < F; ++f) s.a[b * F + f] = silu(s.h[b * F2 + f]) * s.h[b * F2 + F + f];
+
+  // y = a @ w_out, only where a token's out or dp is wanted; out += p * y;  dp = <y, dout>.
+  std::fill(s.y.begin(), s.y.begin() + n * H, 0.0);
+  for (int64_t f = 0; f < F; ++f)
+    for (int64_t b = 0; b < n; ++b) {
+      if (!pairs[b].out && !pairs[b].dp) continue;
+      const double af = s.a[b * F + f];
+      for (int64_t o = 0; o < H; ++o) s.y[b * H + o] += af * w_out[f * H + o];
+    }
+  for (int64_t b = 0; b < n; ++b) {
+    const Pair& pr = pairs[b];
+    if (pr.out)
+      for (int64_t o = 0; o < H; ++o) pr.out[o] += pr.p * s.y[b * H + o];
+    if (pr.dp) {
+      double dot = 0;
+      for (int64_t o = 0; o < H; ++o) dot += s.y[b * H + o] * pr.dout[o];
+      *pr.dp = dot;
+    }
+  }
+  if (!backward) return;
+
+  // dy = p * dout;  da = dy @ w_out^T;  dw_out += a^T dy.
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < H; ++o) s.dy[b * H + o] = pairs[b].p * pairs[b].dout[o];
+  for (int64_t f = 0; f < F; ++f)
+    for (int64_t b = 0; b < n; ++b) {
+      double dot = 0;
+      for (int64_t o = 0; o < H; ++o) dot += s.dy[b * H + o] * w_out[f * H + o];
+      s.da[b * F + f] = dot;
+    }
+  if (dw_out)
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t b = 0; b < n; ++b) {
+        const double af = s.a[b * F + f];
+        for (int64_t o = 0; o < H; ++o) dw_out[f * H + o] += af * s.dy[b * H + o];
+      }
+
+  // dg = da * u * silu'(g);  du = da * silu(g).
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t f = 0; f < F; ++f) {
+      const double g = s.h[b * F2 + f], u = s.h[b * F2 + F + f], da = s.da[b * F + f];
+      s.dh[b * F2 + f] = da * u * silu_grad(g);
+      s.dh[b * F2 + F + f] = da * silu(g);
+    }
+  // dx += dh @ w_in^T (own tokens);  dw_in += x^T dh.
+  for (int64_t i = 0; i < H; ++i)
+    for (int64_t b = 0; b < n; ++b) {
+      if (!pairs[b].dx) continue;
+      double dot = 0;
+      for (int64_t j = 0; j < F2; ++j) dot += s.dh[b * F2 + j] * w_in[i * F2 + j];
+      pairs[b].dx[i] += dot;
+    }
+  if (dw_in)
+    for (int64_t i = 0; i < H; ++i)
+      for (int64_t b = 0; b < n; ++b) {
+        const double xi = pairs[b].x[i];
+        for (int64_t j = 0; j < F2; ++j) dw_in[i * F2 + j] += xi * s.dh[b * F2 + j];
+      }
+}
+
+// The expert FFNs of the routing idx / p [N, K], expert by expert: every pair of an own token
+// [token_begin, token_end) gives out [T, H], dp [T, K] and (backward) dx [T, H]; every pair of a
+// local expert [expert_begin, expert_end), own token or not, adds to dw_in / dw_out [E_local, ...].
+struct ExpertsPass {
+  int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
+  bool backward = false;
+  double* out = nullptr;
+  double* dp = nullptr;
+  double* dx = nullptr;
+  double* dw_in = nullptr;
+  double* dw_out = nullptr;
+};
+
+void run_experts(const ReferenceProblem& prob, const int32_t* idx, const double* p,
+                 const ExpertsPass& ps) {
+  const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
+  const int64_t E = prob.model.experts, K = prob.model.topk;
+  BlockScratch scratch(H, F);
+  std::vector<Pair> pairs;
+  for (int64_t e = 0; e < E; ++e) {
+    const bool local = e >= ps.expert_begin && e < ps.expert_end;
+    pairs.clear();
+    for (int64_t t = 0; t < N; ++t) {
+      const bool own = t >= ps.token_begin && t < ps.token_end;
+      if (!own && !local) continue;
+      for (int64_t k = 0; k < K; ++k) {
+        if (idx[t * K + k] != e) continue;
+        const int64_t r = t - ps.token_begin;
+        Pair pr{&prob.x[t * H], &prob.dout[t * H], p[t * K + k], nullptr, nullptr, nullptr};
+        if (own) {
+          pr.out = ps.out + r * H;
+          pr.dp = ps.dp ? ps.dp + r * K + k : nullptr;
+          pr.dx = ps.backward ? ps.dx + r * H : nullptr;
+        }
+        pairs.push_back(pr);
+      }
+    }
+    double* dw_in = local && ps.backward ? ps.dw_in + (e - ps.expert_begin) * H * 2 * F : nullptr;
+    double* dw_out = local && ps.backward ? ps.dw_out + (e - ps.expert_begin) * F * H : nullptr;
+    for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
+      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0),
+                   &prob.w_in[e * H * 2 * F], &prob.w_out[e * F * H], ps.backward, dw_in, dw_out,
+                   scratch);
+  }
+}
+
+void check_problem(const ReferenceProblem& prob) {
+  const auto& m = prob.model;
+  const int64_t N = prob.tokens, H = m.hidden, F = m.ffn, E = m.experts;
+  MOE_CHECK(N > 0 && H > 0 && F > 0 && E > 0 && m.topk > 0 && m.topk <= E,
+            "bad shape N " << N << " H " << H << " F " << F << " E " << E << " K " << m.topk);
+  MOE_CHECK(int64_t(prob.x.size()) == N * H && int64_t(prob.dout.size()) == N * H,
+            "x / dout must hold N * H = " << N * H << " values");
+  MOE_CHECK(int64_t(prob.w_gate.size()) == H * E, "w_gate must hold H * E = " << H * E);
+  MOE_CHECK(int64_t(prob.w_in.size()) == E * H * 2 * F, "w_in must hold E * H * 2F");
+  MOE_CHECK(int64_t(prob.w_out.size()) == E * F * H, "w_out must hold E * F * H");
+  MOE_CHECK(!prob.router.expert_bias || int64_t(prob.expert_bias.size()) == E,
+            "expert_bias must hold E = " << E << " values");
+}
+
+// Whether got [K] names K distinct experts in [0, E); a backend's idx is taken only if it does.
+bool valid_set(const int32_t* got, int64_t E, int64_t K) {
+  for (int64_t k = 0; k < K; ++k) {
+    if (got[k] < 0 || got[k] >= E) return false;
+    for (int64_t j = 0; j < k; ++j)
+      if (got[j] == got[k]) return false;
+  }
+  return true;
+}
+
+bool same_set(const int32_t* a, const int32_t* b, int64_t K) {
+  std::vector<int32_t> va(a, a + K), vb(b, b + K);
+  std::sort(va.begin(), va.end());
+  std::sort(vb.begin(), vb.end());
+  return va == vb;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+}  // namespace
+
+ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
+                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
+                               int64_t expert_end) {
+  check_problem(prob);
+  const RouterConfig& rc = prob.router;
+  const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
+  const int64_t E = prob.model.experts, K = prob.model.topk;
+  MOE_CHECK(0 <= token_begin && token_begin <= token_end && token_end <= N,
+            "own tokens [" << token_begin << ", " << token_end << ") outside [0, " << N << ")");
+  MOE_CHECK(
+      0 <= expert_begin && expert_begin <= expert_end && expert_end <= E,
+      "local experts [" << expert_begin << ", " << expert_end << ") outside [0, " << E << ")");
+  const double* bias = rc.expert_bias ? prob.expert_bias.data() : nullptr;
+
+  // Routing for all N tokens: the aux counts and the near-tie decisions need the world's tokens.
+  ReferenceResult res;
+  const std::vector<double> logits = all_logits(prob);
+  std::vector<int32_t> idx(N * K);
+  std::vector<double> p(N * K);
+  for (int64_t t = 0; t < N; ++t) {
+    TokenRouting tr = reference_route_token(rc, E, K, &logits[t * E], bias);
+    std::copy(tr.idx.begin(), tr.idx.end(), &idx[t * K]);
+    std::copy(tr.p.begin(), tr.p.end(), &p[t * K]);
+    if (!got_idx) continue;
+    const int32_t* got = got_idx + t * K;
+    if (same_set(tr.idx.data(), got, K)) continue;
+    // A near tie may flip either way in fp32: follow the backend there, so that its out and
+    // gradients are compared against the same function. Elsewhere a different set is an error.
+    if (tr.near_tie && valid_set(got, E, K)) {
+      ++res.routing_near_ties;
+      std::copy(got, got + K, &idx[t * K]);
+      reference_topk_weights(rc, E, K, &logits[t * E], got, &p[t * K]);
+    } else {
+      ++res.routing_mismatches;
+    }
+  }
+  const std::vector<double> counts = expert_counts(idx.data(), N, E, K);
+  reference_router_losses(rc, N, E, K, logits.data(), counts.data(), &res.aux, &res.z);
+
+  // The expert FFNs: own tokens' out, dp and expert-path dx; local experts' dw over all N tokens.
+  const int64_t T = token_end - token_begin, E_local = expert_end - expert_begin;
+  res.out.assign(T * H, 0.0);
+  res.dx.assign(T * H, 0.0);
+  res.dw_in.assign(E_local * H * 2 * F, 0.0);
+  res.dw_out.assign(E_local * F * H, 0.0);
+  std::vector<double> dp(T * K, 0.0);
+  ExpertsPass pass;
+  pass.token_begin = token_begin;
+  pass.token_end = token_end;
+  pass.expert_begin = expert_begin;
+  pass.expert_end = expert_end;
+  pass.backward = true;
+  pass.out = res.out.data();
+  pass.dp = dp.data();
+  pass.dx = res.dx.data();
+  pass.dw_in = res.dw_in.data();
+  pass.dw_out = res.dw_out.data();
+  run_experts(prob, idx.data(), p.data(), pass);
+
+  // Own tokens: the loss's part, and the router's backward from dp plus aux and z.
+  res.idx.assign(idx.begin() + token_begin * K, idx.begin() + token_end * K);
+  res.p.assign(p.begin() + token_begin * K, p.begin() + token_end * K);
+  res.dw_gate.assign(H * E, 0.0);
+  std::vector<double> dlogits(E);
+  double dot = 0;
+  for (int64_t t = token_begin; t < token_end; ++t) {
+    const double* x = &prob.x[t * H];
+    const double* dout = &prob.dout[t * H];
+    const double* out = &res.out[(t - token_begin) * H];
+    double* dx = &res.dx[(t - token_begin) * H];
+    for (int64_t h = 0; h < H; ++h) dot += out[h] * dout[h];
+
+    std::fill(dlogits.begin(), dlogits.end(), 0.0);
+    reference_topk_weights_bwd(rc, E, K, &logits[t * E], &idx[t * K], &dp[(t - token_begin) * K],
+                               dlogits.data());
+    reference_router_losses_bwd(rc, N, E, K, &logits[t * E], counts.data(), dlogits.data());
+    // dx += dlogits @ w_gate^T;  dw_gate += x^T dlogits.
+    for (int64_t h = 0; h < H; ++h) {
+      double acc = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        acc += dlogits[e] * prob.w_gate[h * E + e];
+        res.dw_gate[h * E + e] += x[h] * dlogits[e];
+      }
+      dx[h] += acc;
+    }
+  }
+  res.loss = dot + res.aux + res.z;
+  return res;
+}
+
+double reference_loss(const ReferenceProblem& prob, const int32_t* idx) {
+  check_problem(prob);
+  const RouterConfig& rc = prob.router;
+  const int64_t N = prob.tokens, H = prob.model.hidden;
+  const int64_t E = prob.model.experts, K = prob.model.topk;
+  for (int64_t i = 0; i < N * K; ++i) MOE_CHECK(idx[i] >= 0 && idx[i] < E, "bad idx " << idx[i]);
+
+  const std::vector<double> logits = all_logits(prob);
+  std::vector<double> p(N * K), out(N * H, 0.0);
+  for (int64_t t = 0; t < N; ++t)
+    reference_topk_weights(rc, E, K, &logits[t * E], &idx[t * K], &p[t * K]);
+  ExpertsPass pass;
+  pass.token_end = N;
+  pass.out = out.data();
+  run_experts(prob, idx, p.data(), pass);
+  double dot = 0;
+  for (int64_t i = 0; i < N * H; ++i) dot += out[i] * prob.dout[i];
+  const std::vector<double> counts = expert_counts(idx, N, E, K);
+  double aux = 0, z = 0;
+  reference_router_losses(rc, N, E, K, logits.data(), counts.data(), &aux, &z);
+  return dot + aux + z;
+}
+
+ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm world,
+                                  const ReferenceInputs& in) {
+  int world_size = 0, rank = 0;
+  MPI_CHECK(MPI_Comm_size(world, &world_size));
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  const ModelShape& m = w.model;
+  const int64_t T = w.tokens_per_rank, H = m.hidden, F = m.ffn, E = m.experts, K = m.topk;
+  const int64_t N = T * world_size;
+  MOE_CHECK(in.x && in.dout, "reference needs x and dout");
+  MOE_CHECK(mesh.experts == E && mesh.experts_end - mesh.experts_begin == mesh.experts_per_rank,
+            "mesh experts " << mesh.experts << " vs model experts " << E);
+  MOE_CHECK(T * H <= INT_MAX && T * K <= INT_MAX, "per-rank tensors too large for one MPI count");
+
+  ReferenceProblem prob;
+  prob.tokens = N;
+  prob.model = m;
+  prob.router = w.router;
+
+  // The world's tokens in rank order: token g = rank * T + t.
+  std::vector<float> gathered(N * H);
+  MPI_CHECK(
+      MPI_Allgather(in.x, int(T * H), MPI_FLOAT, gathered.data(), int(T * H), MPI_FLOAT, world));
+  prob.x = to_double(gathered);
+  MPI_CHECK(
+      MPI_Allgather(in.dout, int(T * H), MPI_FLOAT, gathered.data(), int(T * H), MPI_FLOAT, world));
+  prob.dout = to_double(gathered);
+  std::vector<float>().swap(gathered);
+
+  // Compare routing only when every rank has the backend's (the all-gather is collective).
+  int have_got = in.got_idx != nullptr, all_have_got = 0;
+  MPI_CHECK(MPI_Allreduce(&have_got, &all_have_got, 1, MPI_INT, MPI_MIN, world));
+  std::vector<int32_t> got;
+  if (all_have_got) {
+    got.resize(N * K);
+    MPI_CHECK(MPI_Allgather(in.got_idx, int(T * K), MPI_INT32_T, got.data(), int(T * K),
+                            MPI_INT32_T, world));
+  }
+
+  // Weights from the seed, one expert at a time to keep the float staging small.
+  std::vector<float> buf(H * E);
+  init_w_gate(w, buf.data());
+  prob.w_gate = to_double(buf);
+  if (w.router.expert_bias) {
+    buf.assign(E, 0.0f);
+    init_expert_bias(w, buf.data());
+    prob.expert_bias = to_double(buf);
+  }
+  prob.w_in.resize(E * H * 2 * F);
+  prob.w_out.resize(E * F * H);
+  buf.assign(H * 2 * F, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    init_w_in_range(w, e * H * 2 * F, (e + 1) * H * 2 * F, buf.data());
+    std::copy(buf.begin(), buf.begin() + H * 2 * F, prob.w_in.begin() + e * H * 2 * F);
+    init_w_out_range(w, e * F * H, (e + 1) * F * H, buf.data());
+    std::copy(buf.begin(), buf.begin() + F * H, prob.w_out.begin() + e * F * H);
+  }
+
+  ReferenceResult res = reference_step(prob, got.empty() ? nullptr : got.data(), int64_t(rank) * T,
+                                       int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
+
+  // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
+  MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world));
+  double dot = 0;
+  for (int64_t i = 0; i < T * H; ++i) dot += res.out[i] * prob.dout[rank * T * H + i];
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dot, 1, MPI_DOUBLE, MPI_SUM, world));
+  res.loss = dot + res.aux + res.z;
+  return res;
+}
+
+}  // namespace moe

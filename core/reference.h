@@ -1,0 +1,103 @@
+#pragma once
+// The independent reference: simple float64 loops over MATH.md, sharing no permutation, all-to-all
+// or grouped GEMM with the backends. Weights are regenerated from the seed (core/init.h); this
+// rank's x and dout are taken as the backend used them and all-gathered over the world.
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/workload.h"
+
+namespace moe {
+
+struct ReferenceInputs {
+  const float* x = nullptr;        // [T, H] this rank's tokens, values as stored by the backend
+  const float* dout = nullptr;     // [T, H]
+  const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
+};
+
+struct ReferenceResult {
+  std::vector<double> out;      // [T, H] this rank's tokens
+  std::vector<double> dx;       // [T, H]
+  std::vector<double> dw_gate;  // [H, E] summed over the world's tokens
+  std::vector<double> dw_in;    // [E_local, H, 2F] this rank's experts, over the world's tokens
+  std::vector<double> dw_out;   // [E_local, F, H]
+  std::vector<int32_t> idx;     // [T, K] routing used (the reference's, or the backend's at a near tie)
+  std::vector<double> p;        // [T, K]
+  double aux = 0, z = 0;        // global losses
+  double loss = 0;              // global sum_t <out, dout> + aux + z
+  // Over the world's tokens (identical on every rank): tokens whose expert set differs from the
+  // backend's with a clear margin (an error), and at a near tie (allowed, backend's choice used).
+  int64_t routing_mismatches = 0;
+  int64_t routing_near_ties = 0;
+};
+
+ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm world,
+                                  const ReferenceInputs& in);
+
+// ---- The world-free core (what compute_reference runs on every rank), exposed for tests ----
+
+// Everything in float64 for N tokens: the world's tokens in global order and all E experts.
+struct ReferenceProblem {
+  int64_t tokens = 0;  // N
+  ModelShape model;
+  RouterConfig router;
+  std::vector<double> x, dout;      // [N, H]
+  std::vector<double> w_gate;       // [H, E]
+  std::vector<double> expert_bias;  // [E]; read only when router.expert_bias
+  std::vector<double> w_in;         // [E, H, 2F]
+  std::vector<double> w_out;        // [E, F, H]
+};
+
+// The step for "own" tokens [token_begin, token_end) and "local" experts [expert_begin,
+// expert_end). Routing, the near-tie handling against got_idx ([N, K], or nullptr: no comparison),
+// the routing counts, aux and z cover all N tokens. out, dx, idx and p are the own tokens'; dw_in
+// and dw_out are the local experts', summed over all N tokens. dw_gate and the <out, dout> part of
+// `loss` cover only the own tokens (loss = that part + aux + z): a caller that splits the tokens
+// over ranks sums them. With all tokens and experts own, the result is the whole step.
+ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
+                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
+                               int64_t expert_end);
+
+// L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx
+// [N, K] (the counts c_e come from idx). p is recomputed from the logits, so finite differences of
+// this function give the gradients reference_step computes.
+double reference_loss(const ReferenceProblem& prob, const int32_t* idx);
+
+// ---- The router in float64 (core/reference_router.cpp) ----
+
+// s = softmax(logits) or sigmoid(logits) per router.score; [E].
+void reference_scores(const RouterConfig& rc, int64_t E, const double* logits, double* s);
+
+struct TokenRouting {
+  std::vector<int32_t> idx;  // [K] by descending q, ties lower expert id first
+  std::vector<double> p;     // [K] final weights (after normalize and scaling)
+  // The K-th and (K+1)-th selectable q (or, with groups, the Gk-th and (Gk+1)-th group scores)
+  // are within 1e-3 relative: a backend may legitimately pick another set.
+  bool near_tie = false;
+};
+
+// MATH.md steps 2-6 for one token. expert_bias [E] or nullptr, used only when router.expert_bias.
+TokenRouting reference_route_token(const RouterConfig& rc, int64_t E, int64_t K,
+                                   const double* logits, const double* expert_bias);
+
+// Step 6 for a given expert set idx [K]: p [K] from the logits (gather of s, or the softmax of
+// the selected logits), normalize_topk and scaling.
+void reference_topk_weights(const RouterConfig& rc, int64_t E, int64_t K, const double* logits,
+                            const int32_t* idx, double* p);
+
+// dlogits [E] += d/dlogits of sum_k p[k] * dp[k] through step 6 and the score function.
+void reference_topk_weights_bwd(const RouterConfig& rc, int64_t E, int64_t K, const double* logits,
+                                const int32_t* idx, const double* dp, double* dlogits);
+
+// aux and z over N tokens: logits [N, E], counts [E] = c_e.
+void reference_router_losses(const RouterConfig& rc, int64_t N, int64_t E, int64_t K,
+                             const double* logits, const double* counts, double* aux, double* z);
+
+// dlogits [E] += the aux and z gradients for one token (counts constant), N the global count.
+void reference_router_losses_bwd(const RouterConfig& rc, int64_t N, int64_t E, int64_t K,
+                                 const double* logits, const double* counts, double* dlogits);
+
+}  // namespace moe

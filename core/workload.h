@@ -1,0 +1,78 @@
+#pragma once
+// The workload: one plain struct per JSON object, loaded from configs/*.json, overridden by
+// --set key.path=value, then validated. Every key but model.* has a default (see README).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moe {
+
+enum class DType { kBf16, kFp32 };
+const char* dtype_name(DType d);
+
+struct ModelShape {
+  int64_t hidden = 0;   // H
+  int64_t ffn = 0;      // F (per expert; w_in is [H, 2F])
+  int64_t experts = 0;  // E
+  int64_t topk = 0;     // K
+};
+
+struct RouterConfig {
+  std::string score = "softmax";   // "softmax" | "sigmoid"
+  bool softmax_after_topk = false;  // Mixtral style; only with softmax
+  bool normalize_topk = false;
+  double scaling = 1.0;
+  int64_t groups = 1;      // G; 1 = no group-limited routing
+  int64_t group_topk = 1;  // Gk, groups kept per token
+  bool expert_bias = false;
+  double aux_coeff = 0.0;
+  double z_coeff = 0.0;
+};
+
+struct MeshConfig {
+  int64_t ep = 0;    // 0 = "auto"
+  int64_t fsdp = 0;  // 0 = "auto"
+};
+
+enum class CheckMode { kOff, kFirst, kEvery };
+const char* check_mode_name(CheckMode m);
+
+struct Workload {
+  std::string name = "unnamed";
+  ModelShape model;
+  RouterConfig router;
+  int64_t tokens_per_rank = 0;  // T; 0 means "not given", an error
+  MeshConfig mesh;
+  DType dtype = DType::kBf16;
+  std::string dispatch = "alltoall";
+  int64_t steps = 20;
+  int64_t warmup = 3;
+  uint64_t seed = 1234;
+  CheckMode check = CheckMode::kFirst;
+};
+
+// Parses JSON text into a workload. Throws UserError naming the key (unknown keys, wrong types,
+// bad enum values) or, for malformed JSON, the line and column.
+Workload workload_from_json_text(const std::string& text, const std::string& source_name);
+Workload load_workload_file(const std::string& path);
+
+// Applies one "--set a.b.c=value" override, type-checked against the key's type.
+void apply_override(Workload& w, const std::string& assignment);
+
+// Resolves mesh "auto" against the world size, then checks every constraint. Throws UserError
+// whose message names the key and the fix.
+void resolve_and_validate(Workload& w, int world_size);
+
+// Bytes one rank needs for the step's buffers (parameters, gradients, activations assuming
+// balanced routing) plus the reference path's when check != off. Used to refuse a workload that
+// cannot fit before allocating anything.
+int64_t estimate_rank_bytes(const Workload& w, int world_size);
+// The same with storage_bytes per stored element (4: the CPU backend's floats; 2: bf16 storage).
+// The formula is in workload.cpp. A workload whose mesh is still "auto" is resolved on a copy.
+int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes);
+
+nlohmann::json workload_to_json(const Workload& w);
+
+}  // namespace moe

@@ -1,0 +1,141 @@
+#include "kernels/cpu/cpu_ops.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+#include "kernels/cpu/combine.h"
+#include "kernels/cpu/expert_ffn.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layout.h"
+#include "kernels/cpu/permute.h"
+#include "kernels/cpu/router.h"
+
+namespace moe {
+namespace {
+
+inline const float* F(const void* p) { return static_cast<const float*>(p); }
+inline float* F(void* p) { return static_cast<float*>(p); }
+
+class HostTimer : public PhaseTimer {
+ public:
+  explicit HostTimer(int n) : start_(n), ms_(n, 0.0) {}
+  void begin(int phase) override { start_[phase] = Clock::now(); }
+  void end(int phase) override {
+    ms_[phase] += std::chrono::duration<double, std::milli>(Clock::now() - start_[phase]).count();
+  }
+  std::vector<double> read() override {
+    std::vector<double> out = ms_;
+    std::fill(ms_.begin(), ms_.end(), 0.0);
+    return out;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> start_;
+  std::vector<double> ms_;
+};
+
+}  // namespace
+
+void* CpuOps::alloc(size_t bytes) {
+  // A size header in front of each block lets release() keep the high-water mark exact.
+  void* raw = std::calloc(1, bytes + 64);
+  if (!raw)
+    throw_error(__FILE__, __LINE__,
+                "out of host memory allocating " + std::to_string(bytes >> 20) +
+                    " MiB: lower tokens_per_rank, or raise mesh.ep to spread the experts");
+  *static_cast<size_t*>(raw) = bytes;
+  in_use_ += int64_t(bytes);
+  high_water_ = std::max(high_water_, in_use_);
+  return static_cast<char*>(raw) + 64;
+}
+
+void CpuOps::release(void* p) {
+  if (!p) return;
+  void* raw = static_cast<char*>(p) - 64;
+  in_use_ -= int64_t(*static_cast<size_t*>(raw));
+  std::free(raw);
+}
+
+void CpuOps::upload_storage(void* dst, const float* src, int64_t n) {
+  std::memcpy(dst, src, sizeof(float) * n);
+}
+void CpuOps::download_storage(float* dst, const void* src, int64_t n) {
+  std::memcpy(dst, src, sizeof(float) * n);
+}
+void CpuOps::copy_to_host(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void CpuOps::copy_to_device(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+std::unique_ptr<PhaseTimer> CpuOps::make_timer(int num_phases) {
+  return std::make_unique<HostTimer>(num_phases);
+}
+
+void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                        const float* expert_bias, float* logits, float* scores, int32_t* idx,
+                        float* p, float* stats) {
+  cpu::router_logits(F(x), F(w_gate), d.T, d.H, d.E, logits);
+  cpu::router_topk(logits, expert_bias, cfg, d.T, d.E, d.K, scores, idx, p);
+  cpu::router_loss_stats(logits, scores, idx, cfg, d.T, d.E, d.K, stats);
+}
+
+void CpuOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                        const float* logits, const float* scores, const int32_t* idx,
+                        const float* dp, const float* global_stats, float* dlogits, float* dx_acc,
+                        void* dx, float* dw_gate) {
+  cpu::router_bwd(logits, scores, idx, dp, global_stats, cfg, d.N, d.T, d.E, d.K, dlogits);
+  cpu::router_input_grads(F(x), F(w_gate), dlogits, d.T, d.H, d.E, dx_acc, dw_gate);
+  for (int64_t i = 0; i < d.T * d.H; ++i) F(dx)[i] = cpu::store_as(d.dtype, dx_acc[i]);
+}
+
+void CpuOps::dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+                             int32_t* send_pos) {
+  cpu::dispatch_layout(idx, d.T, d.K, d.E, expert_counts, send_pos);
+}
+
+void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
+  cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
+}
+
+void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t*,
+                     bool to_expert_major, void* dst) {
+  cpu::regroup_rows(F(src), counts, d.ep, d.E_local, d.H, to_expert_major, F(dst));
+}
+
+void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
+                            const int64_t* row_offsets_host, void* h, void* a, void* ye) {
+  cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), row_offsets_host, d.E_local, d.H, d.F, d.dtype,
+                      F(h), F(a), F(ye));
+}
+
+void CpuOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
+                            const void* a, const void* w_in, const void* w_out,
+                            const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
+                            float* dw_in, float* dw_out) {
+  cpu::expert_ffn_bwd(F(dye), F(xe), F(h), F(a), F(w_in), F(w_out), row_offsets_host, d.E_local,
+                      d.H, d.F, d.dtype, F(da), F(dh), F(dxe), dw_in, dw_out);
+}
+
+void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
+                         const float* p, void* out) {
+  cpu::unpermute_combine(F(y_send), send_pos, p, d.T, d.K, d.H, d.dtype, F(out));
+}
+
+void CpuOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
+                         const int32_t* send_pos, const float* p, void* dy_send, float* dp) {
+  cpu::unpermute_combine_bwd(F(dout), F(y_send), send_pos, p, d.T, d.K, d.H, d.dtype, F(dy_send),
+                             dp);
+}
+
+void CpuOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
+                           float* dx_acc) {
+  cpu::unpermute_sum(F(dx_send), send_pos, d.T, d.K, d.H, dx_acc);
+}
+
+}  // namespace moe

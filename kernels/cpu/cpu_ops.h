@@ -1,0 +1,50 @@
+#pragma once
+// The CPU backend's compute: host loops from kernels/cpu behind the Ops interface. Storage tensors
+// are floats already rounded to the workload dtype.
+#include "core/ops.h"
+
+namespace moe {
+
+class CpuOps : public Ops {
+ public:
+  std::string name() const override { return "cpu"; }
+  void* alloc(size_t bytes) override;
+  void release(void* p) override;
+  size_t storage_bytes() const override { return sizeof(float); }
+  void upload_storage(void* dst, const float* src, int64_t n) override;
+  void download_storage(float* dst, const void* src, int64_t n) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void sync() override {}
+  int64_t memory_high_water() const override { return high_water_; }
+  std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
+
+  void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                  const float* expert_bias, float* logits, float* scores, int32_t* idx, float* p,
+                  float* stats) override;
+  void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                  const float* logits, const float* scores, const int32_t* idx, const float* dp,
+                  const float* global_stats, float* dlogits, float* dx_acc, void* dx,
+                  float* dw_gate) override;
+  void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+                       int32_t* send_pos) override;
+  void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
+  void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
+               bool to_expert_major, void* dst) override;
+  void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
+                      const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
+  void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h, const void* a,
+                      const void* w_in, const void* w_out, const int64_t* row_offsets_host,
+                      void* da, void* dh, void* dxe, float* dw_in, float* dw_out) override;
+  void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
+                   void* out) override;
+  void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,
+                   const float* p, void* dy_send, float* dp) override;
+  void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
+                     float* dx_acc) override;
+
+ private:
+  int64_t in_use_ = 0, high_water_ = 0;
+};
+
+}  // namespace moe

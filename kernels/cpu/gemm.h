@@ -1,0 +1,19 @@
+#pragma once
+// The one CPU matrix multiply every GEMM of the step goes through: fp32 accumulation, output
+// rounded to the storage dtype (bf16 output) or kept fp32 (gradients, logits).
+#include <cstdint>
+
+#include "core/workload.h"
+
+namespace moe::cpu {
+
+// C [M, N] = op(A) @ op(B) (+ C when accumulate), row-major; op(A) is [M, K] (A stored [M, K], or
+// [K, M] when trans_a), op(B) is [K, N] (B stored [K, N], or [N, K] when trans_b). The sum is
+// formed in fp32 and rounded once to out_dtype. K == 0 gives zeros (or C unchanged).
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+          const float* B, float* C, bool accumulate, DType out_dtype);
+
+// Rounds v to the storage dtype (identity for fp32).
+float store_as(DType dtype, float v);
+
+}  // namespace moe::cpu

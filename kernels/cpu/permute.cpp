@@ -1,0 +1,36 @@
+#include "kernels/cpu/permute.h"
+
+#include <cstring>
+#include <vector>
+
+namespace moe::cpu {
+
+void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
+                  float* dst) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      std::memcpy(dst + int64_t(send_pos[t * K + k]) * H, src + t * H, sizeof(float) * H);
+}
+
+void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
+                  bool to_expert_major, float* dst) {
+  // Block (s, l) starts at rank_offset in source-rank-major order and expert_offset in
+  // expert-major order; both are prefix sums over the same count matrix.
+  std::vector<int64_t> expert_offset(ep * E_local);
+  int64_t off = 0;
+  for (int64_t l = 0; l < E_local; ++l)
+    for (int64_t s = 0; s < ep; ++s) {
+      expert_offset[s * E_local + l] = off;
+      off += counts[s * E_local + l];
+    }
+  int64_t rank_offset = 0;
+  for (int64_t b = 0; b < ep * E_local; ++b) {
+    const int64_t rows = counts[b];
+    const int64_t from = to_expert_major ? rank_offset : expert_offset[b];
+    const int64_t to = to_expert_major ? expert_offset[b] : rank_offset;
+    std::memcpy(dst + to * H, src + from * H, sizeof(float) * rows * H);
+    rank_offset += rows;
+  }
+}
+
+}  // namespace moe::cpu

@@ -1,0 +1,19 @@
+#pragma once
+// Moving token rows between orders: token order -> send order (permute), and, on the receiving
+// rank, source-rank-major <-> expert-major (regroup), so that each local expert's rows are
+// contiguous for its GEMMs.
+#include <cstdint>
+
+namespace moe::cpu {
+
+// dst [T*K, H]: dst[send_pos[t*K + k]] = src[t] for src [T, H].
+void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
+                  float* dst);
+
+// counts [ep, E_local] int32: rows source rank s sent for local expert l. Source-rank-major order
+// holds, for s = 0..ep-1, its rows for l = 0..E_local-1; expert-major holds, for each l, the rows
+// from s = 0..ep-1. to_expert_major chooses the direction; src and dst are [R, H], R = sum(counts).
+void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
+                  bool to_expert_major, float* dst);
+
+}  // namespace moe::cpu

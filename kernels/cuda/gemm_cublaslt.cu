@@ -1,0 +1,415 @@
+// The expert GEMMs on cuBLASLt (and, as an alternative for grouped GEMMs, cuBLAS's
+// cublasGemmGroupedBatchedEx).
+//
+// Row-major through column-major: a row-major [R, C] matrix is the column-major [C, R] matrix with
+// the same bytes, so row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T. cuBLAS
+// is therefore called with its A = our B, its B = our A, m = N, n = M, and the transposes passed
+// through unchanged (op(B)^T of a stored B^T is again a transpose of what is stored).
+//
+// Numerics match the CPU twin: fp32 accumulation (CUBLAS_COMPUTE_32F, which never uses TF32; only
+// the _FAST_TF32 compute type or a TF32 math mode would), and split-K partial sums reduced in fp32,
+// never in a bf16 output, so the sum is rounded to bf16 exactly once.
+#include "kernels/cuda/gemm_cublaslt.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace moe::cuda {
+
+const char* gemm_method_name(GemmMethod m) {
+  return m == GemmMethod::kLtMultiStream ? "lt_multistream" : "grouped_batched";
+}
+
+namespace {
+
+cudaDataType_t cuda_type(DType d) { return d == DType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
+size_t elem_bytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
+
+// The largest power of two (up to 256, cuBLASLt's default assumption) dividing the address.
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+void check_args(int64_t M, int64_t N, int64_t K, DType in, DType out) {
+  MOE_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm sizes M=" << M << " N=" << N << " K=" << K);
+  // cuBLAS(Lt) has no fp32-input kernels with a bf16 output, and nothing in the step needs one.
+  MOE_CHECK(!(in == DType::kFp32 && out == DType::kBf16),
+            "gemm: fp32 inputs with bf16 output are not supported (want in=bf16 or out=fp32)");
+}
+
+// Shape text for error messages.
+std::string shape_text(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, DType in,
+                       DType out, bool accumulate) {
+  std::ostringstream os;
+  os << (trans_a ? "T" : "N") << (trans_b ? "T" : "N") << " M=" << M << " N=" << N << " K=" << K
+     << " in=" << dtype_name(in) << " out=" << dtype_name(out)
+     << (accumulate ? " accumulate" : "");
+  return os.str();
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <class T>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+              T value) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+bool GemmRunner::PlanKey::operator==(const PlanKey& o) const {
+  return trans_a == o.trans_a && trans_b == o.trans_b && accumulate == o.accumulate && M == o.M &&
+         N == o.N && K == o.K && in == o.in && out == o.out && align_a == o.align_a &&
+         align_b == o.align_b && align_c == o.align_c;
+}
+
+size_t GemmRunner::PlanKeyHash::operator()(const PlanKey& k) const {
+  size_t h = std::hash<int64_t>()(k.M);
+  auto mix = [&h](uint64_t v) {
+    h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  mix(uint64_t(k.N));
+  mix(uint64_t(k.K));
+  mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.accumulate) << 2 |
+      uint64_t(k.in) << 3 | uint64_t(k.out) << 5);
+  mix(uint64_t(k.align_a) | uint64_t(k.align_b) << 16 | uint64_t(k.align_c) << 32);
+  return h;
+}
+
+GemmRunner::GemmRunner(int num_streams, size_t workspace_bytes_per_stream) {
+  MOE_CHECK(num_streams >= 1, "GemmRunner needs at least one side stream, got " << num_streams);
+  // Slices of one allocation, each kept 256-byte aligned as cuBLASLt wants its workspace.
+  workspace_bytes_ = (workspace_bytes_per_stream + 255) / 256 * 256;
+  try {
+    CUBLAS_CHECK(cublasLtCreate(&lt_));
+    CUBLAS_CHECK(cublasCreate(&blas_));
+    CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
+    // Default math (no TF32 for fp32), and split-K reductions in fp32 even for a bf16 output.
+    const int math = CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    CUBLAS_CHECK(cublasSetMathMode(blas_, cublasMath_t(math)));
+
+    const size_t num_workspaces = size_t(num_streams) + 1;
+    if (workspace_bytes_ > 0) {
+      CUDA_CHECK(cudaMalloc(&workspace_all_, workspace_bytes_ * num_workspaces));
+    }
+    for (size_t i = 0; i < num_workspaces; ++i) {
+      workspaces_.push_back(workspace_all_ ? static_cast<char*>(workspace_all_) +
+                                                 i * workspace_bytes_
+                                           : nullptr);
+    }
+    // Non-blocking: the side streams must not serialise with the legacy default stream; they
+    // are ordered only by the fork and join events.
+    for (int i = 0; i < num_streams; ++i) {
+      cudaStream_t s = nullptr;
+      CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      side_streams_.push_back(s);
+      cudaEvent_t e = nullptr;
+      CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      side_done_.push_back(e);
+    }
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ptrs_read_, cudaEventDisableTiming));
+
+    const size_t ptr_bytes = 3 * size_t(kMaxGroupedProblems) * sizeof(void*);
+    CUDA_CHECK(cudaMalloc(&ptrs_dev_, ptr_bytes));
+    CUDA_CHECK(cudaMallocHost(&ptrs_host_, ptr_bytes));
+  } catch (...) {
+    release();
+    throw;
+  }
+  order_.reserve(256);
+  load_.reserve(side_streams_.size());
+}
+
+GemmRunner::~GemmRunner() { release(); }
+
+void GemmRunner::release() noexcept {
+  // Work queued on the caller's stream may still use the workspaces and pointer arrays.
+  cudaDeviceSynchronize();
+  for (auto& kv : plans_) {
+    cublasLtMatrixLayoutDestroy(kv.second.a);
+    cublasLtMatrixLayoutDestroy(kv.second.b);
+    cublasLtMatrixLayoutDestroy(kv.second.c);
+    cublasLtMatmulDescDestroy(kv.second.desc);
+  }
+  plans_.clear();
+  for (cudaStream_t s : side_streams_) cudaStreamDestroy(s);
+  for (cudaEvent_t e : side_done_) cudaEventDestroy(e);
+  side_streams_.clear();
+  side_done_.clear();
+  if (fork_) cudaEventDestroy(fork_);
+  if (staging_read_) cudaEventDestroy(staging_read_);
+  if (ptrs_read_) cudaEventDestroy(ptrs_read_);
+  if (ptrs_dev_) cudaFree(ptrs_dev_);
+  if (ptrs_host_) cudaFreeHost(ptrs_host_);
+  if (workspace_all_) cudaFree(workspace_all_);
+  if (blas_) cublasDestroy(blas_);
+  if (lt_) cublasLtDestroy(lt_);
+  fork_ = staging_read_ = ptrs_read_ = nullptr;
+  ptrs_dev_ = ptrs_host_ = nullptr;
+  workspace_all_ = nullptr;
+  blas_ = nullptr;
+  lt_ = nullptr;
+}
+
+// ---- one GEMM on cuBLASLt ----
+
+const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+
+  // cuBLASLt's A is our B and its B is our A (see the top of the file); m = N, n = M.
+  const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const uint64_t m = uint64_t(key.N), n = uint64_t(key.M), k = uint64_t(key.K);
+  const cudaDataType_t in_type = cuda_type(key.in), out_type = cuda_type(key.out);
+
+  Plan plan;
+  cublasLtMatmulPreference_t pref = nullptr;
+  try {
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op_a));
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op_b));
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_HOST));
+    // Column-major, densely packed: an operand used as-is (op N) is stored rows x cols with the
+    // rows as leading dimension; a transposed one is stored the other way round.
+    const uint64_t a_rows = op_a == CUBLAS_OP_N ? m : k, a_cols = op_a == CUBLAS_OP_N ? k : m;
+    const uint64_t b_rows = op_b == CUBLAS_OP_N ? k : n, b_cols = op_b == CUBLAS_OP_N ? n : k;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, int64_t(a_rows)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, int64_t(b_rows)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, int64_t(m)));
+
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspace_bytes_));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+
+    // Split-K partial sums: for a bf16 output allow only fp32 (compute type) reductions; the
+    // in-place and output-type schemes would add partial sums in bf16 and round more than once.
+    // For an fp32 output every scheme sums in fp32 (and in-place keeps a fixed order).
+    const uint32_t bf16_safe = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    const uint32_t masks[2] = {key.out == DType::kBf16 ? bf16_safe
+                                                       : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK),
+                               uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK)};
+    int returned = 0;
+    cublasLtMatmulHeuristicResult_t result{};
+    // The second try (all schemes) is a safety net for shapes the filtered query has nothing
+    // for; it is not expected to be taken.
+    for (int attempt = 0; attempt < 2 && returned == 0; ++attempt) {
+      set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, masks[attempt]);
+      cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
+                                                         plan.c, pref, 1, &result, &returned);
+      if (rc == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;  // "no algorithm", not a failure
+      else CUBLAS_CHECK(rc);
+    }
+    MOE_CHECK(returned > 0,
+              "cuBLASLt heuristic found no algorithm for gemm "
+                  << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in, key.out,
+                                key.accumulate)
+                  << " (alignments A=" << key.align_a << " B=" << key.align_b
+                  << " C=" << key.align_c << " bytes, workspace " << workspace_bytes_ << ")");
+    plan.algo = result.algo;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    pref = nullptr;
+  } catch (...) {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
+    if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+    throw;
+  }
+  return plans_.emplace(key, plan).first->second;
+}
+
+void GemmRunner::lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate,
+                           DType in, DType out, void* ws, cudaStream_t stream) {
+  const PlanKey key{trans_a,  trans_b, accumulate,         p.M,
+                    p.N,      p.K,     in,                 out,
+                    alignment_of(p.A), alignment_of(p.B), alignment_of(p.C)};
+  const Plan& plan = plan_for(key);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  // C and D are the same buffer with the same layout: an in-place update when beta = 1.
+  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C,
+                              plan.c, p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream));
+}
+
+void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
+                      const void* B, void* C, bool accumulate, DType in, DType out,
+                      cudaStream_t stream) {
+  check_args(M, N, K, in, out);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    // cuBLASLt may reject k = 0; the empty sum is zero (all-zero bits in bf16 and fp32).
+    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(C, 0, size_t(M * N) * elem_bytes(out), stream));
+    return;
+  }
+  lt_matmul(trans_a, trans_b, GemmProblem{M, N, K, A, B, C}, accumulate, in, out, workspaces_[0],
+            stream);
+}
+
+// ---- grouped GEMMs ----
+
+void GemmRunner::grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
+                         bool accumulate, DType in, DType out, cudaStream_t stream) {
+  for (const GemmProblem& p : problems) check_args(p.M, p.N, p.K, in, out);
+  if (method_ == GemmMethod::kGroupedBatched &&
+      grouped_batched(trans_a, trans_b, problems, accumulate, in, out, stream)) {
+    return;
+  }
+  grouped_lt(trans_a, trans_b, problems, accumulate, in, out, stream);
+}
+
+void GemmRunner::grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
+                            bool accumulate, DType in, DType out, cudaStream_t stream) {
+  // Empty problems are settled on `stream` itself: K == 0 zeroes C, M or N == 0 does nothing.
+  order_.clear();
+  for (int i = 0; i < int(problems.size()); ++i) {
+    const GemmProblem& p = problems[i];
+    if (p.M == 0 || p.N == 0) continue;
+    if (p.K == 0) {
+      if (!accumulate) {
+        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * elem_bytes(out), stream));
+      }
+      continue;
+    }
+    order_.push_back(i);
+  }
+  if (order_.empty()) return;
+  if (order_.size() == 1) {
+    // Nothing to overlap: skip the fork and join.
+    lt_matmul(trans_a, trans_b, problems[order_[0]], accumulate, in, out, workspaces_[0], stream);
+    return;
+  }
+
+  // Largest first, each onto the least-loaded stream (greedy longest-processing-time). The
+  // assignment depends on the shapes only, and each GEMM's result does not depend on its stream
+  // (same plan, same workspace size), so results are reproducible.
+  auto flops = [&](int i) {
+    return double(problems[i].M) * double(problems[i].N) * double(problems[i].K);
+  };
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](int x, int y) { return flops(x) > flops(y); });
+  const int used = int(std::min(order_.size(), side_streams_.size()));
+  load_.assign(size_t(used), 0.0);
+
+  // Fork: every side stream used waits for the work already queued on `stream`.
+  CUDA_CHECK(cudaEventRecord(fork_, stream));
+  for (int s = 0; s < used; ++s) CUDA_CHECK(cudaStreamWaitEvent(side_streams_[s], fork_, 0));
+  for (int i : order_) {
+    const int s = int(std::min_element(load_.begin(), load_.end()) - load_.begin());
+    load_[s] += flops(i);
+    lt_matmul(trans_a, trans_b, problems[i], accumulate, in, out, workspaces_[1 + s],
+              side_streams_[s]);
+  }
+  // Join: `stream` waits for every side stream used.
+  for (int s = 0; s < used; ++s) {
+    CUDA_CHECK(cudaEventRecord(side_done_[s], side_streams_[s]));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, side_done_[s], 0));
+  }
+}
+
+bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
+                                 const std::vector<GemmProblem>& problems, bool accumulate,
+                                 DType in, DType out, cudaStream_t stream) {
+  // cublasGemmGroupedBatchedEx under CUBLAS_COMPUTE_32F takes A/B -> C of bf16 -> bf16, fp16 ->
+  // fp16 or fp32 -> fp32 only: bf16 inputs with an fp32 output (the weight gradients) are not
+  // supported, so that case runs the cuBLASLt loop instead.
+  if (in != out) return false;
+  // Its 16-bit kernels need suitably aligned pointers (the cuBLAS docs ask for 16 bytes, less only
+  // when k allows it). Rather than reproduce that rule, anything less than 16-byte aligned (an
+  // expert slice starting at an odd row of an odd-width matrix) goes to the cuBLASLt loop, which
+  // picks algorithms by the actual alignment. It also takes only int sizes.
+  int count = 0;
+  for (const GemmProblem& p : problems) {
+    if (p.M == 0 || p.N == 0 || p.K == 0) continue;
+    if (alignment_of(p.A) < 16 || alignment_of(p.B) < 16 || alignment_of(p.C) < 16) return false;
+    if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX) return false;
+    ++count;
+  }
+  if (count > kMaxGroupedProblems) return false;
+
+  // Empty problems as in the cuBLASLt path: cuBLAS would accept them, but this keeps the two
+  // methods identical on the edge cases.
+  if (!accumulate) {
+    for (const GemmProblem& p : problems) {
+      if (p.M > 0 && p.N > 0 && p.K == 0) {
+        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * elem_bytes(out), stream));
+      }
+    }
+  }
+  if (count == 0) return true;
+
+  // One group per problem (group_size 1): each expert has its own row count, so its own m/n/k.
+  // Host arrays; the pointer arrays must be in device memory.
+  gb_ta_.assign(size_t(count), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  gb_tb_.assign(size_t(count), trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  gb_m_.clear();
+  gb_n_.clear();
+  gb_k_.clear();
+  gb_lda_.clear();
+  gb_ldb_.clear();
+  gb_ldc_.clear();
+  gb_size_.assign(size_t(count), 1);
+  gb_alpha_.assign(size_t(count), 1.0f);
+  gb_beta_.assign(size_t(count), accumulate ? 1.0f : 0.0f);
+
+  // The pinned staging copy is rewritten only once the previous upload has read it (normally
+  // long done: this wait is the one host synchronisation of the path).
+  if (grouped_batched_used_) CUDA_CHECK(cudaEventSynchronize(staging_read_));
+  int j = 0;
+  for (const GemmProblem& p : problems) {
+    if (p.M == 0 || p.N == 0 || p.K == 0) continue;
+    // Swapped as in the cuBLASLt path: cuBLAS's A is our B, its B our A, m = N, n = M.
+    gb_m_.push_back(int(p.N));
+    gb_n_.push_back(int(p.M));
+    gb_k_.push_back(int(p.K));
+    gb_lda_.push_back(int(trans_b ? p.K : p.N));
+    gb_ldb_.push_back(int(trans_a ? p.M : p.K));
+    gb_ldc_.push_back(int(p.N));
+    ptrs_host_[j] = const_cast<void*>(p.B);
+    ptrs_host_[count + j] = const_cast<void*>(p.A);
+    ptrs_host_[2 * count + j] = p.C;
+    ++j;
+  }
+  // The device arrays are rewritten only after the previous call's GEMMs have read them (they
+  // are ordered already when both calls use the same stream).
+  if (grouped_batched_used_) CUDA_CHECK(cudaStreamWaitEvent(stream, ptrs_read_, 0));
+  CUDA_CHECK(cudaMemcpyAsync(ptrs_dev_, ptrs_host_, 3 * size_t(count) * sizeof(void*),
+                             cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(staging_read_, stream));
+
+  CUBLAS_CHECK(cublasSetStream(blas_, stream));
+  // cublasSetStream resets the handle to cuBLAS's own workspace pool: hand it ours afterwards.
+  // Slice 0 is also gemm()'s, which is safe as both run on the caller's stream.
+  CUBLAS_CHECK(cublasSetWorkspace(blas_, workspaces_[0], workspace_bytes_));
+  const cudaDataType_t type = cuda_type(in);
+  const void* const* dev_a = ptrs_dev_;
+  const void* const* dev_b = ptrs_dev_ + count;
+  void* const* dev_c = ptrs_dev_ + 2 * count;
+  CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+      blas_, gb_ta_.data(), gb_tb_.data(), gb_m_.data(), gb_n_.data(), gb_k_.data(),
+      gb_alpha_.data(), dev_a, type, gb_lda_.data(), dev_b, type, gb_ldb_.data(),
+      gb_beta_.data(), dev_c, type, gb_ldc_.data(), count, gb_size_.data(), CUBLAS_COMPUTE_32F));
+  CUDA_CHECK(cudaEventRecord(ptrs_read_, stream));
+  grouped_batched_used_ = true;
+  return true;
+}
+
+}  // namespace moe::cuda

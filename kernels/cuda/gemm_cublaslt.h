@@ -1,0 +1,128 @@
+#pragma once
+// The expert GEMMs of the CUDA backend: the CUDA twin of moe::cpu::gemm (kernels/cpu/gemm.h), same
+// row-major semantics, bf16 or fp32 inputs, fp32 accumulation, bf16 or fp32 output.
+//
+// One GEMM goes through cuBLASLt with a cached plan (descriptors, layouts, algorithm) per shape, so
+// a steady-state step makes no heuristic queries and no allocations. The per-expert GEMMs of one
+// phase go through grouped(): either a loop of cuBLASLt calls spread over side streams (fork-join,
+// as TransformerEngine's multi_stream_cublas_gemm) or one cublasGemmGroupedBatchedEx call.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/workload.h"
+
+namespace moe::cuda {
+
+// One GEMM of a group: C [M, N] = op(A) @ op(B), shapes and storage as in GemmRunner::gemm.
+struct GemmProblem {
+  int64_t M = 0, N = 0, K = 0;
+  const void* A = nullptr;
+  const void* B = nullptr;
+  void* C = nullptr;
+};
+
+enum class GemmMethod {
+  kLtMultiStream,   // one cublasLtMatmul per problem, spread over the runner's side streams
+  kGroupedBatched,  // one cublasGemmGroupedBatchedEx call (falls back to the above, see .cu)
+};
+const char* gemm_method_name(GemmMethod m);
+
+// Owns the cuBLASLt and cuBLAS handles, the side streams, their events and workspaces. Not thread
+// safe; meant for one caller stream at a time (gemm() and the grouped-batched path share one
+// workspace, which is safe because their work is ordered on that stream).
+class GemmRunner {
+ public:
+  explicit GemmRunner(int num_streams = 4, size_t workspace_bytes_per_stream = size_t(32) << 20);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  // C [M, N] = op(A) @ op(B) (+ C when accumulate), row-major; op(A) is [M, K] (A stored [M, K],
+  // or [K, M] when trans_a), op(B) is [K, N] (B stored [K, N], or [N, K] when trans_b). A and B
+  // are `in` (bf16 or fp32), C is `out`; the sum is fp32 and rounded once to `out`. Supported
+  // (in, out): (bf16, bf16), (bf16, fp32), (fp32, fp32); fp32 inputs use no TF32. K == 0 gives
+  // zeros (or C unchanged when accumulate); M == 0 or N == 0 does nothing. Runs on `stream`.
+  void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
+            const void* B, void* C, bool accumulate, DType in, DType out, cudaStream_t stream);
+
+  // Independent GEMMs with the same transposes and dtypes (one per expert; sizes may differ, C
+  // regions must not overlap), by the current method. Ordered after prior work on `stream`, and
+  // later work on `stream` sees all results.
+  void grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
+               bool accumulate, DType in, DType out, cudaStream_t stream);
+
+  void set_method(GemmMethod m) { method_ = m; }
+  GemmMethod method() const { return method_; }
+
+  // Number of cached cuBLASLt plans (for tests: a repeated shape must not add one).
+  size_t num_cached_plans() const { return plans_.size(); }
+
+  // Most problems one grouped-batched call takes (the size of its device pointer array).
+  static constexpr int kMaxGroupedProblems = 4096;
+
+ private:
+  // Everything that selects a plan. Pointer alignments are part of it: the heuristic is told the
+  // alignment it may assume, and an algorithm chosen for 256-byte aligned operands may not run on
+  // an expert slice that starts at an odd row.
+  struct PlanKey {
+    bool trans_a, trans_b, accumulate;
+    int64_t M, N, K;
+    DType in, out;
+    uint32_t align_a, align_b, align_c;
+    bool operator==(const PlanKey& o) const;
+  };
+  struct PlanKeyHash {
+    size_t operator()(const PlanKey& k) const;
+  };
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A, B, C (= D)
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+  void release() noexcept;  // frees whatever the constructor got (also after a partial one)
+  const Plan& plan_for(const PlanKey& key);
+  // One cuBLASLt GEMM with M, N, K > 0 on `stream` with workspace `ws`.
+  void lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate, DType in,
+                 DType out, void* ws, cudaStream_t stream);
+  void grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
+                  bool accumulate, DType in, DType out, cudaStream_t stream);
+  // Returns false (having done nothing) when the call cannot take this case.
+  bool grouped_batched(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
+                       bool accumulate, DType in, DType out, cudaStream_t stream);
+
+  GemmMethod method_ = GemmMethod::kLtMultiStream;
+  size_t workspace_bytes_ = 0;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* workspace_all_ = nullptr;  // (num_streams + 1) slices: [0] caller stream, [1 + i] side i
+  std::vector<void*> workspaces_;
+  std::vector<cudaStream_t> side_streams_;
+  std::vector<cudaEvent_t> side_done_;
+  cudaEvent_t fork_ = nullptr;
+  std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
+
+  // Grouped-batched: the device pointer arrays (A, B, C, kMaxGroupedProblems each), their pinned
+  // host staging copy, and events that keep a call from overwriting either while a previous call
+  // may still read it.
+  void** ptrs_dev_ = nullptr;
+  void** ptrs_host_ = nullptr;
+  cudaEvent_t staging_read_ = nullptr;  // after the upload: the staging copy may be rewritten
+  cudaEvent_t ptrs_read_ = nullptr;     // after the GEMMs: the device arrays may be rewritten
+  bool grouped_batched_used_ = false;
+
+  // Scratch reused across calls (capacity only grows), so that steady state does not allocate.
+  std::vector<int> order_;
+  std::vector<double> load_;
+  std::vector<cublasOperation_t> gb_ta_, gb_tb_;
+  std::vector<int> gb_m_, gb_n_, gb_k_, gb_lda_, gb_ldb_, gb_ldc_, gb_size_;
+  std::vector<float> gb_alpha_, gb_beta_;
+};
+
+}  // namespace moe::cuda

@@ -1,0 +1,108 @@
+// compare_tensor / compare_scalar on known vectors, non-finite values, and the tolerance table.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+
+namespace moe {
+namespace {
+
+TEST(CheckTensor, KnownVectors) {
+  const std::vector<float> got = {1.0f, 2.0f, 3.0f, -4.5f};
+  const std::vector<double> ref = {1.0, 2.0, 4.0, -4.0};
+  TensorCheck c = compare_tensor("dx", got.data(), ref.data(), 4, 0.5, MPI_COMM_WORLD);
+  EXPECT_EQ(c.name, "dx");
+  EXPECT_EQ(c.count, 4);
+  EXPECT_EQ(c.nonfinite, 0);
+  // diff^2 = 1 + 0.25, ref^2 = 1 + 4 + 16 + 16.
+  EXPECT_NEAR(c.rel_l2, std::sqrt(1.25 / 37.0), 1e-15);
+  EXPECT_NEAR(c.ref_norm, std::sqrt(37.0), 1e-15);
+  EXPECT_DOUBLE_EQ(c.max_abs, 1.0);
+  EXPECT_DOUBLE_EQ(c.tol, 0.5);
+  EXPECT_TRUE(c.pass);
+  c = compare_tensor("dx", got.data(), ref.data(), 4, 0.1, MPI_COMM_WORLD);
+  EXPECT_FALSE(c.pass);
+}
+
+TEST(CheckTensor, ExactMatchPasses) {
+  const std::vector<float> got = {0.5f, -0.25f};
+  const std::vector<double> ref = {0.5, -0.25};
+  TensorCheck c = compare_tensor("out", got.data(), ref.data(), 2, 1e-5, MPI_COMM_WORLD);
+  EXPECT_EQ(c.rel_l2, 0.0);
+  EXPECT_EQ(c.max_abs, 0.0);
+  EXPECT_TRUE(c.pass);
+}
+
+TEST(CheckTensor, NonFiniteFails) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<double> ref = {1.0, 2.0, 3.0};
+  for (float bad : {nan, inf, -inf}) {
+    const std::vector<float> got = {1.0f, bad, 3.0f};
+    TensorCheck c = compare_tensor("out", got.data(), ref.data(), 3, 1.0, MPI_COMM_WORLD);
+    EXPECT_EQ(c.nonfinite, 1);
+    EXPECT_FALSE(c.pass);
+    // The finite rest still reports its own error.
+    EXPECT_EQ(c.rel_l2, 0.0);
+  }
+}
+
+TEST(CheckTensor, ZeroReferenceUsesAbsoluteNorm) {
+  const std::vector<double> ref = {0.0, 0.0};
+  const std::vector<float> tiny = {1e-7f, 0.0f};
+  TensorCheck c = compare_tensor("dw_in", tiny.data(), ref.data(), 2, 1e-5, MPI_COMM_WORLD);
+  EXPECT_NEAR(c.rel_l2, 1e-7, 1e-13);
+  EXPECT_TRUE(c.pass);
+  const std::vector<float> big = {0.3f, 0.4f};
+  c = compare_tensor("dw_in", big.data(), ref.data(), 2, 1e-2, MPI_COMM_WORLD);
+  EXPECT_NEAR(c.rel_l2, 0.5, 1e-7);
+  EXPECT_FALSE(c.pass);
+}
+
+TEST(CheckTensor, EmptyLocalPart) {
+  TensorCheck c = compare_tensor("dx", nullptr, nullptr, 0, 1e-2, MPI_COMM_WORLD);
+  EXPECT_EQ(c.count, 0);
+  EXPECT_TRUE(c.pass);
+}
+
+TEST(CheckScalar, RelativeAndAbsolute) {
+  TensorCheck c = compare_scalar("loss", 101.0, 100.0, 1e-2);
+  EXPECT_NEAR(c.rel_l2, 0.01, 1e-15);
+  EXPECT_DOUBLE_EQ(c.max_abs, 1.0);
+  EXPECT_EQ(c.count, 1);
+  EXPECT_TRUE(c.pass);
+  c = compare_scalar("loss", 102.0, 100.0, 1e-2);
+  EXPECT_FALSE(c.pass);
+  c = compare_scalar("aux", 1e-6, 0.0, 1e-5);
+  EXPECT_NEAR(c.rel_l2, 1e-6, 1e-20);
+  EXPECT_TRUE(c.pass);
+  c = compare_scalar("z", -3.0, -3.0, 0.0);
+  EXPECT_TRUE(c.pass);
+}
+
+TEST(CheckScalar, NonFiniteFails) {
+  TensorCheck c = compare_scalar("loss", std::nan(""), 1.0, 1.0);
+  EXPECT_EQ(c.nonfinite, 1);
+  EXPECT_FALSE(c.pass);
+  c = compare_scalar("loss", INFINITY, 1.0, 1.0);
+  EXPECT_EQ(c.nonfinite, 1);
+  EXPECT_FALSE(c.pass);
+}
+
+TEST(CheckTolerance, Table) {
+  EXPECT_EQ(tolerance_for("out", DType::kBf16), 1e-2);
+  EXPECT_EQ(tolerance_for("dx", DType::kBf16), 1e-2);
+  EXPECT_EQ(tolerance_for("loss", DType::kBf16), 1e-2);
+  EXPECT_EQ(tolerance_for("dw_gate", DType::kBf16), 2e-2);
+  EXPECT_EQ(tolerance_for("dw_in", DType::kBf16), 2e-2);
+  EXPECT_EQ(tolerance_for("dw_out", DType::kBf16), 2e-2);
+  for (const char* name : {"out", "dx", "loss", "dw_gate", "dw_in", "dw_out"})
+    EXPECT_EQ(tolerance_for(name, DType::kFp32), 1e-5) << name;
+}
+
+}  // namespace
+}  // namespace moe

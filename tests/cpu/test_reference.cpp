@@ -1,0 +1,423 @@
+// The float64 reference: its gradients against central finite differences of its own loss (with
+// the routing held fixed), its routing rules on hand-made logits, the near-tie adoption, and the
+// MPI wrapper on a 1-rank world.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/init.h"
+#include "core/mesh.h"
+#include "core/reference.h"
+
+namespace moe {
+namespace {
+
+std::vector<double> uniform(std::mt19937_64& rng, int64_t n, double scale) {
+  std::uniform_real_distribution<double> d(-scale, scale);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+ReferenceProblem random_problem(const RouterConfig& rc, int64_t N, int64_t H, int64_t F, int64_t E,
+                                int64_t K, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ReferenceProblem prob;
+  prob.tokens = N;
+  prob.model = ModelShape{H, F, E, K};
+  prob.router = rc;
+  prob.x = uniform(rng, N * H, 1.0);
+  prob.dout = uniform(rng, N * H, 1.0);
+  prob.w_gate = uniform(rng, H * E, 1.0);
+  prob.expert_bias = uniform(rng, E, 0.1);
+  prob.w_in = uniform(rng, E * H * 2 * F, 1.0 / std::sqrt(double(H)));
+  prob.w_out = uniform(rng, E * F * H, 1.0 / std::sqrt(double(F)));
+  return prob;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Central differences of reference_loss at `count` entries of `param` (a vector inside prob),
+// compared with the analytic gradient `grad` to 1e-6 of the gradient's largest entry. `pick`
+// chooses the entries, so that expert weights are sampled from experts the routing uses.
+template <typename Pick>
+void check_fd(ReferenceProblem& prob, std::vector<double>& param, const std::vector<double>& grad,
+              const std::vector<int32_t>& idx, const char* what, int count, Pick pick) {
+  ASSERT_EQ(param.size(), grad.size()) << what;
+  const double scale = std::max(max_abs(grad), 1e-6);
+  for (int i = 0; i < count; ++i) {
+    const int64_t j = pick(i);
+    const double v = param[j];
+    const double eps = 1e-6 * std::max(1.0, std::fabs(v));
+    param[j] = v + eps;
+    const double lp = reference_loss(prob, idx.data());
+    param[j] = v - eps;
+    const double lm = reference_loss(prob, idx.data());
+    param[j] = v;
+    const double fd = (lp - lm) / (2 * eps);
+    EXPECT_NEAR(fd, grad[j], 1e-6 * scale) << what << "[" << j << "]";
+  }
+}
+
+void check_gradients(const RouterConfig& rc, int64_t K, bool zero_dout = false) {
+  const int64_t N = 5, H = 8, F = 6, E = 8;
+  ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 42);
+  if (zero_dout) std::fill(prob.dout.begin(), prob.dout.end(), 0.0);
+  ReferenceResult res = reference_step(prob, nullptr, 0, N, 0, E);
+  ASSERT_EQ(int64_t(res.idx.size()), N * K);
+  const std::vector<int32_t> idx = res.idx;
+  EXPECT_NEAR(reference_loss(prob, idx.data()), res.loss,
+              1e-12 * std::max(1.0, std::fabs(res.loss)));
+  if (rc.aux_coeff != 0) {
+    EXPECT_GT(res.aux, 0);
+  }
+  if (rc.z_coeff != 0) {
+    EXPECT_GT(res.z, 0);
+  }
+
+  std::mt19937_64 rng(7);
+  auto any = [&](int64_t n) { return [&rng, n](int) { return int64_t(rng() % uint64_t(n)); }; };
+  // An entry of a routed expert's [rows, cols] block: the others have zero gradient.
+  auto routed = [&](int64_t block) {
+    return [&rng, &idx, block](int) {
+      const int64_t e = idx[rng() % idx.size()];
+      return e * block + int64_t(rng() % uint64_t(block));
+    };
+  };
+  check_fd(prob, prob.x, res.dx, idx, "dx", 16, any(N * H));
+  check_fd(prob, prob.w_gate, res.dw_gate, idx, "dw_gate", 16, any(H * E));
+  if (zero_dout) {
+    EXPECT_EQ(max_abs(res.dw_in), 0.0);
+    EXPECT_EQ(max_abs(res.dw_out), 0.0);
+    return;
+  }
+  check_fd(prob, prob.w_in, res.dw_in, idx, "dw_in", 16, routed(H * 2 * F));
+  check_fd(prob, prob.w_out, res.dw_out, idx, "dw_out", 16, routed(F * H));
+}
+
+TEST(ReferenceGrad, Softmax) {
+  RouterConfig rc;
+  check_gradients(rc, 2);
+}
+
+TEST(ReferenceGrad, SoftmaxNormalizeScaling) {
+  RouterConfig rc;
+  rc.normalize_topk = true;
+  rc.scaling = 1.7;
+  check_gradients(rc, 4);
+}
+
+TEST(ReferenceGrad, SoftmaxAfterTopk) {
+  RouterConfig rc;
+  rc.softmax_after_topk = true;
+  rc.scaling = 1.5;
+  check_gradients(rc, 2);
+}
+
+TEST(ReferenceGrad, SigmoidGroupsNormalizeScalingBias) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  rc.groups = 4;
+  rc.group_topk = 2;
+  rc.normalize_topk = true;
+  rc.scaling = 2.5;
+  rc.expert_bias = true;
+  check_gradients(rc, 4);
+}
+
+TEST(ReferenceGrad, SoftmaxAuxZ) {
+  RouterConfig rc;
+  rc.aux_coeff = 0.01;
+  rc.z_coeff = 0.001;
+  check_gradients(rc, 2);
+}
+
+// With dout = 0 the loss is aux + z alone, so their gradients are not hidden under the experts'.
+TEST(ReferenceGrad, SoftmaxAuxZOnly) {
+  RouterConfig rc;
+  rc.aux_coeff = 1.0;
+  rc.z_coeff = 0.5;
+  check_gradients(rc, 2, /*zero_dout=*/true);
+}
+
+TEST(ReferenceGrad, SigmoidAuxZOnly) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  rc.aux_coeff = 1.0;
+  rc.z_coeff = 0.5;
+  check_gradients(rc, 2, /*zero_dout=*/true);
+}
+
+TEST(ReferenceRouting, ExactTiesPickLowerIds) {
+  RouterConfig rc;
+  const std::vector<double> flat(8, 0.25);
+  TokenRouting r = reference_route_token(rc, 8, 3, flat.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_TRUE(r.near_tie);
+
+  const std::vector<double> logits = {1.0, 2.0, 0.0, 2.0, -1.0, 2.0, 0.5, 1.0};
+  r = reference_route_token(rc, 8, 2, logits.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{1, 3}));
+  r = reference_route_token(rc, 8, 4, logits.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{1, 3, 5, 0}));
+  EXPECT_TRUE(r.near_tie);  // expert 0 beat expert 7 (both 1.0) only by id
+}
+
+TEST(ReferenceRouting, SortedByDescendingScoreAndGathered) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  const std::vector<double> logits = {-1.0, 3.0, 0.5, 2.0};
+  TokenRouting r = reference_route_token(rc, 4, 2, logits.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{1, 3}));
+  EXPECT_NEAR(r.p[0], 1.0 / (1.0 + std::exp(-3.0)), 1e-15);
+  EXPECT_NEAR(r.p[1], 1.0 / (1.0 + std::exp(-2.0)), 1e-15);
+  EXPECT_FALSE(r.near_tie);
+  // The bias moves the selection but not the weights.
+  rc.expert_bias = true;
+  const std::vector<double> bias = {0.0, 0.0, 0.5, 0.0};
+  r = reference_route_token(rc, 4, 2, logits.data(), bias.data());
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(r.p[0], 1.0 / (1.0 + std::exp(-0.5)), 1e-15);
+}
+
+TEST(ReferenceRouting, GroupLimitedStaysInKeptGroups) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  rc.groups = 4;
+  rc.group_topk = 2;
+  // Groups of 2, K/Gk = 2: a group's score is the sum of both. Expert 0 has the best single
+  // score but its group {0, 1} sums lower than groups 1 and 2.
+  const std::vector<double> logits = {5.0, -5.0, 1.0, 1.0, 0.5, 0.5, -1.0, -1.0};
+  TokenRouting r = reference_route_token(rc, 8, 4, logits.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{2, 3, 4, 5}));
+
+  // Tied group scores keep the lower group ids.
+  const std::vector<double> tied = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  r = reference_route_token(rc, 8, 4, tied.data(), nullptr);
+  EXPECT_EQ(r.idx, (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+TEST(ReferenceRouting, GroupLimitedRandom) {
+  std::mt19937_64 rng(3);
+  for (const char* score : {"softmax", "sigmoid"}) {
+    RouterConfig rc;
+    rc.score = score;
+    rc.groups = 4;
+    rc.group_topk = 2;
+    const int64_t E = 16, K = 4, per = 4;
+    for (int trial = 0; trial < 200; ++trial) {
+      const std::vector<double> logits = uniform(rng, E, 3.0);
+      TokenRouting r = reference_route_token(rc, E, K, logits.data(), nullptr);
+      // Group score: the sum of the group's top K/Gk = 2 scores (no bias here, so q = s).
+      std::vector<double> q(E);
+      reference_scores(rc, E, logits.data(), q.data());
+      std::vector<std::pair<double, int>> groups;
+      for (int g = 0; g < 4; ++g) {
+        std::vector<double> v(q.begin() + g * per, q.begin() + (g + 1) * per);
+        std::sort(v.rbegin(), v.rend());
+        groups.push_back({-(v[0] + v[1]), g});
+      }
+      std::sort(groups.begin(), groups.end());
+      const std::set<int> kept = {groups[0].second, groups[1].second};
+      for (int32_t e : r.idx) EXPECT_TRUE(kept.count(e / per)) << "expert " << e;
+      EXPECT_EQ(std::set<int32_t>(r.idx.begin(), r.idx.end()).size(), size_t(K));
+    }
+  }
+}
+
+TEST(ReferenceRouting, SoftmaxAfterTopkSumsToScaling) {
+  const std::vector<double> logits = {0.3, -1.2, 2.0, 0.7, 1.1, -0.4};
+  for (bool normalize : {false, true}) {
+    RouterConfig rc;
+    rc.softmax_after_topk = true;
+    rc.normalize_topk = normalize;
+    rc.scaling = 2.5;
+    TokenRouting r = reference_route_token(rc, 6, 3, logits.data(), nullptr);
+    EXPECT_EQ(r.idx, (std::vector<int32_t>{2, 4, 3}));
+    const double z = std::exp(2.0) + std::exp(1.1) + std::exp(0.7);
+    EXPECT_NEAR(r.p[0], 2.5 * std::exp(2.0) / z, 1e-14);
+    EXPECT_NEAR(r.p[0] + r.p[1] + r.p[2], 2.5, 1e-14);
+  }
+}
+
+TEST(ReferenceRouting, NormalizeSumsToScaling) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  rc.normalize_topk = true;
+  rc.scaling = 1.5;
+  const std::vector<double> logits = {0.3, -1.2, 2.0, 0.7, 1.1, -0.4};
+  TokenRouting r = reference_route_token(rc, 6, 2, logits.data(), nullptr);
+  EXPECT_NEAR(r.p[0] + r.p[1], 1.5, 1e-14);
+}
+
+// A problem whose logits are exactly x: H = E and w_gate = identity.
+ReferenceProblem identity_gate_problem(const RouterConfig& rc,
+                                       const std::vector<std::vector<double>>& logits, int64_t K) {
+  const int64_t N = int64_t(logits.size()), E = int64_t(logits[0].size()), F = 3;
+  ReferenceProblem prob = random_problem(rc, N, E, F, E, K, 5);
+  std::fill(prob.w_gate.begin(), prob.w_gate.end(), 0.0);
+  for (int64_t e = 0; e < E; ++e) prob.w_gate[e * E + e] = 1.0;
+  for (int64_t t = 0; t < N; ++t) std::copy(logits[t].begin(), logits[t].end(), &prob.x[t * E]);
+  return prob;
+}
+
+TEST(ReferenceNearTie, AdoptsOnlyAtNearTies) {
+  RouterConfig rc;
+  const int64_t K = 2;
+  const std::vector<std::vector<double>> logits = {
+      {2.0, 1.0, 0.9999, -1.0},  // experts 1 and 2 within 1e-4 relative: a near tie
+      {2.0, 1.0, 0.0, -1.0},     // a clear margin
+      {2.0, 1.0, 0.0, -1.0},
+      {2.0, 1.0, 0.9999, -1.0}};
+  ReferenceProblem prob = identity_gate_problem(rc, logits, K);
+  const std::vector<int32_t> got = {2, 0,   // near tie, other set: adopted in the backend's order
+                                    0, 2,   // clear margin, other set: a mismatch
+                                    1, 0,   // the same set in another order: agrees
+                                    0, 0};  // near tie but not a valid set: a mismatch
+  ReferenceResult res = reference_step(prob, got.data(), 0, 4, 0, 4);
+  EXPECT_EQ(res.routing_near_ties, 1);
+  EXPECT_EQ(res.routing_mismatches, 2);
+  EXPECT_EQ(std::vector<int32_t>(res.idx.begin(), res.idx.begin() + 2),
+            (std::vector<int32_t>{2, 0}));
+  EXPECT_EQ(std::vector<int32_t>(res.idx.begin() + 2, res.idx.end()),
+            (std::vector<int32_t>{0, 1, 0, 1, 0, 1}));
+  // Adopted weights are the reference's float64 scores at the backend's experts.
+  std::vector<double> s(4);
+  reference_scores(rc, 4, logits[0].data(), s.data());
+  EXPECT_NEAR(res.p[0], s[2], 1e-15);
+  EXPECT_NEAR(res.p[1], s[0], 1e-15);
+  // And the step is the fixed-routing function of the adopted routing.
+  EXPECT_NEAR(reference_loss(prob, res.idx.data()), res.loss, 1e-12);
+}
+
+TEST(ReferenceNearTie, AdoptedSoftmaxAfterTopkWeights) {
+  RouterConfig rc;
+  rc.softmax_after_topk = true;
+  ReferenceProblem prob = identity_gate_problem(rc, {{2.0, 1.0, 0.9999, -1.0}}, 2);
+  const std::vector<int32_t> got = {0, 2};
+  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 4);
+  EXPECT_EQ(res.routing_near_ties, 1);
+  const double z = std::exp(2.0) + std::exp(0.9999);
+  EXPECT_NEAR(res.p[0], std::exp(2.0) / z, 1e-15);
+  EXPECT_NEAR(res.p[1], std::exp(0.9999) / z, 1e-15);
+}
+
+TEST(ReferenceNearTie, GroupScoreNearTie) {
+  RouterConfig rc;
+  rc.score = "sigmoid";
+  rc.groups = 4;
+  rc.group_topk = 2;
+  // One expert per group counts (K/Gk = 1); groups 1 and 2 are within 1e-4, while the selectable
+  // experts' K-th and (K+1)-th scores (s(2) and s(-5)) are far apart.
+  ReferenceProblem prob =
+      identity_gate_problem(rc, {{3.0, -5.0, 2.0, -5.0, 1.9999, -5.0, -3.0, -5.0}}, 2);
+  const std::vector<int32_t> got = {0, 4};
+  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 8);
+  EXPECT_EQ(res.routing_near_ties, 1);
+  EXPECT_EQ(res.routing_mismatches, 0);
+  EXPECT_EQ(res.idx, got);
+}
+
+// Splitting the tokens and experts as ranks do reproduces the whole step.
+TEST(ReferenceSplit, PartsSumToWhole) {
+  RouterConfig rc;
+  rc.aux_coeff = 0.1;
+  rc.z_coeff = 0.01;
+  const int64_t N = 6, H = 8, F = 6, E = 8, K = 2;
+  ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 9);
+  ReferenceResult whole = reference_step(prob, nullptr, 0, N, 0, E);
+  std::vector<double> dw_gate(H * E, 0.0);
+  double dot = 0;
+  for (int part = 0; part < 2; ++part) {
+    const int64_t tb = part * 3, eb = part * 4;
+    ReferenceResult r = reference_step(prob, nullptr, tb, tb + 3, eb, eb + 4);
+    for (int64_t i = 0; i < 3 * H; ++i) {
+      EXPECT_DOUBLE_EQ(r.out[i], whole.out[tb * H + i]);
+      EXPECT_DOUBLE_EQ(r.dx[i], whole.dx[tb * H + i]);
+      dot += r.out[i] * prob.dout[tb * H + i];
+    }
+    for (int64_t i = 0; i < 4 * H * 2 * F; ++i)
+      EXPECT_DOUBLE_EQ(r.dw_in[i], whole.dw_in[eb * H * 2 * F + i]);
+    for (int64_t i = 0; i < 4 * F * H; ++i)
+      EXPECT_DOUBLE_EQ(r.dw_out[i], whole.dw_out[eb * F * H + i]);
+    for (int64_t i = 0; i < H * E; ++i) dw_gate[i] += r.dw_gate[i];
+    EXPECT_DOUBLE_EQ(r.aux, whole.aux);
+    EXPECT_DOUBLE_EQ(r.z, whole.z);
+  }
+  for (int64_t i = 0; i < H * E; ++i) EXPECT_NEAR(dw_gate[i], whole.dw_gate[i], 1e-12);
+  EXPECT_NEAR(dot + whole.aux + whole.z, whole.loss, 1e-12);
+}
+
+bool all_finite(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+TEST(ReferenceWorld, OneRankWorld) {
+  Workload w;
+  w.model = ModelShape{16, 8, 8, 2};
+  w.tokens_per_rank = 6;
+  w.router.score = "sigmoid";
+  w.router.groups = 4;
+  w.router.group_topk = 2;
+  w.router.expert_bias = true;
+  w.router.normalize_topk = true;
+  w.router.aux_coeff = 0.01;
+  w.router.z_coeff = 0.001;
+  const int64_t T = 6, H = 16, F = 8, E = 8, K = 2;
+  Mesh mesh = make_mesh(1, 0, 1, 1, E);
+  std::vector<float> x(T * H), dout(T * H);
+  init_x(w, 0, 0, x.data());
+  init_dout(w, 0, 0, dout.data());
+
+  ReferenceInputs in;
+  in.x = x.data();
+  in.dout = dout.data();
+  ReferenceResult first = compute_reference(w, mesh, MPI_COMM_WORLD, in);
+  ASSERT_EQ(int64_t(first.out.size()), T * H);
+  ASSERT_EQ(int64_t(first.dx.size()), T * H);
+  ASSERT_EQ(int64_t(first.dw_gate.size()), H * E);
+  ASSERT_EQ(int64_t(first.dw_in.size()), E * H * 2 * F);
+  ASSERT_EQ(int64_t(first.dw_out.size()), E * F * H);
+  ASSERT_EQ(int64_t(first.idx.size()), T * K);
+  for (const auto* v :
+       {&first.out, &first.dx, &first.dw_gate, &first.dw_in, &first.dw_out, &first.p})
+    EXPECT_TRUE(all_finite(*v));
+  EXPECT_TRUE(std::isfinite(first.loss));
+  EXPECT_GT(first.aux, 0);
+  EXPECT_GT(first.z, 0);
+  EXPECT_GT(max_abs(first.dw_in), 0);
+
+  in.got_idx = first.idx.data();
+  ReferenceResult again = compute_reference(w, mesh, MPI_COMM_WORLD, in);
+  EXPECT_EQ(again.routing_mismatches, 0);
+  EXPECT_EQ(again.routing_near_ties, 0);
+  EXPECT_EQ(again.idx, first.idx);
+  EXPECT_EQ(again.out, first.out);
+  EXPECT_DOUBLE_EQ(again.loss, first.loss);
+
+  double dot = 0;
+  for (int64_t i = 0; i < T * H; ++i) dot += first.out[i] * double(dout[i]);
+  EXPECT_NEAR(first.loss, dot + first.aux + first.z, 1e-12 * std::fabs(first.loss) + 1e-12);
+
+  // A backend that routed every token to two other experts: mismatches, unless at a near tie.
+  std::vector<int32_t> wrong(T * K);
+  for (int64_t i = 0; i < T * K; ++i) wrong[i] = (first.idx[i] + 1) % int32_t(E);
+  in.got_idx = wrong.data();
+  ReferenceResult bad = compute_reference(w, mesh, MPI_COMM_WORLD, in);
+  EXPECT_EQ(bad.routing_mismatches + bad.routing_near_ties, T);
+  EXPECT_GT(bad.routing_mismatches, 0);
+}
+
+}  // namespace
+}  // namespace moe

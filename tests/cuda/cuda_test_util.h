@@ -1,0 +1,120 @@
+#pragma once
+// Helpers for GPU tests: skip without a GPU, device buffers from host vectors, comparisons.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/workload.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace moe::test {
+
+// Empty when a GPU is usable, else the reason to skip.
+inline std::string gpu_unavailable_reason() {
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorString(rc);
+  if (n == 0) return "no GPU visible";
+  return "";
+}
+
+#define MOE_REQUIRE_GPU()                                                       \
+  do {                                                                          \
+    const std::string moe_reason_ = ::moe::test::gpu_unavailable_reason();      \
+    if (!moe_reason_.empty()) GTEST_SKIP() << "skipped: " << moe_reason_;       \
+  } while (0)
+
+// A device buffer owned by a test.
+template <class T>
+struct DevBuf {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t count) : n(count) {
+    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
+    CUDA_CHECK(cudaMemset(ptr, 0, std::max<size_t>(1, n) * sizeof(T)));
+  }
+  explicit DevBuf(const std::vector<T>& host) : DevBuf(host.size()) {
+    CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DevBuf() { cudaFree(ptr); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  std::vector<T> host() const {
+    std::vector<T> v(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+// Storage tensors: host floats (already rounded to dtype) <-> device bf16/fp32 bytes.
+inline std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16_bits(v[i]);
+  return b;
+}
+
+struct StorageBuf {
+  DType dtype;
+  int64_t n;
+  void* ptr = nullptr;
+  StorageBuf(DType d, const std::vector<float>& host) : dtype(d), n(int64_t(host.size())) {
+    const size_t eb = dtype == DType::kBf16 ? 2 : 4;
+    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * eb));
+    if (dtype == DType::kBf16) {
+      std::vector<uint16_t> b = to_bf16_bits(host);
+      CUDA_CHECK(cudaMemcpy(ptr, b.data(), n * 2, cudaMemcpyHostToDevice));
+    } else {
+      CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * 4, cudaMemcpyHostToDevice));
+    }
+  }
+  StorageBuf(DType d, int64_t count) : StorageBuf(d, std::vector<float>(count, 0.0f)) {}
+  ~StorageBuf() { cudaFree(ptr); }
+  StorageBuf(const StorageBuf&) = delete;
+  StorageBuf& operator=(const StorageBuf&) = delete;
+  std::vector<float> host() const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> v(n);
+    if (dtype == DType::kBf16) {
+      std::vector<uint16_t> b(n);
+      CUDA_CHECK(cudaMemcpy(b.data(), ptr, n * 2, cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < n; ++i) v[i] = bf16_bits_to_float(b[i]);
+    } else {
+      CUDA_CHECK(cudaMemcpy(v.data(), ptr, n * 4, cudaMemcpyDeviceToHost));
+    }
+    return v;
+  }
+};
+
+// rel_l2 of got vs want (both float); prints the first mismatches beyond abs_tol when asked.
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    d += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    r += double(want[i]) * want[i];
+  }
+  return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
+}
+
+// Counts elements whose difference exceeds tol_rel * max(1, |want|); prints the first few.
+inline int64_t count_mismatches(const std::vector<float>& got, const std::vector<float>& want,
+                                double tol_rel, const char* what, int print = 5) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(double(got[i]) - want[i]);
+    if (!(diff <= tol_rel * std::max(1.0, std::fabs(double(want[i]))))) {
+      if (bad < print)
+        std::printf("  %s[%zu]: got %.8g want %.8g\n", what, i, double(got[i]), double(want[i]));
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+}  // namespace moe::test

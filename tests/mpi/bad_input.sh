@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Bad input: every rank exits non-zero (no hang: ctest's timeout catches one), the error is printed
+# once and names the key, and no result file is left behind.
+source "$(dirname "$0")/common.sh"
+expect_error() {  # expect_error NP "substring" args...
+  local np=$1 want=$2; shift 2
+  set +e
+  out=$(timeout 120 mpirun --oversubscribe -np "$np" "$MOEBENCH" "$@" --out "$WORK/r.json" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] || fail "exit 0 for: $*"
+  [ $rc -ne 124 ] || fail "hung: $*"
+  echo "$out" | grep -q -- "$want" || { echo "$out"; fail "message lacks '$want' for: $*"; }
+  n=$(echo "$out" | grep -c -- "$want" || true)
+  [ "$n" -eq 1 ] || { echo "$out"; fail "message printed $n times for: $*"; }
+  [ ! -e "$WORK/r.json" ] || fail "result file written for: $*"
+  echo "ok ($rc): $want"
+}
+expect_error 4 "mesh.ep" run --config "$TINY" --set mesh.ep=3
+expect_error 4 "model.experts" run --config "$TINY" --set model.experts=6 --set mesh.ep=4
+expect_error 2 "router.scorr" run --config "$TINY" --set router.scorr=softmax
+expect_error 2 "model.topk" run --config "$TINY" --set model.topk=9
+expect_error 2 "router.group_topk" run --config "$TINY" --set router.groups=4 --set router.group_topk=5
+printf '{\n  "name": "broken",\n  "model": {"hidden": 8,,}\n}\n' > "$WORK/broken.json"
+expect_error 2 "line 3" run --config "$WORK/broken.json"
+expect_error 2 "no-such-file.json" run --config "$WORK/no-such-file.json"
+expect_error 2 "--dump-limit-mib" run --config "$TINY" --dump "$WORK/dump" --dump-limit-mib 1 \
+  --set tokens_per_rank=4096
+expect_error 2 "--backend cuda" run --config "$TINY" --backend cuda
+echo "bad_input: PASS"

@@ -1,0 +1,48 @@
+# Distributed runs under mpirun. Each case runs the whole step with the check on and passes only if
+# the check passes (moebench exits non-zero otherwise). Labels: mpi.
+set(MOE_TINY ${CMAKE_SOURCE_DIR}/configs/tiny.json)
+set(MOE_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe ${MPIEXEC_NUMPROC_FLAG})
+
+# moe_mpi_case(NAME NP ARGS...): mpirun -np NP moebench run --config tiny ARGS
+function(moe_mpi_case name np)
+  add_test(NAME mpi.${name}
+           COMMAND ${MOE_MPIRUN} ${np} $<TARGET_FILE:moebench> run --config ${MOE_TINY} -q ${ARGN})
+  set_tests_properties(mpi.${name} PROPERTIES ENVIRONMENT "${MOE_MPI_ENV}" LABELS mpi TIMEOUT 300)
+endfunction()
+
+set(MOE_SIGMOID_GROUPS --set router.score=sigmoid --set router.groups=4 --set router.group_topk=2
+    --set router.normalize_topk=true --set router.scaling=2.5 --set router.expert_bias=true)
+set(MOE_LOSSES --set router.aux_coeff=0.01 --set router.z_coeff=0.001)
+
+moe_mpi_case(np1 1)
+moe_mpi_case(np2_ep2 2 --set mesh.ep=2 --set mesh.fsdp=1)
+moe_mpi_case(np2_fsdp2 2 --set mesh.ep=1 --set mesh.fsdp=2)
+foreach(mesh "4;1" "2;2" "1;4")
+  list(GET mesh 0 ep)
+  list(GET mesh 1 fsdp)
+  set(m --set mesh.ep=${ep} --set mesh.fsdp=${fsdp})
+  moe_mpi_case(np4_ep${ep}_fsdp${fsdp}_softmax 4 ${m})
+  moe_mpi_case(np4_ep${ep}_fsdp${fsdp}_sigmoid_groups 4 ${m} ${MOE_SIGMOID_GROUPS})
+  moe_mpi_case(np4_ep${ep}_fsdp${fsdp}_aux_z 4 ${m} ${MOE_LOSSES})
+endforeach()
+moe_mpi_case(np4_mixtral_style 4 --set mesh.ep=4 --set router.softmax_after_topk=true
+             --set router.normalize_topk=true)
+moe_mpi_case(np4_fp32 4 --set mesh.ep=2 --set dtype=fp32 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+moe_mpi_case(np4_every_step 4 --set mesh.ep=4 --set check=every --steps 3)
+# Skewed sizes: more experts than tokens, so some experts (and maybe whole ranks) get nothing.
+moe_mpi_case(np4_sparse_tokens 4 --set mesh.ep=4 --set tokens_per_rank=3 --set model.experts=16
+             --set model.topk=4)
+# 8 ranks: the EP=8 and EP=4 x FSDP=2 meshes of the DeepSeek-V3 issue, on a small shape.
+moe_mpi_case(np8_ep8_sigmoid_groups 8 --set mesh.ep=8 --set mesh.fsdp=1 ${MOE_SIGMOID_GROUPS})
+moe_mpi_case(np8_ep4_fsdp2_sigmoid_groups 8 --set mesh.ep=4 --set mesh.fsdp=2
+             ${MOE_SIGMOID_GROUPS})
+
+# Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
+# a dump reproduced by the independent numpy verifier, and bad input on every rank.
+foreach(script determinism dump_verify bad_input)
+  add_test(NAME mpi.${script}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
+                   ${CMAKE_SOURCE_DIR})
+  set_tests_properties(mpi.${script} PROPERTIES ENVIRONMENT "${MOE_MPI_ENV}" LABELS mpi
+                                                TIMEOUT 600)
+endforeach()
