@@ -1,6 +1,9 @@
 #include "core/init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "core/bf16.h"
 
@@ -18,12 +21,23 @@ uint64_t splitmix64(uint64_t z) {
 
 float stored(const Workload& w, float v) { return w.dtype == DType::kBf16 ? round_to_bf16(v) : v; }
 
-// Uniform with the given standard deviation: U(-1,1) has std 1/sqrt(3).
+// Uniform with the given standard deviation: U(-1,1) has std 1/sqrt(3). Every element is
+// independent, so large ranges (a DeepSeek-V3 rank holds billions) are split over threads.
 void fill(const Workload& w, uint64_t stream, int64_t begin, int64_t end, float std_dev,
           float* out) {
   const float scale = std_dev * std::sqrt(3.0f);
-  for (int64_t i = begin; i < end; ++i)
-    out[i - begin] = stored(w, scale * hashed_uniform(w.seed, stream, uint64_t(i)));
+  auto part = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[i - begin] = stored(w, scale * hashed_uniform(w.seed, stream, uint64_t(i)));
+  };
+  const int64_t n = end - begin;
+  const int64_t threads =
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t)
+    pool.emplace_back(part, begin + n * t / threads, begin + n * (t + 1) / threads);
+  part(begin, begin + n / threads);
+  for (std::thread& th : pool) th.join();
 }
 
 uint64_t token_stream(uint64_t base, int rank, int64_t step) {

@@ -257,7 +257,8 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
     if (same_set(tr.idx.data(), got, K)) continue;
     // A near tie may flip either way in fp32: follow the backend there, so that its out and
     // gradients are compared against the same function. Elsewhere a different set is an error.
-    if (tr.near_tie && valid_set(got, E, K)) {
+    if (tr.near_tie && valid_set(got, E, K) &&
+        reference_near_tie_swap_ok(rc, E, K, &logits[t * E], bias, tr, got)) {
       ++res.routing_near_ties;
       std::copy(got, got + K, &idx[t * K]);
       reference_topk_weights(rc, E, K, &logits[t * E], got, &p[t * K]);

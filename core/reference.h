@@ -71,6 +71,15 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx);
 // s = softmax(logits) or sigmoid(logits) per router.score; [E].
 void reference_scores(const RouterConfig& rc, int64_t E, const double* logits, double* s);
 
+// At a near tie, whether `got` [K] differs from ref.idx only by experts that themselves sit at the
+// tie (both those swapped in and those dropped): their q within the near-tie margin of the K-th
+// selected q, or (with groups) their group's score within the margin of the Gk-th kept group's.
+// Rejects a backend that swaps an unrelated expert just because the token has a close boundary.
+struct TokenRouting;
+bool reference_near_tie_swap_ok(const RouterConfig& rc, int64_t E, int64_t K, const double* logits,
+                                const double* expert_bias, const TokenRouting& ref,
+                                const int32_t* got);
+
 struct TokenRouting {
   std::vector<int32_t> idx;  // [K] by descending q, ties lower expert id first
   std::vector<double> p;     // [K] final weights (after normalize and scaling)

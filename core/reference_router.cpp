@@ -17,6 +17,10 @@ bool is_near_tie(double hi, double lo) {
   return hi - lo <= kNearTie * std::max(std::fabs(hi), std::fabs(lo));
 }
 
+bool within_margin(double a, double b) {
+  return std::fabs(a - b) <= kNearTie * std::max(std::fabs(a), std::fabs(b));
+}
+
 void softmax(int64_t n, const double* v, double* out) {
   double mx = v[0];
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, v[i]);
@@ -133,6 +137,42 @@ TokenRouting reference_route_token(const RouterConfig& rc, int64_t E, int64_t K,
   r.p.resize(K);
   reference_topk_weights(rc, E, K, logits, r.idx.data(), r.p.data());
   return r;
+}
+
+bool reference_near_tie_swap_ok(const RouterConfig& rc, int64_t E, int64_t K, const double* logits,
+                                const double* expert_bias, const TokenRouting& ref,
+                                const int32_t* got) {
+  std::vector<double> s(E), q(E);
+  reference_scores(rc, E, logits, s.data());
+  for (int64_t e = 0; e < E; ++e) q[e] = s[e] + (expert_bias ? expert_bias[e] : 0.0);
+  double kth = q[ref.idx[0]];
+  for (int64_t k = 1; k < K; ++k) kth = std::min(kth, q[ref.idx[k]]);
+  // Group scores and the boundary group score (the lowest kept), when routing is group-limited.
+  const int64_t G = rc.groups, Gk = rc.group_topk, per_group = G > 1 ? E / G : E;
+  std::vector<double> group_score(G > 1 ? G : 0);
+  double boundary = 0;
+  if (G > 1) {
+    for (int64_t g = 0; g < G; ++g) {
+      std::vector<double> v(q.begin() + g * per_group, q.begin() + (g + 1) * per_group);
+      std::sort(v.begin(), v.end(), [](double a, double b) { return a > b; });
+      for (int64_t i = 0; i < K / Gk; ++i) group_score[g] += v[i];
+    }
+    std::vector<double> sorted = group_score;
+    std::sort(sorted.begin(), sorted.end(), [](double a, double b) { return a > b; });
+    boundary = sorted[Gk - 1];
+  }
+  auto at_tie = [&](int32_t e) {
+    return within_margin(q[e], kth) ||
+           (G > 1 && within_margin(group_score[e / per_group], boundary));
+  };
+  // Both sides of the flip must sit at the tie: the experts swapped in and the ones dropped.
+  for (int64_t k = 0; k < K; ++k) {
+    const bool swapped_in = std::find(ref.idx.begin(), ref.idx.end(), got[k]) == ref.idx.end();
+    const bool dropped = std::find(got, got + K, ref.idx[k]) == got + K;
+    if (swapped_in && !at_tie(got[k])) return false;
+    if (dropped && !at_tie(ref.idx[k])) return false;
+  }
+  return true;
 }
 
 void reference_topk_weights(const RouterConfig& rc, int64_t E, int64_t K, const double* logits,

@@ -26,6 +26,7 @@ void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E
   int64_t rank_offset = 0;
   for (int64_t b = 0; b < ep * E_local; ++b) {
     const int64_t rows = counts[b];
+    if (rows == 0) continue;
     const int64_t from = to_expert_major ? rank_offset : expert_offset[b];
     const int64_t to = to_expert_major ? expert_offset[b] : rank_offset;
     std::memcpy(dst + to * H, src + from * H, sizeof(float) * rows * H);

@@ -230,9 +230,9 @@ TEST(DispatchRegroup, ExpertMajorOrderAndRoundTrip) {
   const int64_t ep = 4, E_local = 3, H = 5;
   // counts[s, l]: zeros scattered, source rank 2 sends nothing, local expert 1 gets nothing
   // from ranks 0 and 3.
-  const std::vector<int32_t> counts = {2, 0, 3,   //
-                                       1, 4, 0,   //
-                                       0, 0, 0,   //
+  const std::vector<int32_t> counts = {2, 0, 3,  //
+                                       1, 4, 0,  //
+                                       0, 0, 0,  //
                                        5, 0, 1};
   check_regroup(counts, ep, E_local, H);
 }
@@ -249,9 +249,7 @@ TEST(DispatchRegroup, RandomCountsRoundTrip) {
   }
 }
 
-TEST(DispatchRegroup, OneSourceOneExpertIsACopy) {
-  check_regroup({6}, 1, 1, 9);
-}
+TEST(DispatchRegroup, OneSourceOneExpertIsACopy) { check_regroup({6}, 1, 1, 9); }
 
 TEST(DispatchRegroup, RankReceivingNothing) {
   // R = 0: nothing to move, and it must not touch (or need) the buffers.
@@ -313,8 +311,8 @@ void check_combine_bwd(DType dtype) {
   const CombineCase c = make_combine_case(bf16 ? 51 : 52, 21, 3, 10, 64, bf16);
   const int64_t T = c.T, K = c.K, H = c.H;
   std::vector<float> dy(T * K * H, kNaN), dp(T * K, kNaN);
-  cpu::unpermute_combine_bwd(c.dout.data(), c.y_send.data(), c.send_pos.data(), c.p.data(), T, K,
-                             H, dtype, dy.data(), dp.data());
+  cpu::unpermute_combine_bwd(c.dout.data(), c.y_send.data(), c.send_pos.data(), c.p.data(), T, K, H,
+                             dtype, dy.data(), dp.data());
 
   // dy: the fp32 product p * dout is exact in double then rounded once, so it must match exactly.
   std::vector<float> want_dy(T * K * H, kNaN);
@@ -395,8 +393,7 @@ void check_single_rank_dispatch(ExpertScale expert_scale, uint64_t seed) {
       for (int64_t h = 0; h < H; ++h) ye[row * H + h] = expert_scale(e) * xe[row * H + h];
   cpu::regroup_rows(ye.data(), counts.data(), 1, E, H, false, back.data());
   std::vector<float> out(T * H, kNaN);
-  cpu::unpermute_combine(back.data(), send_pos.data(), p.data(), T, K, H, DType::kFp32,
-                         out.data());
+  cpu::unpermute_combine(back.data(), send_pos.data(), p.data(), T, K, H, DType::kFp32, out.data());
 
   std::vector<double> ref(T * H, 0.0), slack(T * H, 0.0);
   for (int64_t t = 0; t < T; ++t)
@@ -448,10 +445,10 @@ TEST(DispatchEndToEnd, SimulatedEpAllToAll) {
     r.y_send.assign(T * K * H, kNaN);
     cpu::permute_rows(r.x.data(), r.send_pos.data(), T, K, H, r.send.data());
     r.block_begin.assign(ep + 1, 0);
-    for (int64_t d = 0; d < ep; ++d)
-      r.block_begin[d + 1] = r.block_begin[d] + std::accumulate(r.counts.begin() + d * E_local,
-                                                                r.counts.begin() + (d + 1) * E_local,
-                                                                int64_t(0));
+    for (int64_t d = 0; d < ep; ++d) {
+      const auto first = r.counts.begin() + d * E_local;
+      r.block_begin[d + 1] = r.block_begin[d] + std::accumulate(first, first + E_local, int64_t(0));
+    }
   }
 
   for (int64_t d = 0; d < ep; ++d) {

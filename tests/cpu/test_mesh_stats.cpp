@@ -73,14 +73,14 @@ TEST(MeshLayout, ExampleRanks) {
 }
 
 TEST(MeshLayout, BadShapesThrow) {
-  EXPECT_THROW(make_mesh(8, 0, 4, 4, 16), Error);   // ep * fsdp > world
-  EXPECT_THROW(make_mesh(8, 0, 2, 2, 16), Error);   // ep * fsdp < world
-  EXPECT_THROW(make_mesh(8, 0, 0, 8, 16), Error);   // ep 0
-  EXPECT_THROW(make_mesh(8, 0, 8, 0, 16), Error);   // fsdp 0
-  EXPECT_THROW(make_mesh(8, 0, -2, -4, 16), Error); // negative sizes, positive product
-  EXPECT_THROW(make_mesh(8, 0, 8, 1, 12), Error);   // experts not divisible by ep
-  EXPECT_THROW(make_mesh(8, 0, 4, 2, 6), Error);    // experts not divisible by ep
-  EXPECT_THROW(make_mesh(0, 0, 1, 1, 8), Error);    // empty world
+  EXPECT_THROW(make_mesh(8, 0, 4, 4, 16), Error);    // ep * fsdp > world
+  EXPECT_THROW(make_mesh(8, 0, 2, 2, 16), Error);    // ep * fsdp < world
+  EXPECT_THROW(make_mesh(8, 0, 0, 8, 16), Error);    // ep 0
+  EXPECT_THROW(make_mesh(8, 0, 8, 0, 16), Error);    // fsdp 0
+  EXPECT_THROW(make_mesh(8, 0, -2, -4, 16), Error);  // negative sizes, positive product
+  EXPECT_THROW(make_mesh(8, 0, 8, 1, 12), Error);    // experts not divisible by ep
+  EXPECT_THROW(make_mesh(8, 0, 4, 2, 6), Error);     // experts not divisible by ep
+  EXPECT_THROW(make_mesh(0, 0, 1, 1, 8), Error);     // empty world
 }
 
 TEST(MeshLayout, BadRankOrExpertCountThrows) {
@@ -218,8 +218,8 @@ TEST(Bf16Round, HandPickedBitPatterns) {
 
 TEST(Bf16Round, NanStaysNan) {
   // Including payloads that a plain "add half and truncate" would turn into inf or wrap to zero.
-  const uint32_t nans[] = {0x7fc00000u, 0x7f800001u, 0x7f808000u, 0x7fffffffu, 0xffffffffu,
-                           0xff800001u, 0x7f80ffffu};
+  const uint32_t nans[] = {0x7fc00000u, 0x7f800001u, 0x7f808000u, 0x7fffffffu,
+                           0xffffffffu, 0xff800001u, 0x7f80ffffu};
   for (uint32_t n : nans) {
     const float r = round_to_bf16(from_bits(n));
     EXPECT_TRUE(std::isnan(r)) << "0x" << std::hex << n << " -> 0x" << to_bits(r);

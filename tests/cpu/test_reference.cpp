@@ -299,6 +299,22 @@ TEST(ReferenceNearTie, AdoptsOnlyAtNearTies) {
   EXPECT_NEAR(reference_loss(prob, res.idx.data()), res.loss, 1e-12);
 }
 
+TEST(ReferenceNearTie, RejectsAnUnrelatedSwapAtANearTie) {
+  RouterConfig rc;
+  // Experts 1 and 2 tie at the K boundary; expert 3 is far below. A backend that drops expert 1
+  // for expert 3 is wrong even though this token has a near tie.
+  ReferenceProblem prob = identity_gate_problem(rc, {{2.0, 1.0, 0.9999, -1.0}}, 2);
+  const std::vector<int32_t> got = {0, 3};
+  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 4);
+  EXPECT_EQ(res.routing_near_ties, 0);
+  EXPECT_EQ(res.routing_mismatches, 1);
+  // Swapping in the tied expert 2 but dropping the clear winner 0 is just as wrong.
+  const std::vector<int32_t> got2 = {2, 1};
+  res = reference_step(prob, got2.data(), 0, 1, 0, 4);
+  EXPECT_EQ(res.routing_near_ties, 0);
+  EXPECT_EQ(res.routing_mismatches, 1);
+}
+
 TEST(ReferenceNearTie, AdoptedSoftmaxAfterTopkWeights) {
   RouterConfig rc;
   rc.softmax_after_topk = true;
