@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   run->add_option("--warmup", opt.warmup, "warm-up steps (overrides the workload)")
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--timeout-s", opt.timeout_s,
+                  "seconds a rank waits on its peers before aborting (GPU backend)")
+      ->check(CLI::PositiveNumber);
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
   run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));

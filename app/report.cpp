@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -40,15 +42,22 @@ json provenance(const RunResult& r) {
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(mpi, &len);
-  std::string mpi_version(mpi, len);
+  std::string mpi_version(mpi, strnlen(mpi, size_t(len)));
   if (auto nl = mpi_version.find('\n'); nl != std::string::npos) mpi_version.resize(nl);
   // Asked of git at run time: a build configured at one commit may run after later edits.
   const std::string src = MOE_SOURCE_DIR;
+  // A copy of the tree without git history (a lent GPU machine) gets both from the environment,
+  // set by scripts/gpu_check.sh from the commit it was sent at.
   std::string commit = shell_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
-  if (commit.size() != 40) commit = MOE_GIT_COMMIT;
-  const std::string dirty =
+  std::string dirty =
       shell_output("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
-  return {{"time_utc", when},
+  if (commit.size() != 40) {
+    const char* env_commit = std::getenv("MOE_GIT_COMMIT");
+    const char* env_dirty = std::getenv("MOE_GIT_DIRTY");
+    commit = env_commit ? env_commit : MOE_GIT_COMMIT;
+    dirty = env_dirty && std::string(env_dirty) != "0" ? "dirty" : "";
+  }
+  nlohmann::json j = {{"time_utc", when},
           {"moebench_version", MOE_VERSION},
           {"git_commit", commit},
           {"git_dirty", !dirty.empty()},
@@ -57,6 +66,8 @@ json provenance(const RunResult& r) {
           {"compiler", std::string("g++ ") + __VERSION__},
           {"mpi", mpi_version},
           {"backend", r.backend}};
+  for (const auto& [k, v] : r.backend_info) j[k] = v;
+  return j;
 }
 
 double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0.0; }
@@ -128,6 +139,11 @@ void print_summary(const RunResult& r) {
   std::printf("# moebench %s, backend %s, commit %.12s%s, %s\n", MOE_VERSION, r.backend.c_str(),
               prov["git_commit"].get<std::string>().c_str(),
               prov["git_dirty"].get<bool>() ? " (dirty)" : "", prov["time_utc"].get<std::string>().c_str());
+  if (!r.backend_info.empty()) {
+    std::printf("#");
+    for (const auto& [k, v] : r.backend_info) std::printf(" %s %s;", k.c_str(), v.c_str());
+    std::printf("\n");
+  }
   std::printf("# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
               w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
               long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));

@@ -5,19 +5,18 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include "app/dump.h"
 #include "app/report.h"
 #include "app/run_result.h"
-#include "comm/mpi_comm.h"
+#include "app/backend.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
 #include "core/reference.h"
-#include "kernels/cpu/cpu_ops.h"
 
 namespace moe {
 namespace {
@@ -43,23 +42,28 @@ bool on_all_ranks(MPI_Comm world, Fn fn) {
   return false;
 }
 
-int64_t host_memory_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;  // unknown: skip the check
-}
-
-int local_ranks(MPI_Comm world) {
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-  int n = 1;
-  MPI_Comm_size(local, &n);
-  MPI_Comm_free(&local);
-  return n;
+// Refuses a workload whose buffers cannot fit before allocating anything. The float64 reference
+// lives in host memory whichever backend runs the step.
+void check_memory(const Workload& w, int world_size, const std::string& backend, MPI_Comm world) {
+  Workload no_check = w;
+  no_check.check = CheckMode::kOff;
+  const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
+  const int64_t step_need = estimate_rank_bytes(no_check, world_size, storage);
+  const int64_t ref_need =
+      estimate_rank_bytes(w, world_size, 4) - estimate_rank_bytes(no_check, world_size, 4);
+  const int64_t step_avail = backend_memory_available(backend, world);
+  const int64_t host_avail = backend_memory_available("cpu", world);
+  const int64_t host_need = backend == "cpu" ? step_need + ref_need : ref_need;
+  MOE_USER_CHECK(backend == "cpu" || step_avail == 0 || step_need <= step_avail,
+                 "workload needs about " << (step_need >> 20) << " MiB of GPU memory per rank but "
+                     << (step_avail >> 20) << " MiB is free: lower tokens_per_rank or raise "
+                     "mesh.ep");
+  MOE_USER_CHECK(host_avail == 0 || host_need <= host_avail,
+                 "workload needs about " << (host_need >> 20) << " MiB of host memory per rank "
+                     << (backend == "cpu" ? "" : "(the float64 reference) ") << "but only "
+                     << (host_avail >> 20) << " MiB per rank is available: lower "
+                     "tokens_per_rank, raise mesh.ep, or set check to \"off\" (the reference "
+                     "holds every expert in float64)");
 }
 
 uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
@@ -81,6 +85,14 @@ std::string world_digest(const std::vector<T>& v, MPI_Comm world) {
   std::snprintf(hex, sizeof(hex), "%016llx",
                 (unsigned long long)fnv1a(all.data(), all.size() * sizeof(uint64_t)));
   return hex;
+}
+
+// L = sum over the world's tokens of <out, dout> + aux + z, from host copies (float64 sum).
+double world_loss(const StepOutputs& o, MPI_Comm world) {
+  double dot = 0.0;
+  for (size_t i = 0; i < o.out.size(); ++i) dot += double(o.out[i]) * double(o.dout[i]);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dot, 1, MPI_DOUBLE, MPI_SUM, world));
+  return dot + o.aux + o.z;
 }
 
 // Reference p in the backend's idx order (0 where the backend chose an expert the reference did
@@ -136,14 +148,6 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   return c;
 }
 
-std::string backend_choice(const std::string& asked) {
-  if (asked == "cpu" || asked == "auto") return "cpu";  // auto picks cuda once that backend exists
-  MOE_USER_CHECK(asked != "cuda",
-                 "--backend cuda: this build has no CUDA backend yet; use --backend cpu (or auto)");
-  MOE_USER_CHECK(false, "--backend " << asked << ": unknown backend; use auto, cpu or cuda");
-  return "";
-}
-
 // Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
 void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
                      std::vector<PhaseResult>& phases) {
@@ -162,11 +166,11 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
       p.bytes = a2a_bytes;
       p.bus_factor = (ep - 1) / ep;
     }
-    if (n == "fsdp_gather") {
+    if (n == "fsdp_gather" && m.fsdp > 1) {
       p.bytes = weight_elems * sb;
       p.bus_factor = (fsdp - 1) / fsdp;
     }
-    if (n == "grad_sync") {  // the reduce-scatter dominates; the dw_gate all-reduce is small
+    if (n == "grad_sync" && m.fsdp > 1) {  // the reduce-scatter dominates the dw_gate all-reduce
       p.bytes = weight_elems * 4;
       p.bus_factor = (fsdp - 1) / fsdp;
     }
@@ -200,15 +204,15 @@ int run_command(const RunOptions& opt) {
     if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
     if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
     resolve_and_validate(w, world_size);
-    backend = backend_choice(opt.backend);
+    backend = resolve_backend(opt.backend);
     mesh = make_mesh(world_size, rank, w.mesh.ep, w.mesh.fsdp, w.model.experts);
-    const int64_t need = estimate_rank_bytes(w, world_size);
-    const int64_t avail = host_memory_available_bytes() / local_ranks(world);
-    MOE_USER_CHECK(avail == 0 || need <= avail,
-                   "workload needs about " << (need >> 20) << " MiB per rank but only "
-                       << (avail >> 20) << " MiB per rank is available on this host"
-                       << ": lower tokens_per_rank, raise mesh.ep, or set check to \"off\" "
-                          "(the float64 reference holds every expert)");
+    check_memory(w, world_size, backend, world);
+    if (!opt.out.empty()) {
+      const std::filesystem::path parent = std::filesystem::absolute(opt.out).parent_path();
+      MOE_USER_CHECK(std::filesystem::is_directory(parent),
+                     "--out " << opt.out << ": directory " << parent.string()
+                              << " does not exist; create it first");
+    }
     if (!opt.dump.empty()) {
       const int64_t bytes = dump_bytes_per_rank(w, mesh);
       MOE_USER_CHECK(bytes <= opt.dump_limit_mib << 20,
@@ -219,9 +223,9 @@ int run_command(const RunOptions& opt) {
   });
   if (!ok) return 2;
 
-  MpiComm comm(world, mesh);
-  CpuOps ops;
-  MoeLayer layer(w, mesh, ops, comm);
+  Backend be = make_backend(backend, world, mesh, w, opt.timeout_s);
+  Ops& ops = *be.ops;
+  MoeLayer layer(w, mesh, ops, *be.comm);
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}",
@@ -229,6 +233,7 @@ int run_command(const RunOptions& opt) {
 
   RunResult r;
   r.backend = backend;
+  r.backend_info = be.info;
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;
@@ -242,6 +247,10 @@ int run_command(const RunOptions& opt) {
 
   for (int64_t s = 0; s < total; ++s) {
     layer.load_step_inputs(s);
+    // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
+    // another rank's untimed host work (drawing this step's inputs).
+    ops.sync();
+    MPI_CHECK(MPI_Barrier(world));
     layer.run_step(ms);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world));
     const bool timed = s >= w.warmup;
@@ -260,7 +269,8 @@ int run_command(const RunOptions& opt) {
     const bool dump_now = first_timed && !opt.dump.empty();
     const bool last = s == total - 1;
     if (check_now || dump_now || last) {
-      const StepOutputs o = layer.download_outputs();
+      StepOutputs o = layer.download_outputs();
+      o.loss = world_loss(o, world);
       if (check_now) {
         r.checks.push_back(check_step(w, mesh, world, s, o));
         if (rank == 0 && !r.checks.back().pass)

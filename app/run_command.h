@@ -14,6 +14,7 @@ struct RunOptions {
   std::string dump;               // dump directory ("" = none)
   int64_t dump_limit_mib = 256;   // per rank
   int64_t steps = -1, warmup = -1;  // -1: from the workload
+  double timeout_s = 300;         // a rank waiting longer on its peers gives up (GPU backend)
   bool quiet = false;
   std::string command_line;
 };

@@ -30,6 +30,7 @@ struct RoutingStats {
 
 struct RunResult {
   std::string backend;
+  std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
   std::string command_line;
   Workload workload;
   Mesh mesh;

@@ -43,13 +43,21 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   w_gate_ = fixed(sb * H * E);
   w_in_shard_ = fixed(sb * shard_in_);
   w_out_shard_ = fixed(sb * shard_out_);
-  w_in_full_ = fixed(sb * shard_in_ * d_.fsdp);
-  w_out_full_ = fixed(sb * shard_out_ * d_.fsdp);
   dw_gate_ = static_cast<float*>(fixed(4 * H * E));
   dw_in_full_ = static_cast<float*>(fixed(4 * shard_in_ * d_.fsdp));
   dw_out_full_ = static_cast<float*>(fixed(4 * shard_out_ * d_.fsdp));
-  dw_in_shard_ = static_cast<float*>(fixed(4 * shard_in_));
-  dw_out_shard_ = static_cast<float*>(fixed(4 * shard_out_));
+  if (d_.fsdp > 1) {
+    w_in_full_ = fixed(sb * shard_in_ * d_.fsdp);
+    w_out_full_ = fixed(sb * shard_out_ * d_.fsdp);
+    dw_in_shard_ = static_cast<float*>(fixed(4 * shard_in_));
+    dw_out_shard_ = static_cast<float*>(fixed(4 * shard_out_));
+  } else {
+    // Without FSDP the shard is the whole tensor: no gather, no scatter, half the memory.
+    w_in_full_ = w_in_shard_;
+    w_out_full_ = w_out_shard_;
+    dw_in_shard_ = dw_in_full_;
+    dw_out_shard_ = dw_out_full_;
+  }
 
   {
     std::vector<float> host(H * E);
@@ -61,16 +69,23 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
       init_expert_bias(w, bias.data());
       ops.copy_to_device(expert_bias_, bias.data(), 4 * E);
     }
+    // Generated and uploaded in chunks: a shard can be far larger than host memory should hold.
     auto load_shard = [&](int64_t local_elems, int64_t shard, bool is_in, void* dst) {
       const int64_t base = mesh.experts_begin * (local_elems / El);
       const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
       const int64_t end = std::min(local_elems, begin + shard);
-      std::vector<float> v(shard, 0.0f);
-      if (is_in)
-        init_w_in_range(w, base + begin, base + end, v.data());
-      else
-        init_w_out_range(w, base + begin, base + end, v.data());
-      ops.upload_storage(dst, v.data(), shard);
+      const int64_t chunk = int64_t(1) << 26;
+      std::vector<float> v(std::min(shard, chunk));
+      for (int64_t c = 0; c < shard; c += chunk) {
+        const int64_t n = std::min(chunk, shard - c);
+        const int64_t b = std::min(begin + c, end), e = std::min(begin + c + n, end);
+        std::fill(v.begin(), v.end(), 0.0f);  // padding past the last expert stays zero
+        if (is_in)
+          init_w_in_range(w, base + b, base + e, v.data());
+        else
+          init_w_out_range(w, base + b, base + e, v.data());
+        ops.upload_storage(static_cast<char*>(dst) + sb * c, v.data(), n);
+      }
     };
     load_shard(in_elems, shard_in_, true, w_in_shard_);
     load_shard(out_elems, shard_out_, false, w_out_shard_);
@@ -216,6 +231,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
 }
 
 void MoeLayer::fsdp_gather() {
+  if (d_.fsdp == 1) return;
   const size_t sb = ops_.storage_bytes();
   comm_.allgather(w_in_shard_, w_in_full_, sb * shard_in_, Group::kFsdp);
   comm_.allgather(w_out_shard_, w_out_full_, sb * shard_out_, Group::kFsdp);
@@ -271,6 +287,7 @@ void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int ph
 
 void MoeLayer::grad_sync() {
   comm_.allreduce_f32(dw_gate_, d_.H * d_.E, Group::kWorld);
+  if (d_.fsdp == 1) return;
   comm_.reduce_scatter_f32(dw_in_full_, dw_in_shard_, shard_in_, Group::kFsdp);
   comm_.reduce_scatter_f32(dw_out_full_, dw_out_shard_, shard_out_, Group::kFsdp);
 }
@@ -301,20 +318,16 @@ StepOutputs MoeLayer::download_outputs() {
   o.w_in = storage(w_in_full_, El * H * 2 * F);
   o.w_out = storage(w_out_full_, El * F * H);
   // Gather the reduced shards back into the (now free) full-gradient buffers.
-  comm_.allgather(dw_in_shard_, dw_in_full_, 4 * shard_in_, Group::kFsdp);
-  comm_.allgather(dw_out_shard_, dw_out_full_, 4 * shard_out_, Group::kFsdp);
+  if (d_.fsdp > 1) {
+    comm_.allgather(dw_in_shard_, dw_in_full_, 4 * shard_in_, Group::kFsdp);
+    comm_.allgather(dw_out_shard_, dw_out_full_, 4 * shard_out_, Group::kFsdp);
+  }
   o.dw_in = fp32(dw_in_full_, El * H * 2 * F);
   o.dw_out = fp32(dw_out_full_, El * F * H);
 
   std::vector<float> stats(2 * E + 1);
   ops_.copy_to_host(stats.data(), stats_, 4 * stats.size());
   cpu::router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
-  float dot = 0.0f;
-  double local = 0.0;
-  for (int64_t i = 0; i < T * H; ++i) local += double(o.out[i]) * double(o.dout[i]);
-  dot = float(local);
-  comm_.allreduce_f32(&dot, 1, Group::kWorld);
-  o.loss = double(dot) + o.aux + o.z;
   return o;
 }
 

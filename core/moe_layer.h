@@ -56,7 +56,8 @@ struct StepOutputs {
   std::vector<float> expert_bias;       // [E] (empty unless router.expert_bias)
   std::vector<float> w_in, w_out;       // this rank's experts' full weights, as used
   std::vector<float> dw_in, dw_out;     // the same experts' gradients over the world's tokens
-  double aux = 0, z = 0, loss = 0;      // global
+  double aux = 0, z = 0;                // global
+  double loss = 0;  // global sum <out, dout> + aux + z: set by the caller (a host reduction)
 };
 
 // Grow-only backend buffer: reallocated only when a ragged size grows past what it holds.

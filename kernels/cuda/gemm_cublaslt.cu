@@ -3,8 +3,9 @@
 //
 // Row-major through column-major: a row-major [R, C] matrix is the column-major [C, R] matrix with
 // the same bytes, so row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T. cuBLAS
-// is therefore called with its A = our B, its B = our A, m = N, n = M, and the transposes passed
-// through unchanged (op(B)^T of a stored B^T is again a transpose of what is stored).
+// is therefore called with its A = our B, its B = our A, m = N, n = M, its transa = our trans_b
+// and its transb = our trans_a (transposing both sides does not change whether an operand is
+// used as stored or transposed).
 //
 // Numerics match the CPU twin: fp32 accumulation (CUBLAS_COMPUTE_32F, which never uses TF32; only
 // the _FAST_TF32 compute type or a TF32 math mode would), and split-K partial sums reduced in fp32,
@@ -40,8 +41,13 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-void check_args(int64_t M, int64_t N, int64_t K, DType in, DType out) {
+void check_args(int64_t M, int64_t N, int64_t K, DType in, DType out, bool accumulate) {
   MOE_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm sizes M=" << M << " N=" << N << " K=" << K);
+  // Measured on an H100 (2026-11-22): accumulating into a bf16 C differs from the CPU twin's
+  // single rounding by rel_l2 2.8e-3, i.e. cuBLASLt rounds twice. The step accumulates only into
+  // fp32, so the mode is refused rather than carried with numerics nobody checks.
+  MOE_CHECK(!(accumulate && out == DType::kBf16),
+            "gemm: accumulating into a bf16 output is not supported; accumulate in fp32");
   // cuBLAS(Lt) has no fp32-input kernels with a bf16 output, and nothing in the step needs one.
   MOE_CHECK(!(in == DType::kFp32 && out == DType::kBf16),
             "gemm: fp32 inputs with bf16 output are not supported (want in=bf16 or out=fp32)");
@@ -200,23 +206,24 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
 
-    // Split-K partial sums: for a bf16 output allow only fp32 (compute type) reductions; the
-    // in-place and output-type schemes would add partial sums in bf16 and round more than once.
-    // For an fp32 output every scheme sums in fp32 (and in-place keeps a fixed order).
-    const uint32_t bf16_safe = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    const uint32_t masks[2] = {key.out == DType::kBf16 ? bf16_safe
-                                                       : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK),
-                               uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK)};
+    // Split-K partial sums are allowed only when reduced in a separate pass in fp32 (compute
+    // type; for an fp32 output the output type is fp32 too). Not in place: that scheme adds the
+    // partial sums in the output buffer, in bf16 for a bf16 output (rounding more than once,
+    // unlike the CPU twin), and is excluded for reproducibility too. Algorithms without split-K
+    // (scheme NONE) always pass the mask.
+    uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (key.out == DType::kFp32) mask |= CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask);
+
     int returned = 0;
     cublasLtMatmulHeuristicResult_t result{};
-    // The second try (all schemes) is a safety net for shapes the filtered query has nothing
-    // for; it is not expected to be taken.
-    for (int attempt = 0; attempt < 2 && returned == 0; ++attempt) {
-      set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, masks[attempt]);
-      cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
-                                                         plan.c, pref, 1, &result, &returned);
-      if (rc == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;  // "no algorithm", not a failure
-      else CUBLAS_CHECK(rc);
+    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b,
+                                                             plan.c, plan.c, pref, 1, &result,
+                                                             &returned);
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED) {
+      returned = 0;  // "no algorithm": reported below
+    } else {
+      CUBLAS_CHECK(rc);
     }
     MOE_CHECK(returned > 0,
               "cuBLASLt heuristic found no algorithm for gemm "
@@ -240,8 +247,7 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
 
 void GemmRunner::lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate,
                            DType in, DType out, void* ws, cudaStream_t stream) {
-  const PlanKey key{trans_a,  trans_b, accumulate,         p.M,
-                    p.N,      p.K,     in,                 out,
+  const PlanKey key{trans_a, trans_b, accumulate, p.M, p.N, p.K, in, out,
                     alignment_of(p.A), alignment_of(p.B), alignment_of(p.C)};
   const Plan& plan = plan_for(key);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -253,7 +259,7 @@ void GemmRunner::lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, boo
 void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
                       const void* B, void* C, bool accumulate, DType in, DType out,
                       cudaStream_t stream) {
-  check_args(M, N, K, in, out);
+  check_args(M, N, K, in, out, accumulate);
   if (M == 0 || N == 0) return;
   if (K == 0) {
     // cuBLASLt may reject k = 0; the empty sum is zero (all-zero bits in bf16 and fp32).
@@ -268,7 +274,7 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 
 void GemmRunner::grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                          bool accumulate, DType in, DType out, cudaStream_t stream) {
-  for (const GemmProblem& p : problems) check_args(p.M, p.N, p.K, in, out);
+  for (const GemmProblem& p : problems) check_args(p.M, p.N, p.K, in, out, accumulate);
   if (method_ == GemmMethod::kGroupedBatched &&
       grouped_batched(trans_a, trans_b, problems, accumulate, in, out, stream)) {
     return;
@@ -335,11 +341,17 @@ bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
   // Its 16-bit kernels need suitably aligned pointers (the cuBLAS docs ask for 16 bytes, less only
   // when k allows it). Rather than reproduce that rule, anything less than 16-byte aligned (an
   // expert slice starting at an odd row of an odd-width matrix) goes to the cuBLASLt loop, which
-  // picks algorithms by the actual alignment. It also takes only int sizes.
+  // picks algorithms by the actual alignment. It also takes only int sizes. (lda, ldb: of our
+  // row-major A and B.)
+  const int64_t in_bytes = int64_t(elem_bytes(in)), out_bytes = int64_t(elem_bytes(out));
   int count = 0;
   for (const GemmProblem& p : problems) {
     if (p.M == 0 || p.N == 0 || p.K == 0) continue;
     if (alignment_of(p.A) < 16 || alignment_of(p.B) < 16 || alignment_of(p.C) < 16) return false;
+    // Rows of 16-byte multiples too (every real expert shape has them), so that no column of
+    // any operand starts less aligned than its base pointer.
+    const int64_t lda = trans_a ? p.M : p.K, ldb = trans_b ? p.K : p.N;
+    if ((lda * in_bytes) % 16 || (ldb * in_bytes) % 16 || (p.N * out_bytes) % 16) return false;
     if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX) return false;
     ++count;
   }

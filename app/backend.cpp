@@ -1,0 +1,128 @@
+#include "app/backend.h"
+
+#include <fstream>
+
+#include "comm/mpi_comm.h"
+#include "core/error.h"
+#include "kernels/cpu/cpu_ops.h"
+
+#ifdef MOE_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/nccl_comm.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace moe {
+namespace {
+
+int local_rank_and_size(MPI_Comm world, int* local_size) {
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  int r = 0, n = 1;
+  MPI_Comm_rank(local, &r);
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  if (local_size) *local_size = n;
+  return r;
+}
+
+int64_t host_memory_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+int visible_gpus() {
+#ifdef MOE_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::string resolve_backend(const std::string& asked) {
+  if (asked == "cpu") return "cpu";
+  if (asked == "auto") return visible_gpus() > 0 ? "cuda" : "cpu";
+  if (asked == "cuda") {
+#ifndef MOE_HAVE_CUDA
+    MOE_USER_CHECK(false, "--backend cuda: this build has no CUDA backend (nvcc was not found at "
+                          "configure time, or -DMOE_CUDA=OFF); use --backend cpu");
+#endif
+    MOE_USER_CHECK(visible_gpus() > 0,
+                   "--backend cuda: no GPU is visible to this process; use --backend cpu");
+    return "cuda";
+  }
+  MOE_USER_CHECK(false, "--backend " << asked << ": unknown backend; use auto, cpu or cuda");
+  return "";
+}
+
+int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
+  int local_size = 1;
+  local_rank_and_size(world, &local_size);
+#ifdef MOE_HAVE_CUDA
+  if (name == "cuda") {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaSetDevice(local_rank_and_size(world, nullptr) % visible_gpus()));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return int64_t(free_b);
+  }
+#endif
+  return host_memory_available_bytes() / local_size;
+}
+
+Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
+                     double timeout_s) {
+  Backend b;
+  b.name = name;
+  if (name == "cpu") {
+    b.ops = std::make_unique<CpuOps>();
+    b.comm = std::make_unique<MpiComm>(world, mesh);
+    return b;
+  }
+#ifdef MOE_HAVE_CUDA
+  int local_size = 1;
+  const int local = local_rank_and_size(world, &local_size);
+  const int gpus = visible_gpus();
+  MOE_USER_CHECK(local_size <= gpus, local_size << " ranks on this host but " << gpus
+                                                << " GPUs visible: launch one rank per GPU");
+  auto ops = std::make_unique<CudaOps>(local, w.dtype);
+  auto comm = std::make_unique<NcclComm>(world, mesh, ops->stream(), timeout_s);
+  NcclComm* c = comm.get();
+  ops->set_waiter([c](const char* what) { c->wait(what); });
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, local));
+  int rt = 0, drv = 0, nccl = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  ncclGetVersion(&nccl);
+  b.info["device"] = prop.name;
+  b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+  b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
+                   std::to_string(nccl % 100);
+  b.ops = std::move(ops);
+  b.comm = std::move(comm);
+  return b;
+#else
+  (void)mesh;
+  (void)w;
+  (void)timeout_s;
+  MOE_CHECK(false, "backend " << name << " is not built in");
+  return b;
+#endif
+}
+
+}  // namespace moe

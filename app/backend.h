@@ -1,0 +1,34 @@
+#pragma once
+// Choosing and building a backend: the matched pair {CpuOps, MpiComm} or {CudaOps, NcclComm}.
+#include <mpi.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "comm/comm.h"
+#include "core/mesh.h"
+#include "core/ops.h"
+#include "core/workload.h"
+
+namespace moe {
+
+struct Backend {
+  std::string name;
+  std::unique_ptr<Ops> ops;
+  std::unique_ptr<Comm> comm;  // declared after ops, so destroyed first: NCCL uses ops' stream
+  std::map<std::string, std::string> info;  // versions and device, for provenance
+};
+
+// "auto" -> "cuda" in a CUDA build with a visible GPU, else "cpu". Throws UserError for a backend
+// this build or machine cannot run.
+std::string resolve_backend(const std::string& asked);
+
+// Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
+// 0 when unknown.
+int64_t backend_memory_available(const std::string& name, MPI_Comm world);
+
+Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
+                     double timeout_s);
+
+}  // namespace moe

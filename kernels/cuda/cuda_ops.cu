@@ -1,0 +1,288 @@
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dispatch.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/router.h"
+
+namespace moe {
+namespace {
+
+enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets };
+
+// Phase times from CUDA events recorded on the backend's stream.
+class EventTimer : public PhaseTimer {
+ public:
+  EventTimer(int n, cudaStream_t stream, std::function<void()> wait)
+      : stream_(stream), wait_(std::move(wait)), begin_(n), end_(n), used_(n, false) {
+    for (int i = 0; i < n; ++i) {
+      CUDA_CHECK(cudaEventCreate(&begin_[i]));
+      CUDA_CHECK(cudaEventCreate(&end_[i]));
+    }
+  }
+  ~EventTimer() override {
+    for (size_t i = 0; i < begin_.size(); ++i) {
+      cudaEventDestroy(begin_[i]);
+      cudaEventDestroy(end_[i]);
+    }
+  }
+  void begin(int phase) override { CUDA_CHECK(cudaEventRecord(begin_[phase], stream_)); }
+  void end(int phase) override {
+    CUDA_CHECK(cudaEventRecord(end_[phase], stream_));
+    used_[phase] = true;
+  }
+  std::vector<double> read() override {
+    wait_();
+    std::vector<double> ms(begin_.size(), 0.0);
+    for (size_t i = 0; i < begin_.size(); ++i) {
+      if (!used_[i]) continue;
+      float v = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&v, begin_[i], end_[i]));
+      ms[i] = v;
+      used_[i] = false;
+    }
+    return ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::function<void()> wait_;
+  std::vector<cudaEvent_t> begin_, end_;
+  std::vector<bool> used_;
+};
+
+size_t storage_offset(const Dims& d, int64_t elems) {
+  return size_t(elems) * (d.dtype == DType::kBf16 ? 2 : 4);
+}
+const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+}  // namespace
+
+CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype) {
+  CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<cuda::GemmRunner>();
+}
+
+CudaOps::~CudaOps() {
+  for (Scratch& s : scratch_) release(s.ptr);
+  gemm_.reset();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void* CudaOps::alloc(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t rc = cudaMalloc(&p, bytes);
+  if (rc == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw_error(__FILE__, __LINE__,
+                "out of GPU memory: cudaMalloc of " + std::to_string(bytes >> 20) + " MiB with " +
+                    std::to_string(free_b >> 20) + " MiB free of " +
+                    std::to_string(total_b >> 20) +
+                    " MiB: lower tokens_per_rank, or raise mesh.ep to spread the experts");
+  }
+  CUDA_CHECK(rc);
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  sizes_[p] = bytes;
+  in_use_ += int64_t(bytes);
+  high_water_ = std::max(high_water_, in_use_);
+  return p;
+}
+
+void CudaOps::release(void* p) {
+  if (!p) return;
+  auto it = sizes_.find(p);
+  if (it != sizes_.end()) {
+    in_use_ -= int64_t(it->second);
+    sizes_.erase(it);
+  }
+  // Not checked: release runs in destructors, also while unwinding from a CUDA error that is
+  // sticky, and a second report of it would only hide the first.
+  cudaFree(p);
+}
+
+void CudaOps::sync() {
+  if (waiter_)
+    waiter_("the GPU stream");
+  else
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::upload_storage(void* dst, const float* src, int64_t n) {
+  if (dtype_ == DType::kBf16) {
+    // Converted on several threads: set-up uploads billions of weights for large expert counts.
+    std::vector<uint16_t> b(n);
+    const int64_t threads =
+        std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
+    auto part = [&](int64_t t) {
+      for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i)
+        b[i] = float_to_bf16_bits(src[i]);
+    };
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+    part(0);
+    for (std::thread& th : pool) th.join();
+    CUDA_CHECK(cudaMemcpyAsync(dst, b.data(), 2 * n, cudaMemcpyHostToDevice, stream_));
+    sync();  // b goes out of scope
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, 4 * n, cudaMemcpyHostToDevice, stream_));
+    sync();
+  }
+}
+
+void CudaOps::download_storage(float* dst, const void* src, int64_t n) {
+  if (dtype_ == DType::kBf16) {
+    std::vector<uint16_t> b(n);
+    copy_to_host(b.data(), src, 2 * n);
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(b[i]);
+  } else {
+    copy_to_host(dst, src, 4 * n);
+  }
+}
+
+void CudaOps::copy_to_host(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  sync();
+}
+
+void CudaOps::copy_to_device(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  sync();
+}
+
+std::unique_ptr<PhaseTimer> CudaOps::make_timer(int num_phases) {
+  return std::make_unique<EventTimer>(num_phases, stream_, [this] { sync(); });
+}
+
+void* CudaOps::scratch(int slot, size_t bytes) {
+  Scratch& s = scratch_[slot];
+  if (bytes > s.bytes || !s.ptr) {
+    release(s.ptr);
+    s.bytes = std::max<size_t>(bytes, 16);
+    s.ptr = alloc(s.bytes);
+  }
+  return s.ptr;
+}
+
+void CudaOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                         const float* expert_bias, float* logits, float* scores, int32_t* idx,
+                         float* p, float* stats) {
+  // logits in fp32 from the stored values: bf16 products are exact in fp32.
+  gemm_->gemm(false, false, d.T, d.E, d.H, x, w_gate, logits, false, d.dtype, DType::kFp32,
+              stream_);
+  cuda::router_topk(logits, expert_bias, cfg, d.T, d.E, d.K, scores, idx, p, stream_);
+  void* tmp = scratch(kRouterScratch, cuda::router_loss_stats_scratch_bytes(d.T, d.E));
+  cuda::router_loss_stats(logits, scores, idx, cfg, d.T, d.E, d.K, stats, tmp, stream_);
+}
+
+void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                         const float* logits, const float* scores, const int32_t* idx,
+                         const float* dp, const float* global_stats, float* dlogits,
+                         float* dx_acc, void* dx, float* dw_gate) {
+  cuda::router_bwd(logits, scores, idx, dp, global_stats, cfg, d.N, d.T, d.E, d.K, dlogits,
+                   stream_);
+  // The router's backward GEMMs run in fp32 (no TF32), as on the CPU: dlogits is fp32, so its
+  // partners are widened from storage first.
+  float* w_gate_f32 = static_cast<float*>(scratch(kWGateF32, 4 * d.H * d.E));
+  float* x_f32 = static_cast<float*>(scratch(kXF32, 4 * d.T * d.H));
+  cuda::storage_to_f32(w_gate, d.H * d.E, d.dtype, w_gate_f32, stream_);
+  cuda::storage_to_f32(x, d.T * d.H, d.dtype, x_f32, stream_);
+  gemm_->gemm(false, true, d.T, d.H, d.E, dlogits, w_gate_f32, dx_acc, true, DType::kFp32,
+              DType::kFp32, stream_);
+  gemm_->gemm(true, false, d.H, d.E, d.T, x_f32, dlogits, dw_gate, false, DType::kFp32,
+              DType::kFp32, stream_);
+  cuda::f32_to_storage(dx_acc, d.T * d.H, d.dtype, dx, stream_);
+}
+
+void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+                              int32_t* send_pos) {
+  cuda::dispatch_layout(idx, d.T, d.K, d.E, expert_counts, send_pos, stream_);
+}
+
+void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
+  cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream_);
+}
+
+void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
+                      const int32_t* counts_host, bool to_expert_major, void* dst) {
+  int64_t rows = 0;
+  for (int64_t i = 0; i < d.ep * d.E_local; ++i) rows += counts_host[i];
+  auto* offsets = static_cast<int64_t*>(scratch(kRegroupOffsets, 16 * d.ep * d.E_local));
+  cuda::regroup_rows(src, counts, d.ep, d.E_local, d.H, rows, to_expert_major, d.dtype, offsets,
+                     dst, stream_);
+}
+
+void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
+                             const int64_t* off, void* h, void* a, void* ye) {
+  const int64_t H = d.H, F = d.F;
+  std::vector<cuda::GemmProblem> up, down;
+  for (int64_t l = 0; l < d.E_local; ++l) {
+    const int64_t r0 = off[l], n = off[l + 1] - off[l];
+    if (n == 0) continue;
+    up.push_back({n, 2 * F, H, at(xe, storage_offset(d, r0 * H)),
+                  at(w_in, storage_offset(d, l * H * 2 * F)), at(h, storage_offset(d, r0 * 2 * F))});
+    down.push_back({n, H, F, at(a, storage_offset(d, r0 * F)),
+                    at(w_out, storage_offset(d, l * F * H)), at(ye, storage_offset(d, r0 * H))});
+  }
+  const int64_t rows = off[d.E_local];
+  gemm_->grouped(false, false, up, false, d.dtype, d.dtype, stream_);
+  cuda::swiglu_fwd(h, rows, F, d.dtype, a, stream_);
+  gemm_->grouped(false, false, down, false, d.dtype, d.dtype, stream_);
+}
+
+void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
+                             const void* a, const void* w_in, const void* w_out,
+                             const int64_t* off, void* da, void* dh, void* dxe, float* dw_in,
+                             float* dw_out) {
+  const int64_t H = d.H, F = d.F;
+  std::vector<cuda::GemmProblem> wgrad_out, dgrad_a, dgrad_x, wgrad_in;
+  for (int64_t l = 0; l < d.E_local; ++l) {
+    const int64_t r0 = off[l], n = off[l + 1] - off[l];
+    // Weight gradients for every expert: an expert with no rows gets zeros (K = 0).
+    wgrad_out.push_back({F, H, n, at(a, storage_offset(d, r0 * F)),
+                         at(dye, storage_offset(d, r0 * H)), dw_out + l * F * H});
+    wgrad_in.push_back({H, 2 * F, n, at(xe, storage_offset(d, r0 * H)),
+                        at(dh, storage_offset(d, r0 * 2 * F)), dw_in + l * H * 2 * F});
+    if (n == 0) continue;
+    dgrad_a.push_back({n, F, H, at(dye, storage_offset(d, r0 * H)),
+                       at(w_out, storage_offset(d, l * F * H)), at(da, storage_offset(d, r0 * F))});
+    dgrad_x.push_back({n, H, 2 * F, at(dh, storage_offset(d, r0 * 2 * F)),
+                       at(w_in, storage_offset(d, l * H * 2 * F)),
+                       at(dxe, storage_offset(d, r0 * H))});
+  }
+  const int64_t rows = off[d.E_local];
+  gemm_->grouped(true, false, wgrad_out, false, d.dtype, DType::kFp32, stream_);
+  gemm_->grouped(false, true, dgrad_a, false, d.dtype, d.dtype, stream_);
+  cuda::swiglu_bwd(da, h, rows, F, d.dtype, dh, stream_);
+  gemm_->grouped(false, true, dgrad_x, false, d.dtype, d.dtype, stream_);
+  gemm_->grouped(true, false, wgrad_in, false, d.dtype, DType::kFp32, stream_);
+}
+
+void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
+                          const float* p, void* out) {
+  cuda::unpermute_combine(y_send, send_pos, p, d.T, d.K, d.H, d.dtype, out, stream_);
+}
+
+void CudaOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
+                          const int32_t* send_pos, const float* p, void* dy_send, float* dp) {
+  cuda::unpermute_combine_bwd(dout, y_send, send_pos, p, d.T, d.K, d.H, d.dtype, dy_send, dp,
+                              stream_);
+}
+
+void CudaOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
+                            float* dx_acc) {
+  cuda::unpermute_sum(dx_send, send_pos, d.T, d.K, d.H, d.dtype, dx_acc, stream_);
+}
+
+}  // namespace moe

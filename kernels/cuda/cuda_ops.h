@@ -1,0 +1,85 @@
+#pragma once
+// The CUDA backend's compute behind the Ops interface: kernels from kernels/cuda, expert and
+// router GEMMs on cuBLASLt, everything on one stream (NCCL shares it, so no cross-stream sync is
+// needed between compute and communication). Storage tensors are bf16 (or fp32) on the device.
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <unordered_map>
+#include <memory>
+
+#include "core/ops.h"
+
+namespace moe {
+namespace cuda {
+class GemmRunner;
+}
+
+class CudaOps : public Ops {
+ public:
+  // Selects `device` and creates the stream, cuBLASLt runner and pinned staging.
+  CudaOps(int device, DType dtype);
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  // Replaces cudaStreamSynchronize wherever the host waits, e.g. with NcclComm::wait, whose
+  // timeout keeps a dead peer from hanging this rank.
+  void set_waiter(std::function<void(const char*)> waiter) { waiter_ = std::move(waiter); }
+  cuda::GemmRunner& gemm_runner() { return *gemm_; }
+
+  std::string name() const override { return "cuda"; }
+  void* alloc(size_t bytes) override;
+  void release(void* p) override;
+  size_t storage_bytes() const override { return dtype_ == DType::kBf16 ? 2 : 4; }
+  void upload_storage(void* dst, const float* src, int64_t n) override;
+  void download_storage(float* dst, const void* src, int64_t n) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void sync() override;
+  int64_t memory_high_water() const override { return high_water_; }
+  std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
+
+  void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                  const float* expert_bias, float* logits, float* scores, int32_t* idx, float* p,
+                  float* stats) override;
+  void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                  const float* logits, const float* scores, const int32_t* idx, const float* dp,
+                  const float* global_stats, float* dlogits, float* dx_acc, void* dx,
+                  float* dw_gate) override;
+  void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+                       int32_t* send_pos) override;
+  void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
+  void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
+               bool to_expert_major, void* dst) override;
+  void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
+                      const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
+  void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h, const void* a,
+                      const void* w_in, const void* w_out, const int64_t* row_offsets_host,
+                      void* da, void* dh, void* dxe, float* dw_in, float* dw_out) override;
+  void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
+                   void* out) override;
+  void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,
+                   const float* p, void* dy_send, float* dp) override;
+  void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
+                     float* dx_acc) override;
+
+ private:
+  // Grow-only device scratch owned by the backend (sized in warm-up, reused after).
+  void* scratch(int slot, size_t bytes);
+
+  DType dtype_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::GemmRunner> gemm_;
+  std::function<void(const char*)> waiter_;
+  int64_t in_use_ = 0, high_water_ = 0;
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  Scratch scratch_[4];
+  std::unordered_map<void*, size_t> sizes_;  // allocation sizes, for the exact high-water mark
+};
+
+}  // namespace moe

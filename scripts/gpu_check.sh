@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, run the GPU test suite, run the distributed step on 1..N GPUs
+# with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
+# a short table is printed last.
+#   scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filter GTEST_FILTER]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# Everything is written under a work folder and packed into OUTDIR/gpu_check.tgz at the end (the
+# device tool returns few files); summary.txt and the result JSON stay beside it.
+OUTDIR=${1:?usage: scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filter F]}
+FINAL=$OUTDIR
+OUTDIR=$(mktemp -d)/gpu_check
+shift
+BENCH=0 SKIP_TESTS=0 FILTER='*'
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bench) BENCH=1 ;;
+    --skip-tests) SKIP_TESTS=1 ;;
+    --filter) FILTER=$2; shift ;;
+    *) echo "unknown option $1"; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUTDIR"
+# Provenance where the tree arrived without git history: BUILD_COMMIT holds "<sha> <dirty 0|1>",
+# written beside the tree by whoever sent it (see README, "GPU machine").
+if ! git rev-parse HEAD >/dev/null 2>&1 && [ -f BUILD_COMMIT ]; then
+  read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT
+  export MOE_GIT_COMMIT MOE_GIT_DIRTY
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on the shared hosts (../shared/GPU.md)
+SUMMARY="$OUTDIR/summary.txt"
+: > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+nvidia-smi -L > "$OUTDIR/gpus.txt" 2>&1
+NGPU=$(grep -c '^GPU' "$OUTDIR/gpus.txt")
+note "gpus: $NGPU ($(head -1 "$OUTDIR/gpus.txt"))"
+
+GEN=""
+command -v ninja >/dev/null && GEN="-G Ninja"
+if ! cmake -S . -B build-gpu $GEN -DCMAKE_BUILD_TYPE=Release > "$OUTDIR/cmake.log" 2>&1 ||
+   ! cmake --build build-gpu -j "$(nproc)" > "$OUTDIR/build.log" 2>&1; then
+  tail -40 "$OUTDIR/cmake.log" "$OUTDIR/build.log"
+  note "build: FAIL"
+  exit 1
+fi
+note "build: ok"
+BIN=build-gpu/moebench
+
+run_case() {  # run_case NAME NP ARGS... -> result JSON in OUTDIR/NAME.json, log in NAME.log
+  local name=$1 np=$2; shift 2
+  if [ "$np" -gt "$NGPU" ]; then note "$name: skipped (needs $np GPUs)"; return; fi
+  local t0=$SECONDS
+  timeout 900 mpirun --oversubscribe -np "$np" "$BIN" run --backend cuda -q \
+    --out "$OUTDIR/$name.json" "$@" > "$OUTDIR/$name.log" 2>&1
+  local rc=$?
+  local step check
+  step=$(grep -E '^  step ' "$OUTDIR/$name.log" | awk '{print $2}')
+  check=$(grep -E '^# check:' "$OUTDIR/$name.log" | sed 's/# check: //')
+  note "$(printf '%-40s rc=%-3s step_ms=%-10s check=%-14s (%ds)' "$name" "$rc" "${step:-?}" \
+    "${check:-?}" $((SECONDS - t0)))"
+  [ $rc -eq 0 ] || tail -20 "$OUTDIR/$name.log"
+}
+
+if [ $SKIP_TESTS -eq 0 ]; then
+  build-gpu/tests/moe_cuda_tests --gtest_filter="$FILTER" > "$OUTDIR/gpu_tests.log" 2>&1
+  rc=$?
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUTDIR/gpu_tests.log" | head -40
+  note "gpu unit tests: rc=$rc, $(grep -E '^\[==========\]' "$OUTDIR/gpu_tests.log" | tail -1)"
+
+  TINY=configs/tiny.json
+  SIG="--set router.score=sigmoid --set router.groups=4 --set router.group_topk=2 \
+--set router.normalize_topk=true --set router.scaling=2.5 --set router.expert_bias=true"
+  LOSS="--set router.aux_coeff=0.01 --set router.z_coeff=0.001"
+  run_case gpu_np1_tiny 1 --config $TINY
+  run_case gpu_np1_tiny_fp32 1 --config $TINY --set dtype=fp32 $SIG $LOSS
+  run_case gpu_np2_ep2 2 --config $TINY --set mesh.ep=2 $LOSS
+  run_case gpu_np2_fsdp2 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
+  for mesh in "4 1" "2 2" "1 4"; do
+    set -- $mesh
+    run_case "gpu_np4_ep$1_fsdp$2_softmax" 4 --config $TINY --set mesh.ep=$1 --set mesh.fsdp=$2 $LOSS
+    run_case "gpu_np4_ep$1_fsdp$2_sigmoid" 4 --config $TINY --set mesh.ep=$1 --set mesh.fsdp=$2 $SIG
+  done
+  # A medium shape the float64 reference still checks in seconds.
+  run_case gpu_np4_medium 4 --config configs/quickstart.json --set mesh.ep=4 \
+    --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIG $LOSS --set check=every --steps 3
+  run_case gpu_np1_dump 1 --config $TINY --dump "$OUTDIR/dump_np1"
+  if [ "$NGPU" -ge 2 ]; then
+    run_case gpu_np2_dump 2 --config $TINY --set mesh.ep=2 $SIG $LOSS --dump "$OUTDIR/dump_np2"
+    python3 scripts/verify_dump.py "$OUTDIR/dump_np2" > "$OUTDIR/verify_dump_np2.log" 2>&1
+    note "verify_dump np2 (independent numpy float64): rc=$? $(tail -1 "$OUTDIR/verify_dump_np2.log")"
+  fi
+fi
+
+if [ $BENCH -eq 1 ]; then
+  for cfg in configs/bench/*.json; do
+    name=$(basename "$cfg" .json)
+    for np in 1 2 4 8; do
+      [ "$np" -le "$NGPU" ] || continue
+      run_case "bench_${name}_np$np" "$np" --config "$cfg" --set mesh.ep=$np --set mesh.fsdp=1
+    done
+  done
+fi
+mkdir -p "$FINAL"
+tar czf "$FINAL/gpu_check.tgz" -C "$(dirname "$OUTDIR")" gpu_check
+cp "$SUMMARY" "$FINAL/"
+echo "=== failures (gpu unit tests) ==="
+grep -B2 -A12 'Failure' "$OUTDIR/gpu_tests.log" 2>/dev/null | head -60
+echo "=== summary ==="
+cat "$SUMMARY"

@@ -1,0 +1,509 @@
+// The CUDA dispatch kernels (kernels/cuda/dispatch.h) against their CPU twins (kernels/cpu/
+// layout.h, permute.h, combine.h and the SwiGLU of expert_ffn.h) on identical seeded inputs,
+// already rounded to the storage dtype: layouts and moved rows exact; sums equal up to one bf16 ulp
+// on a handful of elements (the GPU contracts a*b + c into an FMA) or within 1e-6 in fp32; the
+// storage conversions bit for bit against core/bf16.h; the layout -> permute -> combine chain
+// bitwise repeatable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernels/cpu/combine.h"
+#include "kernels/cpu/expert_ffn.h"
+#include "kernels/cpu/layout.h"
+#include "kernels/cpu/permute.h"
+#include "kernels/cuda/dispatch.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace moe::test {
+namespace {
+
+const DType kDTypes[] = {DType::kBf16, DType::kFp32};
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+// Uniform in [lo, hi), rounded to `dtype` so both sides see exactly the same values.
+std::vector<float> random_values(int64_t n, DType dtype, float lo, float hi, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dtype == DType::kBf16 ? round_to_bf16(dist(rng)) : dist(rng);
+  return v;
+}
+
+// Top-K routing [T, K]: K distinct experts per token, drawn from `experts`.
+std::vector<int32_t> random_routing(int64_t T, int64_t K, const std::vector<int32_t>& experts,
+                                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> idx(T * K), pool = experts;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      std::uniform_int_distribution<size_t> pick(size_t(k), pool.size() - 1);
+      std::swap(pool[k], pool[pick(rng)]);
+      idx[t * K + k] = pool[k];
+    }
+  return idx;
+}
+
+std::vector<int32_t> first_experts(int32_t E) {
+  std::vector<int32_t> e(E);
+  std::iota(e.begin(), e.end(), 0);
+  return e;
+}
+
+struct Layout {
+  std::vector<int32_t> counts, send_pos;
+};
+
+Layout cpu_layout(const std::vector<int32_t>& idx, int64_t T, int64_t K, int64_t E) {
+  Layout l{std::vector<int32_t>(E), std::vector<int32_t>(T * K)};
+  cpu::dispatch_layout(idx.data(), T, K, E, l.counts.data(), l.send_pos.data());
+  return l;
+}
+
+std::string show(int32_t v) { return std::to_string(v); }
+std::string show(uint16_t v) { return std::to_string(v); }
+std::string show(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", double(v));
+  return b;
+}
+
+// Bitwise equality; prints the first differences.
+template <class T>
+void expect_identical(const std::vector<T>& got, const std::vector<T>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) == 0) continue;
+    if (bad < 5) {
+      std::printf("  %s[%zu]: got %s want %s\n", what.c_str(), i, show(got[i]).c_str(),
+                  show(want[i]).c_str());
+    }
+    ++bad;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ";
+}
+
+// Position of a bf16 value on the number line in ulps (+0 and -0 both at 0).
+int32_t bf16_order(float v) {
+  const uint16_t b = float_to_bf16_bits(v);
+  return (b & 0x8000) ? -int32_t(b & 0x7fff) : int32_t(b);
+}
+
+// A storage tensor against the CPU twin's. fp32: within 1e-6 of max(1, |want|). bf16: at most
+// max_one_ulp elements differ, each by one ulp (or by no more than abs_floor, the fp32 rounding
+// noise of a sum that cancels to near zero), none by more.
+void expect_storage_close(const std::vector<float>& got, const std::vector<float>& want,
+                          DType dtype, int64_t max_one_ulp, double abs_floor,
+                          const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  if (dtype == DType::kFp32) {
+    EXPECT_EQ(count_mismatches(got, want, 1e-6, what.c_str()), 0) << what;
+    return;
+  }
+  int64_t one_ulp = 0, more = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+    const int32_t ulps = std::abs(bf16_order(got[i]) - bf16_order(want[i]));
+    const bool near = ulps <= 1 || std::fabs(double(got[i]) - want[i]) <= abs_floor;
+    if (one_ulp + more < 5) {
+      std::printf("  %s[%zu]: got %.9g want %.9g (%d bf16 ulps)\n", what.c_str(), i,
+                  double(got[i]), double(want[i]), ulps);
+    }
+    if (near) {
+      ++one_ulp;
+    } else {
+      ++more;
+    }
+  }
+  EXPECT_EQ(more, 0) << what << ": " << more << " of " << got.size() << " beyond one bf16 ulp";
+  EXPECT_LE(one_ulp, max_one_ulp) << what << ": " << one_ulp << " of " << got.size()
+                                  << " one bf16 ulp off";
+}
+
+// A tensor shifted by `offset` elements past cudaMalloc's alignment (the 16-byte path is off).
+void* at(const StorageBuf& b, int64_t offset) {
+  return static_cast<char*>(b.ptr) + offset * (b.dtype == DType::kBf16 ? 2 : 4);
+}
+std::vector<float> host_from(const StorageBuf& b, int64_t offset) {
+  std::vector<float> v = b.host();
+  v.erase(v.begin(), v.begin() + offset);
+  return v;
+}
+std::vector<float> padded(const std::vector<float>& v, int64_t offset) {
+  std::vector<float> p(size_t(offset), 0.0f);
+  p.insert(p.end(), v.begin(), v.end());
+  return p;
+}
+
+// ---- dispatch_layout ----
+
+struct LayoutCase {
+  std::string name;
+  int64_t T, K, E;
+  std::vector<int32_t> idx;
+};
+
+TEST(DispatchCudaLayout, MatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  std::vector<LayoutCase> cases;
+  cases.push_back({"random T=1000 K=8 E=256", 1000, 8, 256,
+                   random_routing(1000, 8, first_experts(256), 11)});
+  cases.push_back({"random T=37 K=2 E=8", 37, 2, 8, random_routing(37, 2, first_experts(8), 12)});
+  // K == E and T*K exactly one scan tile (256): every expert gets every token.
+  cases.push_back({"K=E=4 T=64", 64, 4, 4, random_routing(64, 4, first_experts(4), 13)});
+  LayoutCase first{"every token to experts 0..K-1, E=16", 300, 4, 16, {}};
+  for (int64_t t = 0; t < first.T; ++t)
+    for (int32_t k = 0; k < first.K; ++k) first.idx.push_back(k);
+  cases.push_back(first);
+  // 4 of 64 experts used (neither the first nor the last): 60 experts get nothing.
+  cases.push_back({"experts {5,6,30,41} of 64", 200, 3, 64, random_routing(200, 3, {5, 6, 30, 41},
+                                                                         14)});
+  for (const LayoutCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Layout want = cpu_layout(c.idx, c.T, c.K, c.E);
+    DevBuf<int32_t> idx(c.idx), counts(std::vector<int32_t>(c.E, -1));
+    DevBuf<int32_t> send_pos(std::vector<int32_t>(c.T * c.K, -1));
+    cuda::dispatch_layout(idx.ptr, c.T, c.K, c.E, counts.ptr, send_pos.ptr, stream.s);
+    expect_identical(counts.host(), want.counts, c.name + " expert_counts");
+    expect_identical(send_pos.host(), want.send_pos, c.name + " send_pos");
+  }
+}
+
+// ---- permute_rows ----
+
+TEST(DispatchCudaPermute, RowsMatchCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const int64_t T = 53, K = 4, E = 16;
+  const Layout layout = cpu_layout(random_routing(T, K, first_experts(int32_t(E)), 21), T, K, E);
+  DevBuf<int32_t> send_pos(layout.send_pos);
+  struct Width {
+    int64_t H, offset;
+  };
+  // 256 and 8: 16-byte rows in both dtypes; 100 and 300: bf16 rows of 8 mod 16 bytes (element
+  // loop, 300 > 128 threads); 3: the element loop in fp32 too; offset 1: unaligned pointers.
+  const Width widths[] = {{256, 0}, {100, 0}, {8, 0}, {300, 0}, {3, 0}, {256, 1}};
+  uint64_t seed = 200;
+  for (DType dtype : kDTypes)
+    for (Width w : widths) {
+      const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(w.H) +
+                               " offset=" + std::to_string(w.offset);
+      SCOPED_TRACE(what);
+      const std::vector<float> x = random_values(T * w.H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want(T * K * w.H);
+      cpu::permute_rows(x.data(), layout.send_pos.data(), T, K, w.H, want.data());
+      StorageBuf src(dtype, padded(x, w.offset));
+      StorageBuf dst(dtype, padded(std::vector<float>(T * K * w.H, NAN), w.offset));
+      cuda::permute_rows(at(src, w.offset), send_pos.ptr, T, K, w.H, dtype, at(dst, w.offset),
+                         stream.s);
+      expect_identical(host_from(dst, w.offset), want, what);
+    }
+}
+
+// ---- regroup_rows ----
+
+// counts [ep, E_local]: 0 = random in 0..6, about 45% zeros; 1 = the same with source rank
+// ep/2 sending nothing (with ep = 1, nothing at all); 2 = all zeros.
+std::vector<int32_t> regroup_counts(int pattern, int64_t ep, int64_t El, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(-4, 6);
+  std::vector<int32_t> c(ep * El, 0);
+  if (pattern == 2) return c;
+  for (int32_t& v : c) v = std::max(0, dist(rng));
+  if (pattern == 1)
+    for (int64_t l = 0; l < El; ++l) c[(ep / 2) * El + l] = 0;
+  return c;
+}
+
+TEST(DispatchCudaRegroup, BothDirectionsMatchCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const char* pattern_names[] = {"random with zeros", "silent source rank", "all zero"};
+  uint64_t seed = 300;
+  for (DType dtype : kDTypes)
+    for (int64_t ep : {1, 2, 4, 8})
+      for (int64_t El : {1, 3, 32})
+        for (int pattern = 0; pattern < 3; ++pattern)
+          for (int64_t H : {40, 5}) {
+            const std::vector<int32_t> counts = regroup_counts(pattern, ep, El, seed++);
+            const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
+            // src and dst hold one spare row past `rows`: dst's must stay NaN.
+            const std::vector<float> x = random_values((rows + 1) * H, dtype, -1.0f, 1.0f, seed++);
+            DevBuf<int32_t> d_counts(counts);
+            DevBuf<int64_t> block_offsets(2 * ep * El);
+            StorageBuf src(dtype, x);
+            for (bool to_expert_major : {true, false}) {
+              const std::string what = std::string(dtype_name(dtype)) + " ep=" +
+                                       std::to_string(ep) + " E_local=" + std::to_string(El) +
+                                       " " + pattern_names[pattern] + " H=" + std::to_string(H) +
+                                       " rows=" + std::to_string(rows) +
+                                       (to_expert_major ? " to expert-major" : " to rank-major");
+              SCOPED_TRACE(what);
+              std::vector<float> want((rows + 1) * H, NAN);
+              cpu::regroup_rows(x.data(), counts.data(), ep, El, H, to_expert_major, want.data());
+              StorageBuf dst(dtype, std::vector<float>((rows + 1) * H, NAN));
+              cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, rows, to_expert_major, dtype,
+                                 block_offsets.ptr, dst.ptr, stream.s);
+              CUDA_CHECK(cudaStreamSynchronize(stream.s));
+              expect_identical(dst.host(), want, what);
+            }
+          }
+}
+
+// ---- combine and its backward ----
+
+// A routed batch: T tokens, top-K of E experts, router weights p in [0, 1).
+struct Routed {
+  int64_t T = 45, K = 6, E = 32;
+  Layout layout;
+  std::vector<float> p;
+  explicit Routed(uint64_t seed) {
+    layout = cpu_layout(random_routing(T, K, first_experts(int32_t(E)), seed), T, K, E);
+    p = random_values(T * K, DType::kFp32, 0.0f, 1.0f, seed + 1);
+  }
+};
+
+TEST(DispatchCudaCombine, ForwardMatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const Routed r(400);
+  DevBuf<int32_t> send_pos(r.layout.send_pos);
+  DevBuf<float> p(r.p);
+  uint64_t seed = 410;
+  for (DType dtype : kDTypes)
+    for (int64_t H : {100, 300}) {
+      const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
+      SCOPED_TRACE(what);
+      const std::vector<float> y = random_values(r.T * r.K * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want(r.T * H);
+      cpu::unpermute_combine(y.data(), r.layout.send_pos.data(), r.p.data(), r.T, r.K, H, dtype,
+                             want.data());
+      StorageBuf d_y(dtype, y), out(dtype, std::vector<float>(r.T * H, NAN));
+      cuda::unpermute_combine(d_y.ptr, send_pos.ptr, p.ptr, r.T, r.K, H, dtype, out.ptr,
+                              stream.s);
+      // K products of magnitude <= 1 summed in fp32 differ by well under 1e-6 with or without FMA.
+      const int64_t n = r.T * H;
+      expect_storage_close(out.host(), want, dtype, 2 + n / 1000, 1e-6, what);
+    }
+}
+
+TEST(DispatchCudaCombine, BackwardMatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const Routed r(500);
+  DevBuf<int32_t> send_pos(r.layout.send_pos);
+  DevBuf<float> p(r.p);
+  uint64_t seed = 510;
+  for (DType dtype : kDTypes)
+    for (int64_t H : {100, 300}) {
+      const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
+      SCOPED_TRACE(what);
+      const std::vector<float> dout = random_values(r.T * H, dtype, -1.0f, 1.0f, seed++);
+      const std::vector<float> y = random_values(r.T * r.K * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want_dy(r.T * r.K * H), want_dp(r.T * r.K);
+      cpu::unpermute_combine_bwd(dout.data(), y.data(), r.layout.send_pos.data(), r.p.data(), r.T,
+                                 r.K, H, dtype, want_dy.data(), want_dp.data());
+      StorageBuf d_dout(dtype, dout), d_y(dtype, y);
+      StorageBuf dy(dtype, std::vector<float>(r.T * r.K * H, NAN));
+      DevBuf<float> dp(std::vector<float>(r.T * r.K, NAN));
+      cuda::unpermute_combine_bwd(d_dout.ptr, d_y.ptr, send_pos.ptr, p.ptr, r.T, r.K, H, dtype,
+                                  dy.ptr, dp.ptr, stream.s);
+      // dy = p * dout is one product, rounded once: exact.
+      expect_identical(dy.host(), want_dy, what + " dy_send");
+      // dp: dot products of H terms summed in another order, within 1e-5 of the largest |dp|.
+      double scale = 0.0;
+      for (float v : want_dp) scale = std::max(scale, std::fabs(double(v)));
+      const std::vector<float> got_dp = dp.host();
+      int64_t bad = 0;
+      for (size_t i = 0; i < got_dp.size(); ++i) {
+        if (std::fabs(double(got_dp[i]) - want_dp[i]) <= 1e-5 * scale) continue;
+        if (bad++ < 5) std::printf("  dp[%zu]: got %.9g want %.9g\n", i, got_dp[i], want_dp[i]);
+      }
+      EXPECT_EQ(bad, 0) << what << " dp: " << bad << " beyond 1e-5 of max |dp| = " << scale;
+    }
+}
+
+TEST(DispatchCudaCombine, UnpermuteSumMatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const Routed r(600);
+  DevBuf<int32_t> send_pos(r.layout.send_pos);
+  uint64_t seed = 610;
+  for (DType dtype : kDTypes)
+    for (int64_t H : {100, 300}) {
+      const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
+      SCOPED_TRACE(what);
+      const std::vector<float> dx_send = random_values(r.T * r.K * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want(r.T * H);
+      cpu::unpermute_sum(dx_send.data(), r.layout.send_pos.data(), r.T, r.K, H, want.data());
+      StorageBuf d_dx_send(dtype, dx_send);
+      DevBuf<float> dx_acc(std::vector<float>(r.T * H, NAN));
+      cuda::unpermute_sum(d_dx_send.ptr, send_pos.ptr, r.T, r.K, H, dtype, dx_acc.ptr, stream.s);
+      EXPECT_EQ(count_mismatches(dx_acc.host(), want, 1e-6, what.c_str()), 0);
+    }
+}
+
+// ---- SwiGLU ----
+
+// GPU expf and CPU std::exp may differ in the last fp32 bit (and the GPU contracts the 1 + g*(..)
+// of the backward into an FMA), so a bf16 output may round the other way: fewer than 0.5% of the
+// elements (at least one allowed) one ulp off, none more.
+TEST(DispatchCudaSwiglu, ForwardAndBackwardMatchCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  struct Shape {
+    int64_t n, F;
+  };
+  const Shape shapes[] = {{61, 96}, {5, 7}};
+  uint64_t seed = 700;
+  for (DType dtype : kDTypes)
+    for (Shape s : shapes) {
+      const std::string what = std::string(dtype_name(dtype)) + " n=" + std::to_string(s.n) +
+                               " F=" + std::to_string(s.F);
+      SCOPED_TRACE(what);
+      std::vector<float> h = random_values(s.n * 2 * s.F, dtype, -3.0f, 3.0f, seed++);
+      // Saturated gates and zeros: g in row 0, u in row 1.
+      const float special[] = {0.0f, -0.0f, 8.0f, -8.0f, 20.0f, -20.0f, 1.0f};
+      for (int i = 0; i < 7 && i < s.F; ++i) h[i] = h[2 * s.F + s.F + i] = special[i];
+      const std::vector<float> da = random_values(s.n * s.F, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want_a(s.n * s.F), want_dh(s.n * 2 * s.F);
+      cpu::swiglu_fwd(h.data(), s.n, s.F, dtype, want_a.data());
+      cpu::swiglu_bwd(da.data(), h.data(), s.n, s.F, dtype, want_dh.data());
+      StorageBuf d_h(dtype, h), d_da(dtype, da);
+      StorageBuf a(dtype, std::vector<float>(s.n * s.F, NAN));
+      StorageBuf dh(dtype, std::vector<float>(s.n * 2 * s.F, NAN));
+      cuda::swiglu_fwd(d_h.ptr, s.n, s.F, dtype, a.ptr, stream.s);
+      cuda::swiglu_bwd(d_da.ptr, d_h.ptr, s.n, s.F, dtype, dh.ptr, stream.s);
+      const int64_t n_a = s.n * s.F, n_dh = 2 * n_a;
+      expect_storage_close(a.host(), want_a, dtype, std::max<int64_t>(1, (n_a - 1) / 200), 0.0,
+                           what + " a");
+      expect_storage_close(dh.host(), want_dh, dtype, std::max<int64_t>(1, (n_dh - 1) / 200),
+                           0.0, what + " dh");
+    }
+}
+
+// ---- storage conversions ----
+
+// Every bf16 bit pattern: widening is exact, and narrowing the result gives the pattern back
+// (NaNs stay NaN; their payload may change).
+TEST(DispatchCudaConvert, EveryBf16RoundTrips) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  std::vector<uint16_t> bits(1 << 16);
+  std::iota(bits.begin(), bits.end(), uint16_t(0));
+  std::vector<float> want(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) want[i] = bf16_bits_to_float(bits[i]);
+  DevBuf<uint16_t> src(bits), back(bits.size());
+  DevBuf<float> wide(bits.size());
+  cuda::storage_to_f32(src.ptr, int64_t(bits.size()), DType::kBf16, wide.ptr, stream.s);
+  cuda::f32_to_storage(wide.ptr, int64_t(bits.size()), DType::kBf16, back.ptr, stream.s);
+  std::vector<float> got = wide.host();
+  std::vector<uint16_t> got_back = back.host();
+  for (size_t i = 0; i < bits.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "bf16 bits " << bits[i];
+      EXPECT_TRUE(std::isnan(bf16_bits_to_float(got_back[i]))) << "bf16 bits " << bits[i];
+      got[i] = want[i];  // NaN payloads are not compared
+      got_back[i] = bits[i];
+    }
+  }
+  expect_identical(got, want, "storage_to_f32");
+  expect_identical(got_back, bits, "f32_to_storage(storage_to_f32)");
+}
+
+// fp32 -> bf16 rounds to nearest even exactly like moe::float_to_bf16_bits (ties both ways,
+// overflow to inf, subnormals, signed zeros, random patterns); fp32 -> fp32 both ways is a copy.
+TEST(DispatchCudaConvert, F32RoundsLikeHost) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  std::vector<uint32_t> patterns = {
+      0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u /* tie, even: down */,
+      0x3f818000u /* tie, odd: up */, 0x3f808001u, 0x3f807fffu, 0x7f7fffffu /* -> inf */,
+      0x7f7f7fffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x00000001u, 0x00008000u,
+      0x00018000u, 0x007fffffu, 0x807fffffu, 0x80008000u, 0x7fc00000u, 0x7f800001u, 0xffc00001u};
+  std::mt19937_64 rng(800);
+  while (patterns.size() < (1u << 18)) patterns.push_back(uint32_t(rng()));
+  std::vector<float> x(patterns.size());
+  std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
+  const int64_t n = int64_t(x.size());
+
+  DevBuf<float> src(x), f32_out(x.size()), f32_back(x.size());
+  DevBuf<uint16_t> narrow(x.size());
+  cuda::f32_to_storage(src.ptr, n, DType::kBf16, narrow.ptr, stream.s);
+  cuda::f32_to_storage(src.ptr, n, DType::kFp32, f32_out.ptr, stream.s);
+  cuda::storage_to_f32(f32_out.ptr, n, DType::kFp32, f32_back.ptr, stream.s);
+  std::vector<uint16_t> got = narrow.host(), want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    want[i] = float_to_bf16_bits(x[i]);
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(bf16_bits_to_float(got[i]))) << "fp32 bits " << patterns[i];
+      got[i] = want[i];  // NaN payloads are not compared
+    }
+  }
+  expect_identical(got, want, "f32_to_storage bf16");
+  expect_identical(f32_out.host(), x, "f32_to_storage fp32");
+  expect_identical(f32_back.host(), x, "storage_to_f32 fp32");
+}
+
+// ---- determinism ----
+
+struct ChainResult {
+  std::vector<int32_t> counts, send_pos;
+  std::vector<float> x_send, out, dp;
+};
+
+// layout -> permute -> combine (and the combine backward's dp) on fresh buffers.
+ChainResult run_chain(DType dtype, cudaStream_t stream) {
+  const int64_t T = 256, K = 8, E = 64, H = 128;
+  const std::vector<int32_t> idx = random_routing(T, K, first_experts(int32_t(E)), 900);
+  const std::vector<float> x = random_values(T * H, dtype, -1.0f, 1.0f, 901);
+  const std::vector<float> p = random_values(T * K, DType::kFp32, 0.0f, 1.0f, 902);
+  const std::vector<float> dout = random_values(T * H, dtype, -1.0f, 1.0f, 903);
+  DevBuf<int32_t> d_idx(idx), counts(E), send_pos(T * K);
+  DevBuf<float> d_p(p), dp(T * K);
+  StorageBuf d_x(dtype, x), x_send(dtype, T * K * H), out(dtype, T * H), d_dout(dtype, dout);
+  StorageBuf dy(dtype, T * K * H);
+  cuda::dispatch_layout(d_idx.ptr, T, K, E, counts.ptr, send_pos.ptr, stream);
+  cuda::permute_rows(d_x.ptr, send_pos.ptr, T, K, H, dtype, x_send.ptr, stream);
+  // The permuted tokens stand in for the expert outputs.
+  cuda::unpermute_combine(x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, out.ptr, stream);
+  cuda::unpermute_combine_bwd(d_dout.ptr, x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype,
+                              dy.ptr, dp.ptr, stream);
+  return {counts.host(), send_pos.host(), x_send.host(), out.host(), dp.host()};
+}
+
+TEST(DispatchCudaDeterminism, LayoutPermuteCombineTwiceBitwise) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  for (DType dtype : kDTypes) {
+    const std::string what = dtype_name(dtype);
+    SCOPED_TRACE(what);
+    const ChainResult first = run_chain(dtype, stream.s);
+    const ChainResult second = run_chain(dtype, stream.s);
+    expect_identical(second.counts, first.counts, what + " expert_counts");
+    expect_identical(second.send_pos, first.send_pos, what + " send_pos");
+    expect_identical(second.x_send, first.x_send, what + " x_send");
+    expect_identical(second.out, first.out, what + " out");
+    expect_identical(second.dp, first.dp, what + " dp");
+  }
+}
+
+}  // namespace
+}  // namespace moe::test
