@@ -13,6 +13,7 @@
 #include "comm/nccl_comm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm_cublaslt.h"
 #endif
 
 namespace moe {
@@ -109,6 +110,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   cudaDriverGetVersion(&drv);
   ncclGetVersion(&nccl);
   b.info["device"] = prop.name;
+  b.info["gemm_method"] = cuda::gemm_method_name(ops->gemm_runner().method());
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
   b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +

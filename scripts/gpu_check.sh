@@ -2,7 +2,10 @@
 # One call on the GPU machine: build, run the GPU test suite, run the distributed step on 1..N GPUs
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
-#   scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filter GTEST_FILTER]
+#   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--skip-tests] [--filter F]
+# --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
+# tensor (scripts/compare_dumps.py). --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
+# against one cublasGemmGroupedBatchedEx call, on many-expert shapes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Everything is written under a work folder and packed into OUTDIR/gpu_check.tgz at the end (the
@@ -11,10 +14,12 @@ OUTDIR=${1:?usage: scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filte
 FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
-BENCH=0 SKIP_TESTS=0 FILTER='*'
+BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
+    --agree) AGREE=1 ;;
+    --gemm-methods) GEMM_METHODS=1 ;;
     --skip-tests) SKIP_TESTS=1 ;;
     --filter) FILTER=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -92,6 +97,39 @@ if [ $SKIP_TESTS -eq 0 ]; then
     python3 scripts/verify_dump.py "$OUTDIR/dump_np2" > "$OUTDIR/verify_dump_np2.log" 2>&1
     note "verify_dump np2 (independent numpy float64): rc=$? $(tail -1 "$OUTDIR/verify_dump_np2.log")"
   fi
+fi
+
+SIGG="--set router.score=sigmoid --set router.groups=4 --set router.group_topk=2 \
+--set router.normalize_topk=true --set router.scaling=2.5 --set router.expert_bias=true"
+if [ $AGREE -eq 1 ]; then
+  agree() {  # agree NAME NP ARGS...: the same run on both backends, dumps compared
+    local name=$1 np=$2; shift 2
+    [ "$np" -le "$NGPU" ] || { note "$name: skipped (needs $np GPUs)"; return; }
+    for be in cpu cuda; do
+      timeout 900 mpirun --oversubscribe -np "$np" "$BIN" run --backend $be -q "$@" \
+        --dump "$OUTDIR/agree_${name}_$be" > "$OUTDIR/agree_${name}_$be.log" 2>&1
+    done
+    python3 scripts/compare_dumps.py "$OUTDIR/agree_${name}_cpu" "$OUTDIR/agree_${name}_cuda" \
+      > "$OUTDIR/agree_$name.log" 2>&1
+    note "$(printf '%-40s rc=%-3s %s' "agree_$name" "$?" "$(tail -1 "$OUTDIR/agree_$name.log")")"
+  }
+  agree tiny_softmax 1 --config configs/tiny.json --set router.aux_coeff=0.01 --set router.z_coeff=0.001
+  agree tiny_sigmoid_fp32 1 --config configs/tiny.json --set dtype=fp32 $SIGG
+  agree quickstart_sigmoid 1 --config configs/quickstart.json --set model.experts=16 \
+    --set model.topk=4 $SIGG --steps 1 --warmup 1
+  agree quickstart_ep2 2 --config configs/quickstart.json --set mesh.ep=2 --steps 1 --warmup 1
+fi
+
+if [ $GEMM_METHODS -eq 1 ]; then
+  # Many small experts, where one grouped call could beat a launch per expert.
+  for shape in "qwen3_30b_a3b 2048 768 128 8" "deepseek_v3_ep8 7168 2048 32 8"; do
+    set -- $shape
+    for method in lt_multistream grouped_batched; do
+      MOE_GEMM_METHOD=$method run_case "gemm_$1_$method" 1 --config configs/bench/mixtral_8x7b.json \
+        --set name=$1 --set model.hidden=$2 --set model.ffn=$3 --set model.experts=$4 \
+        --set model.topk=$5 --set router.softmax_after_topk=false
+    done
+  done
 fi
 
 if [ $BENCH -eq 1 ]; then

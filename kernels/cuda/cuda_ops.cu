@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdlib>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -70,6 +71,15 @@ CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<cuda::GemmRunner>();
+  // MOE_GEMM_METHOD=grouped_batched switches the expert GEMMs to one cublasGemmGroupedBatchedEx
+  // call where cuBLAS supports the dtypes, to measure it against the per-expert cuBLASLt loop.
+  if (const char* m = std::getenv("MOE_GEMM_METHOD")) {
+    const std::string method = m;
+    MOE_USER_CHECK(method == "lt_multistream" || method == "grouped_batched",
+                   "MOE_GEMM_METHOD=" << method << ": use lt_multistream or grouped_batched");
+    gemm_->set_method(method == "grouped_batched" ? cuda::GemmMethod::kGroupedBatched
+                                                  : cuda::GemmMethod::kLtMultiStream);
+  }
 }
 
 CudaOps::~CudaOps() {

@@ -11,6 +11,13 @@ mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --set router.sco
   --set router.scaling=2.5 --set router.expert_bias=true --set router.aux_coeff=0.01 \
   --set router.z_coeff=0.001 --dump "$WORK/d2" >/dev/null
 "$PY" "$SRC/scripts/verify_dump.py" "$WORK/d2"
+# Two backends (here: two runs of one) agree on the same workload and seed; another seed differs.
+mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --dump "$WORK/d1b" >/dev/null
+"$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d1" "$WORK/d1b" >/dev/null || fail "same run disagrees"
+mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --set seed=9 --dump "$WORK/d3" >/dev/null
+if "$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d1" "$WORK/d3" >/dev/null; then
+  fail "dumps of different seeds agree"
+fi
 # Corrupt one gradient value: the verifier must fail.
 "$PY" - "$WORK/d2/rank1/dw_out.npy" <<'PYEOF'
 import sys, numpy as np

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Do two backends compute the same step? Compares two moebench dumps of the same workload and seed
+(e.g. --backend cpu and --backend cuda): the inputs must be bitwise equal, the routing equal per
+token (near ties excepted, as MATH.md allows), and every tensor within MATH.md's tolerance of the
+other (rel_l2 over the whole world). Exit 0 when all agree, 1 when something differs, 2 on a
+malformed dump.
+
+    compare_dumps.py DIR_A DIR_B
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from verify_dump import Malformed, load_dump, route  # noqa: E402  (the same loader and router)
+
+NEAR_TIE = 1e-3
+INPUTS = ("x", "dout", "w_gate", "w_in", "w_out")
+TENSORS = ("out", "dx", "p", "dw_gate", "dw_in", "dw_out")
+
+
+def tolerance(name, dtype):
+    if dtype == "fp32":
+        return 1e-5
+    return 2e-2 if name.startswith("dw") else 1e-2
+
+
+def rel_l2(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    den = np.linalg.norm(b)
+    return np.linalg.norm(a - b) / den if den > 0 else np.linalg.norm(a - b)
+
+
+def compare(dir_a, dir_b, log=print):
+    ca, ra = load_dump(dir_a)
+    cb, rb = load_dump(dir_b)
+    if ca != cb:
+        diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+        raise Malformed(f"the dumps are of different workloads or meshes: {diff}")
+    ok = True
+    for name in INPUTS + (("expert_bias",) if ca["expert_bias"] else ()):
+        same = all(np.array_equal(x[name], y[name]) for x, y in zip(ra, rb))
+        log(f"{'input ' + name:<18} {'bitwise equal' if same else 'DIFFERENT':>26}  "
+            f"{'PASS' if same else 'FAIL'}")
+        ok &= same
+
+    # Routing per token: the same expert sets, or a near tie in the float64 scores.
+    X = np.concatenate([r["x"] for r in ra]).astype(np.float64)
+    logits = X @ ra[0]["w_gate"].astype(np.float64)
+    bias = ra[0]["expert_bias"].astype(np.float64) if ca["expert_bias"] else None
+    rt = route(logits, bias, ca)
+    ia = np.sort(np.concatenate([r["idx"] for r in ra]), axis=1)
+    ib = np.sort(np.concatenate([r["idx"] for r in rb]), axis=1)
+    differ = np.any(ia != ib, axis=1)
+    tie = (rt["expert_gap"] <= NEAR_TIE) | (rt["group_gap"] <= NEAR_TIE)
+    mismatches, ties = int(np.sum(differ & ~tie)), int(np.sum(differ & tie))
+    log(f"{'routing':<18} {f'{mismatches} differ, {ties} near ties':>26}  "
+        f"{'PASS' if mismatches == 0 else 'FAIL'}")
+    ok &= mismatches == 0
+
+    # p is compared in expert-id order so that the order inside the top-k does not matter.
+    def p_sorted(ranks):
+        idx = np.concatenate([r["idx"] for r in ranks])
+        p = np.concatenate([r["p"] for r in ranks])
+        return np.take_along_axis(p, np.argsort(idx, axis=1, kind="stable"), axis=1)
+
+    for name in TENSORS:
+        if name == "p":
+            a, b = p_sorted(ra)[~differ], p_sorted(rb)[~differ]
+        else:
+            a = np.concatenate([r[name].ravel() for r in ra])
+            b = np.concatenate([r[name].ravel() for r in rb])
+        err, tol = rel_l2(a, b), tolerance(name, ca["dtype"])
+        finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(b)))
+        good = finite and err <= tol
+        log(f"{name:<18} {f'rel_l2 {err:.3e} (tol {tol:.0e})':>26}  {'PASS' if good else 'FAIL'}")
+        ok &= good
+    for name in ("loss", "aux", "z"):
+        a, b = ra[0]["meta"][name], rb[0]["meta"][name]
+        err = abs(a - b) / abs(b) if b != 0 else abs(a - b)
+        good = err <= tolerance("out", ca["dtype"])
+        log(f"{name:<18} {f'rel {err:.3e}':>26}  {'PASS' if good else 'FAIL'}")
+        ok &= good
+    log(f"compare_dumps: {'AGREE' if ok else 'DIFFER'} ({dir_a} vs {dir_b})")
+    return ok
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    try:
+        return 0 if compare(argv[1], argv[2]) else 1
+    except Malformed as e:
+        print(f"compare_dumps: malformed dump: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
