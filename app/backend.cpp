@@ -73,7 +73,9 @@ std::string resolve_backend(const std::string& asked) {
 int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   int local_size = 1;
   local_rank_and_size(world, &local_size);
-#ifdef MOE_HAVE_CUDA
+#ifndef MOE_HAVE_CUDA
+  (void)name;
+#else
   if (name == "cuda") {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaSetDevice(local_rank_and_size(world, nullptr) % visible_gpus()));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/router_shape.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/router.h"
 
@@ -324,27 +325,13 @@ __global__ void __launch_bounds__(1024)
   if (active) dlogits[t * a.E + e] = dl;
 }
 
-// The CPU twin's checks (kernels/cpu/router.cpp check_shapes), plus the limits of these kernels.
+// The shared router contract (core/router_shape.h), plus the limits of these kernels.
 // Returns whether the scores are softmax.
 bool check_router(const RouterConfig& cfg, int64_t T, int64_t E, int64_t K) {
-  MOE_CHECK(cfg.score == "softmax" || cfg.score == "sigmoid",
-            "router score must be softmax or sigmoid, got '" << cfg.score << "'");
-  const bool softmax = cfg.score == "softmax";
-  MOE_CHECK(E > 0 && K > 0 && K <= E, "router needs 0 < K <= E, got K=" << K << " E=" << E);
+  const bool softmax = check_router_shape(cfg, E, K);
   MOE_CHECK(E <= kMaxExperts, "the CUDA router supports E <= " << kMaxExperts << ", got " << E);
   MOE_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max(),
             "the CUDA router needs 0 <= T <= 2^31 - 1 (one block per token), got " << T);
-  MOE_CHECK(!cfg.softmax_after_topk || softmax, "softmax_after_topk needs softmax scores");
-  if (cfg.groups > 1) {
-    MOE_CHECK(E % cfg.groups == 0, "E=" << E << " not divisible by groups=" << cfg.groups);
-    MOE_CHECK(cfg.group_topk >= 1 && cfg.group_topk <= cfg.groups,
-              "group_topk=" << cfg.group_topk << " outside [1, groups=" << cfg.groups << "]");
-    MOE_CHECK(K % cfg.group_topk == 0,
-              "K=" << K << " not divisible by group_topk=" << cfg.group_topk);
-    const int64_t per_group = K / cfg.group_topk, group_size = E / cfg.groups;
-    MOE_CHECK(per_group <= group_size,
-              "K / group_topk=" << per_group << " exceeds the group size " << group_size);
-  }
   return softmax;
 }
 
