@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/compare_command.h"
 #include "app/run_command.h"
 #include "core/error.h"
 
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
   run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  moe::CompareOptions compare_opt;
+  CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
 
   int rc = 0;
   try {
@@ -56,7 +59,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
 
   try {
-    rc = moe::run_command(opt);
+    rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
   } catch (const std::exception& e) {
     // An error on one rank mid-step: the others may be inside a collective, so abort the world
     // rather than leave them waiting.

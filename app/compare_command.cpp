@@ -1,0 +1,459 @@
+#include "app/compare_command.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+#include <CLI/CLI.hpp>
+
+namespace moe {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kSchemaMajor = 1;
+// Below this a change is never counted, however tight the runs: timer resolution and clocks.
+constexpr double kNoiseFloor = 0.01;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The run report's phase order (result JSON objects are sorted by name, so the order is lost):
+// the phases that partition the step, then their separately timed parts. Phases a later commit
+// adds and this list lacks still appear, after the known ones.
+const std::vector<std::string> kPhaseOrder = {
+    "fsdp_gather", "router_fwd",      "layout",           "dispatch_fwd",    "experts_fwd",
+    "combine_fwd", "combine_bwd",     "experts_bwd",      "dispatch_bwd",    "router_bwd",
+    "grad_sync",   "counts_exchange", "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd",
+    "a2a_dispatch_bwd"};
+
+// Runs are A, B, C, ... in the table (R27, R28, ... past Z).
+std::string label(size_t i) {
+  return i < 26 ? std::string(1, char('A' + i)) : "R" + std::to_string(i + 1);
+}
+
+// The value at a JSON pointer, or nullptr where a file lacks it or has another shape there (a
+// damaged or foreign file must give a message, never an exception from deep in the table).
+const json* find(const json& j, const std::string& pointer) {
+  try {
+    const json::json_pointer p(pointer);
+    return j.contains(p) ? &j.at(p) : nullptr;
+  } catch (const json::exception&) {
+    return nullptr;
+  }
+}
+
+double number(const json& j, const std::string& pointer) {
+  const json* v = find(j, pointer);
+  return v && v->is_number() ? v->get<double>() : kNaN;
+}
+
+std::string text(const json& j, const std::string& pointer, const std::string& absent = "-") {
+  const json* v = find(j, pointer);
+  if (!v) return absent;
+  return v->is_string() ? v->get<std::string>() : v->dump();
+}
+
+// A metric as read from one run: its value and the relative spread of the samples behind it.
+struct Sample {
+  double value = kNaN;
+  double spread = 0;
+};
+
+// (p90 - p10) / median of a {median, p10, p90} stats object; 0 where it cannot be formed.
+double relative_spread(const json& run, const std::string& stats) {
+  const double med = number(run, stats + "/median"), p10 = number(run, stats + "/p10"),
+               p90 = number(run, stats + "/p90");
+  if (!(med > 0) || std::isnan(p10) || std::isnan(p90)) return 0;
+  return std::max(0.0, (p90 - p10) / med);
+}
+
+using Reader = std::function<Sample(const json&)>;
+
+void add_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
+             const std::string& metric, const std::string& unit, MetricKind kind,
+             const Reader& read, double threshold_pct) {
+  CompareRow row;
+  row.metric = metric;
+  row.unit = unit;
+  row.kind = kind;
+  std::vector<double> spread;
+  for (const CompareRun& r : runs) {
+    const Sample s = read(r.result);
+    row.values.push_back(s.value);
+    spread.push_back(s.spread);
+  }
+  if (std::all_of(row.values.begin(), row.values.end(), [](double v) { return std::isnan(v); }))
+    return;
+  const double a = row.values[0];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double v = row.values[i];
+    const bool ratio_ok = i > 0 && kind != MetricKind::kStatus && std::isfinite(a) && a != 0 &&
+                          std::isfinite(v);
+    const double ratio = ratio_ok ? v / a : kNaN;
+    double noise = kNaN;
+    if (i > 0 && kind != MetricKind::kStatus)
+      noise = threshold_pct >= 0 ? threshold_pct / 100
+                                 : std::max({spread[0], spread[i], kNoiseFloor});
+    // Symmetric in ratio: X/A > 1 + noise or X/A < 1 / (1 + noise). A throughput is the
+    // inverse of a time, so the two mark the same change alike, and a large noise (> 100%)
+    // still lets a large speed-up count.
+    std::string mark;
+    if (ratio_ok && (ratio > 1 + noise || ratio * (1 + noise) < 1)) {
+      const bool up = ratio > 1;
+      if (kind == MetricKind::kTime) mark = up ? "slower" : "faster";
+      if (kind == MetricKind::kRate) mark = up ? "faster" : "slower";
+      if (kind == MetricKind::kMemory) mark = up ? "more" : "less";
+    }
+    row.ratio_to_a.push_back(ratio);
+    row.noise.push_back(noise);
+    row.mark.push_back(mark);
+  }
+  rows.push_back(std::move(row));
+}
+
+// Every phase name in any run: known ones in the report's order, then the rest by name.
+std::vector<std::string> phase_names(const std::vector<CompareRun>& runs) {
+  std::set<std::string> all;
+  for (const CompareRun& r : runs)
+    if (const json* ph = find(r.result, "/timing/phases"); ph && ph->is_object())
+      for (const auto& item : ph->items()) all.insert(item.key());
+  std::vector<std::string> names;
+  for (const std::string& n : kPhaseOrder)
+    if (all.erase(n)) names.push_back(n);
+  names.insert(names.end(), all.begin(), all.end());
+  return names;
+}
+
+// A phase that is a part of another (in_step false) is indented, as in the run report.
+std::string phase_label(const std::vector<CompareRun>& runs, const std::string& name) {
+  for (const CompareRun& r : runs)
+    if (const json* in = find(r.result, "/timing/phases/" + name + "/in_step");
+        in && in->is_boolean())
+      return *in ? name : " " + name;
+  return name;
+}
+
+void flatten(const json& j, const std::string& path, std::map<std::string, json>& out) {
+  if (j.is_object()) {
+    for (const auto& item : j.items()) flatten(item.value(), path + "." + item.key(), out);
+  } else {
+    out[path] = j;
+  }
+}
+
+// config keys that do not change the work done per step: the label, how many steps are timed or
+// warmed up, and whether the output is checked. config.mesh is the requested mesh; the resolved
+// one (mesh.*) is compared instead, so a difference is named once.
+bool changes_work(const std::string& key) {
+  static const std::set<std::string> ignored = {"config.name", "config.steps", "config.warmup",
+                                                "config.check"};
+  return !ignored.count(key) && key.rfind("config.mesh.", 0) != 0;
+}
+
+std::string trim_right(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Values span ms fractions to tokens/s: enough digits to see a change; exponents only for
+// values below 1e-4 (sub-microsecond phases on the CPU backend).
+std::string fmt_value(double v, MetricKind kind) {
+  if (kind == MetricKind::kStatus) return std::isnan(v) ? "off" : (v != 0 ? "PASS" : "FAIL");
+  if (std::isnan(v)) return "-";
+  const double av = std::fabs(v);
+  if (av == 0) return "0";
+  if (av >= 1e4) return fmt("%.0f", v);
+  if (av >= 1) return fmt("%.3f", v);
+  return fmt("%.4g", v);
+}
+
+}  // namespace
+
+void check_result(const json& j, const std::string& name) {
+  MOE_USER_CHECK(j.is_object(), name << " is not a moebench result: not a JSON object");
+  MOE_USER_CHECK(j.contains("schema_version"),
+                 name << " is not a moebench result (no schema_version); give the JSON that "
+                         "`moebench run --out FILE` writes");
+  const json& v = j["schema_version"];
+  int major = -1;
+  if (v.is_number()) major = int(std::floor(v.get<double>()));
+  if (v.is_string()) major = std::atoi(v.get<std::string>().c_str());
+  MOE_USER_CHECK(major == kSchemaMajor,
+                 name << " has schema_version " << v.dump() << " but this moebench reads "
+                      << "schema_version " << kSchemaMajor << " results; compare it with a "
+                      << "moebench of its own version");
+  for (const std::string key : {"/config", "/mesh", "/timing/step/median"})
+    MOE_USER_CHECK(find(j, key), name << " lacks " << key.substr(1)
+                                      << ": not a complete moebench result");
+  MOE_USER_CHECK(find(j, "/timing/step/median")->is_number(),
+                 name << ": timing.step.median is not a number: not a moebench result");
+}
+
+CompareRun load_result(const std::string& path) {
+  std::ifstream f(path);
+  MOE_USER_CHECK(f.good(), "cannot read " << path << ": " << std::strerror(errno));
+  CompareRun run;
+  run.name = path;
+  try {
+    run.result = json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw UserError(path + " is not JSON, so not a moebench result: " + e.what());
+  }
+  check_result(run.result, path);
+  return run;
+}
+
+std::vector<std::string> work_differences(const CompareRun& a, const CompareRun& b) {
+  std::map<std::string, json> fa, fb;
+  for (const char* top : {"config", "mesh"}) {
+    if (a.result.contains(top)) flatten(a.result[top], top, fa);
+    if (b.result.contains(top)) flatten(b.result[top], top, fb);
+  }
+  std::set<std::string> keys;
+  for (const auto& kv : fa) keys.insert(kv.first);
+  for (const auto& kv : fb) keys.insert(kv.first);
+  std::vector<std::string> diffs;
+  for (const std::string& k : keys) {
+    if (!changes_work(k)) continue;
+    const auto ia = fa.find(k), ib = fb.find(k);
+    const bool in_a = ia != fa.end(), in_b = ib != fb.end();
+    if (in_a && in_b && ia->second == ib->second) continue;
+    diffs.push_back(k + ": " + (in_a ? ia->second.dump() : "(absent)") + " (" + a.name + ") vs " +
+                    (in_b ? ib->second.dump() : "(absent)") + " (" + b.name + ")");
+  }
+  return diffs;
+}
+
+void check_same_work(const std::vector<CompareRun>& runs) {
+  std::string msg;
+  for (size_t i = 1; i < runs.size(); ++i)
+    for (const std::string& d : work_differences(runs[0], runs[i])) msg += "\n  " + d;
+  MOE_USER_CHECK(msg.empty(), "cannot compare: the runs did different work (only name, steps, "
+                              "warmup and check may differ), the keys that differ:" << msg);
+}
+
+std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double threshold_pct,
+                                   const std::string& metrics) {
+  std::vector<CompareRow> rows;
+  const std::vector<std::string> phases = phase_names(runs);
+  auto stats = [](const std::string& ptr) {
+    return [ptr](const json& j) {
+      return Sample{number(j, ptr + "/median"), relative_spread(j, ptr)};
+    };
+  };
+  for (const std::string& p : phases)
+    add_row(rows, runs, phase_label(runs, p), "ms", MetricKind::kTime,
+            stats("/timing/phases/" + p), threshold_pct);
+  add_row(rows, runs, "step", "ms", MetricKind::kTime, stats("/timing/step"), threshold_pct);
+  if (metrics == "timing") return rows;
+
+  // Throughput is the step median's inverse, so its noise is the step's spread.
+  for (const auto& [key, unit] : {std::pair<std::string, std::string>{"tokens_per_s", "tokens/s"},
+                                  {"tflops_per_rank", "TFLOP/s"}})
+    add_row(rows, runs, key, unit, MetricKind::kRate, [key = key](const json& j) {
+      return Sample{number(j, "/throughput/" + key), relative_spread(j, "/timing/step")};
+    }, threshold_pct);
+  // Bandwidth is bytes over the phase median: the phase's spread.
+  for (const std::string& p : phases)
+    for (const char* bw : {"algbw", "busbw"})
+      add_row(rows, runs, phase_label(runs, p) + " " + bw, "GB/s", MetricKind::kRate,
+              [p, bw = std::string(bw)](const json& j) {
+                const std::string ph = "/timing/phases/" + p;
+                return Sample{number(j, ph + "/" + bw + "_gbps"), relative_spread(j, ph)};
+              }, threshold_pct);
+  add_row(rows, runs, "high_water", "MiB", MetricKind::kMemory, [](const json& j) {
+    return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0};
+  }, threshold_pct);
+  add_row(rows, runs, "correctness", "", MetricKind::kStatus, [](const json& j) {
+    const json* checked = find(j, "/correctness/checked");
+    const json* pass = find(j, "/correctness/pass");
+    if (!checked || !checked->is_boolean() || !*checked || !pass || !pass->is_boolean())
+      return Sample{};
+    return Sample{pass->get<bool>() ? 1.0 : 0.0, 0};
+  }, threshold_pct);
+  return rows;
+}
+
+bool has_regression(const std::vector<CompareRow>& rows) {
+  for (const CompareRow& r : rows)
+    if (r.kind == MetricKind::kTime || r.kind == MetricKind::kRate)
+      for (const std::string& m : r.mark)
+        if (m == "slower") return true;
+  return false;
+}
+
+std::string digest_summary(const std::vector<CompareRun>& runs) {
+  const json* da = find(runs[0].result, "/digests");
+  if (!da || !da->is_object() || da->empty()) return "A has no digests; nothing to compare";
+  std::vector<std::string> parts;
+  bool all_same = true;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const json* d = find(runs[i].result, "/digests");
+    std::set<std::string> keys;
+    for (const auto& item : da->items()) keys.insert(item.key());
+    if (d && d->is_object())
+      for (const auto& item : d->items()) keys.insert(item.key());
+    std::string differ;
+    for (const std::string& k : keys)
+      if (!d || !d->is_object() || !d->contains(k) || !da->contains(k) || (*d)[k] != (*da)[k])
+        differ += (differ.empty() ? "" : ", ") + k;
+    all_same = all_same && differ.empty();
+    parts.push_back(label(i) + (differ.empty() ? " bitwise identical to A"
+                                               : " differs from A in " + differ));
+  }
+  if (all_same) return "bitwise identical results";
+  std::string line;
+  for (const std::string& p : parts) line += (line.empty() ? "" : "; ") + p;
+  line += " (expected when a commit changes the numerics; informational)";
+  // Each step draws new tokens and the digests are of the last step, so runs of different
+  // lengths differ without any change in the numerics.
+  auto steps = [](const json& j) {
+    return number(j, "/timing/warmup_steps") + number(j, "/timing/timed_steps");
+  };
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (steps(runs[i].result) != steps(runs[0].result))
+      return line + "; note: the runs ran different numbers of steps and the digests are of "
+                    "the last step";
+  return line;
+}
+
+std::string render_table(const std::vector<CompareRun>& runs, const std::vector<CompareRow>& rows,
+                         double threshold_pct) {
+  std::ostringstream os;
+  char buf[512];
+  os << "# moebench compare: " << runs.size() << " runs of the same work, each against A\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const json& j = runs[i].result;
+    const json* dirty = find(j, "/provenance/git_dirty");
+    std::snprintf(buf, sizeof buf, "# %-2s %s: commit %.12s%s, backend %s, device %s, %s timed "
+                  "steps, %s\n", label(i).c_str(), runs[i].name.c_str(),
+                  text(j, "/provenance/git_commit").c_str(),
+                  dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
+                  text(j, "/provenance/backend").c_str(), text(j, "/provenance/device").c_str(),
+                  text(j, "/timing/timed_steps").c_str(), text(j, "/provenance/time_utc").c_str());
+    os << buf;
+  }
+  const json& a = runs[0].result;
+  os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
+     << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
+     << " K=" << text(a, "/config/model/topk") << ", tokens_per_rank="
+     << text(a, "/config/tokens_per_rank") << ", dtype " << text(a, "/config/dtype") << "; mesh "
+     << text(a, "/mesh/world") << " ranks = ep " << text(a, "/mesh/ep") << " x fsdp "
+     << text(a, "/mesh/fsdp") << "\n";
+  if (threshold_pct >= 0)
+    os << "# noise: a change counts beyond " << fmt("%g", threshold_pct) << "% (--threshold)\n";
+  else
+    os << "# noise: a change counts beyond the larger (p90-p10)/median of the two runs, per "
+          "metric, at least 1%\n";
+  os << "# X/A = X's value over A's; times: > 1 is slower; throughput, bandwidth: > 1 is "
+        "faster\n#\n";
+
+  size_t w = 12;
+  for (const CompareRow& r : rows) w = std::max(w, r.metric.size());
+  const int mw = int(w);
+  std::snprintf(buf, sizeof buf, "# %-*s %-8s %12s", mw, "metric", "unit", "A");
+  std::string header = buf;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, " %12s %7s %7s %-6s", label(i).c_str(),
+                  (label(i) + "/A").c_str(), "noise%", "mark");
+    header += buf;
+  }
+  os << trim_right(header) << "\n";
+  for (const CompareRow& r : rows) {
+    std::snprintf(buf, sizeof buf, "  %-*s %-8s %12s", mw, r.metric.c_str(), r.unit.c_str(),
+                  fmt_value(r.values[0], r.kind).c_str());
+    std::string line = buf;
+    for (size_t i = 1; i < runs.size(); ++i) {
+      const double ratio = r.ratio_to_a[i], noise = r.noise[i];
+      std::snprintf(buf, sizeof buf, " %12s %7s %7s %-6s", fmt_value(r.values[i], r.kind).c_str(),
+                    std::isnan(ratio) ? "-" : fmt("%.3f", ratio).c_str(),
+                    std::isnan(noise) ? "-" : fmt("%.1f", 100 * noise).c_str(), r.mark[i].c_str());
+      line += buf;
+    }
+    os << trim_right(line) << "\n";
+  }
+
+  os << "#\n# digests: " << digest_summary(runs) << "\n";
+  // The verdict names what --fail-on-regression acts on.
+  std::string slower;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    std::string names;
+    for (const CompareRow& r : rows)
+      if ((r.kind == MetricKind::kTime || r.kind == MetricKind::kRate) && r.mark[i] == "slower") {
+        std::string m = r.metric;
+        m.erase(0, m.find_first_not_of(' '));
+        names += (names.empty() ? "" : ", ") + m + " x" + fmt("%.3f", r.ratio_to_a[i]);
+      }
+    if (!names.empty()) slower += (slower.empty() ? "" : "; ") + label(i) + ": " + names;
+  }
+  os << "# slower than A beyond the noise: " << (slower.empty() ? "none" : slower) << "\n";
+  return os.str();
+}
+
+CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
+  CLI::App* c = app.add_subcommand(
+      "compare", "compare result JSON files (run --out) of the same work, each against the first");
+  c->add_option("files", opt.files, "result files: A (the baseline), B, C, ...")
+      ->required()
+      ->expected(2, -1);
+  c->add_option("--threshold", opt.threshold_pct,
+                "a fixed change in percent that counts, instead of the runs' own noise")
+      ->check(CLI::Range(0.0, 1000.0));
+  c->add_flag("--fail-on-regression", opt.fail_on_regression,
+              "exit 1 when a step or phase time, throughput or bandwidth of any run is slower "
+              "than A's beyond the noise");
+  c->add_option("--metrics", opt.metrics, "all | timing (step and phase times only)")
+      ->check(CLI::IsMember({"all", "timing"}));
+  c->footer(
+      "Each value is shown with its ratio to A (X/A) and, where the change exceeds the noise, a\n"
+      "mark: slower/faster for times (ms, lower is better), throughput and bandwidth (higher is\n"
+      "better); more/less for memory. The noise of a metric is the larger of the two runs'\n"
+      "relative spreads (p90 - p10) / median over their timed steps (a phase's own p10/p90, the\n"
+      "step's for throughput), at least 1%; --threshold PCT replaces it with a fixed PCT%. A\n"
+      "change counts when X/A > 1 + noise or X/A < 1 / (1 + noise).\n"
+      "The runs must have done the same work: every config key except name, steps, warmup and\n"
+      "check, and mesh.*, must be equal, else compare refuses, naming the keys.\n"
+      "Exit status: 0 compared; 1 with --fail-on-regression, when any run is slower than A\n"
+      "beyond the noise in the step, a phase, throughput or bandwidth; 2 bad input (unreadable,\n"
+      "not a moebench result, or different work).");
+  return c;
+}
+
+int compare_command(const CompareOptions& opt) {
+  // Under mpirun every rank reads the same files and reaches the same verdict; one prints.
+  const bool print = world_rank_or_minus_one() <= 0;
+  try {
+    MOE_USER_CHECK(opt.files.size() >= 2, "compare needs at least two result files");
+    std::vector<CompareRun> runs;
+    for (const std::string& f : opt.files) runs.push_back(load_result(f));
+    check_same_work(runs);
+    const std::vector<CompareRow> rows = build_rows(runs, opt.threshold_pct, opt.metrics);
+    if (print) {
+      std::fputs(render_table(runs, rows, opt.threshold_pct).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    return opt.fail_on_regression && has_regression(rows) ? 1 : 0;
+  } catch (const UserError& e) {
+    if (print) spdlog::error("{}", e.what());
+    return 2;
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# moebench compare on real results: two identical runs compare clean and bitwise identical; a run
+# of another mesh is refused naming mesh.ep; a 3x slower step fails --fail-on-regression.
+source "$(dirname "$0")/common.sh"
+args=(run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2)
+mpi 4 "${args[@]}" --out "$WORK/a.json" >/dev/null
+mpi 4 "${args[@]}" --out "$WORK/b.json" >/dev/null
+mpi 4 run --config "$TINY" -q --set mesh.ep=4 --set mesh.fsdp=1 --out "$WORK/ep4.json" >/dev/null
+
+# compare_rc WANT ARGS...: runs compare as a single process (no mpirun), checks its exit status.
+compare_rc() {
+  local want=$1; shift
+  set +e
+  out=$("$MOEBENCH" compare "$@" 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" -eq "$want" ] || { echo "$out"; fail "exit $rc, want $want: compare $*"; }
+}
+
+# Run-to-run noise on shared CPUs can exceed the spreads, so only the exit status without
+# --fail-on-regression and the digests are asserted here.
+compare_rc 0 "$WORK/a.json" "$WORK/b.json"
+echo "$out"
+echo "$out" | grep -q "^# digests: bitwise identical results" || fail "digests not identical"
+echo "$out" | grep -q "^  step " || fail "no step row"
+echo "ok: identical runs compare, bitwise identical"
+
+# Under mpirun the table is printed once.
+out=$(mpi 2 compare "$WORK/a.json" "$WORK/b.json" --metrics timing)
+[ "$(echo "$out" | grep -c '^# moebench compare')" -eq 1 ] || { echo "$out"; fail "printed twice"; }
+echo "ok: under mpirun, one table"
+
+compare_rc 2 "$WORK/a.json" "$WORK/ep4.json"
+echo "$out" | grep -q "mesh.ep: 2 ($WORK/a.json) vs 4 ($WORK/ep4.json)" ||
+  { echo "$out"; fail "refusal does not name mesh.ep"; }
+echo "ok (2): different mesh refused: $(echo "$out" | grep mesh.ep)"
+
+echo '{"name": "tiny"}' > "$WORK/config.json"
+compare_rc 2 "$WORK/a.json" "$WORK/config.json"
+echo "$out" | grep -q "config.json is not a moebench result" || { echo "$out"; fail "not refused"; }
+echo "ok (2): non-result refused"
+
+# From run a: a tight copy (A) and one whose step is 3x slower (B), both with 1% spreads.
+/usr/bin/python3 - "$WORK" <<'EOF'
+import json, sys
+work = sys.argv[1]
+r = json.load(open(f"{work}/a.json"))
+def tight(stats, median):
+    stats.update(median=median, p10=median * 0.995, p90=median * 1.005)
+step = r["timing"]["step"]["median"]
+tight(r["timing"]["step"], step)
+json.dump(r, open(f"{work}/tight.json", "w"), indent=2)
+tight(r["timing"]["step"], 3 * step)
+json.dump(r, open(f"{work}/slow.json", "w"), indent=2)
+EOF
+compare_rc 0 "$WORK/tight.json" "$WORK/slow.json" --metrics timing
+compare_rc 1 "$WORK/tight.json" "$WORK/slow.json" --fail-on-regression
+echo "$out" | grep -q "^# slower than A beyond the noise: B: step x3.000" ||
+  { echo "$out"; fail "verdict does not name the step"; }
+compare_rc 0 "$WORK/tight.json" "$WORK/tight.json" --fail-on-regression
+compare_rc 0 "$WORK/slow.json" "$WORK/tight.json" --fail-on-regression --threshold 5
+echo "ok (1): 3x slower step fails --fail-on-regression"
+echo "compare: PASS"
