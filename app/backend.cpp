@@ -59,8 +59,9 @@ std::string resolve_backend(const std::string& asked) {
   if (asked == "auto") return visible_gpus() > 0 ? "cuda" : "cpu";
   if (asked == "cuda") {
 #ifndef MOE_HAVE_CUDA
-    MOE_USER_CHECK(false, "--backend cuda: this build has no CUDA backend (nvcc was not found at "
-                          "configure time, or -DMOE_CUDA=OFF); use --backend cpu");
+    MOE_USER_CHECK(false,
+                   "--backend cuda: this build has no CUDA backend (nvcc was not found at "
+                   "configure time, or -DMOE_CUDA=OFF); use --backend cpu");
 #endif
     MOE_USER_CHECK(visible_gpus() > 0,
                    "--backend cuda: no GPU is visible to this process; use --backend cpu");

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -15,8 +16,6 @@
 #include <sstream>
 
 #include "core/error.h"
-
-#include <CLI/CLI.hpp>
 
 namespace moe {
 namespace {
@@ -32,10 +31,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // the phases that partition the step, then their separately timed parts. Phases a later commit
 // adds and this list lacks still appear, after the known ones.
 const std::vector<std::string> kPhaseOrder = {
-    "fsdp_gather", "router_fwd",      "layout",           "dispatch_fwd",    "experts_fwd",
-    "combine_fwd", "combine_bwd",     "experts_bwd",      "dispatch_bwd",    "router_bwd",
-    "grad_sync",   "counts_exchange", "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd",
-    "a2a_dispatch_bwd"};
+    "fsdp_gather",      "router_fwd",      "layout",          "dispatch_fwd",
+    "experts_fwd",      "combine_fwd",     "combine_bwd",     "experts_bwd",
+    "dispatch_bwd",     "router_bwd",      "grad_sync",       "counts_exchange",
+    "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"};
 
 // Runs are A, B, C, ... in the table (R27, R28, ... past Z).
 std::string label(size_t i) {
@@ -98,13 +97,13 @@ void add_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
   const double a = row.values[0];
   for (size_t i = 0; i < runs.size(); ++i) {
     const double v = row.values[i];
-    const bool ratio_ok = i > 0 && kind != MetricKind::kStatus && std::isfinite(a) && a != 0 &&
-                          std::isfinite(v);
+    const bool ratio_ok =
+        i > 0 && kind != MetricKind::kStatus && std::isfinite(a) && a != 0 && std::isfinite(v);
     const double ratio = ratio_ok ? v / a : kNaN;
     double noise = kNaN;
     if (i > 0 && kind != MetricKind::kStatus)
-      noise = threshold_pct >= 0 ? threshold_pct / 100
-                                 : std::max({spread[0], spread[i], kNoiseFloor});
+      noise =
+          threshold_pct >= 0 ? threshold_pct / 100 : std::max({spread[0], spread[i], kNoiseFloor});
     // Symmetric in ratio: X/A > 1 + noise or X/A < 1 / (1 + noise). A throughput is the
     // inverse of a time, so the two mark the same change alike, and a large noise (> 100%)
     // still lets a large speed-up count.
@@ -200,8 +199,8 @@ void check_result(const json& j, const std::string& name) {
                       << "schema_version " << kSchemaMajor << " results; compare it with a "
                       << "moebench of its own version");
   for (const std::string key : {"/config", "/mesh", "/timing/step/median"})
-    MOE_USER_CHECK(find(j, key), name << " lacks " << key.substr(1)
-                                      << ": not a complete moebench result");
+    MOE_USER_CHECK(find(j, key),
+                   name << " lacks " << key.substr(1) << ": not a complete moebench result");
   MOE_USER_CHECK(find(j, "/timing/step/median")->is_number(),
                  name << ": timing.step.median is not a number: not a moebench result");
 }
@@ -245,8 +244,10 @@ void check_same_work(const std::vector<CompareRun>& runs) {
   std::string msg;
   for (size_t i = 1; i < runs.size(); ++i)
     for (const std::string& d : work_differences(runs[0], runs[i])) msg += "\n  " + d;
-  MOE_USER_CHECK(msg.empty(), "cannot compare: the runs did different work (only name, steps, "
-                              "warmup and check may differ), the keys that differ:" << msg);
+  MOE_USER_CHECK(msg.empty(),
+                 "cannot compare: the runs did different work (only name, steps, "
+                 "warmup and check may differ), the keys that differ:"
+                     << msg);
 }
 
 std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double threshold_pct,
@@ -259,35 +260,46 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
     };
   };
   for (const std::string& p : phases)
-    add_row(rows, runs, phase_label(runs, p), "ms", MetricKind::kTime,
-            stats("/timing/phases/" + p), threshold_pct);
+    add_row(rows, runs, phase_label(runs, p), "ms", MetricKind::kTime, stats("/timing/phases/" + p),
+            threshold_pct);
   add_row(rows, runs, "step", "ms", MetricKind::kTime, stats("/timing/step"), threshold_pct);
   if (metrics == "timing") return rows;
 
   // Throughput is the step median's inverse, so its noise is the step's spread.
   for (const auto& [key, unit] : {std::pair<std::string, std::string>{"tokens_per_s", "tokens/s"},
                                   {"tflops_per_rank", "TFLOP/s"}})
-    add_row(rows, runs, key, unit, MetricKind::kRate, [key = key](const json& j) {
-      return Sample{number(j, "/throughput/" + key), relative_spread(j, "/timing/step")};
-    }, threshold_pct);
+    add_row(
+        rows, runs, key, unit, MetricKind::kRate,
+        [key = key](const json& j) {
+          return Sample{number(j, "/throughput/" + key), relative_spread(j, "/timing/step")};
+        },
+        threshold_pct);
   // Bandwidth is bytes over the phase median: the phase's spread.
   for (const std::string& p : phases)
     for (const char* bw : {"algbw", "busbw"})
-      add_row(rows, runs, phase_label(runs, p) + " " + bw, "GB/s", MetricKind::kRate,
-              [p, bw = std::string(bw)](const json& j) {
-                const std::string ph = "/timing/phases/" + p;
-                return Sample{number(j, ph + "/" + bw + "_gbps"), relative_spread(j, ph)};
-              }, threshold_pct);
-  add_row(rows, runs, "high_water", "MiB", MetricKind::kMemory, [](const json& j) {
-    return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0};
-  }, threshold_pct);
-  add_row(rows, runs, "correctness", "", MetricKind::kStatus, [](const json& j) {
-    const json* checked = find(j, "/correctness/checked");
-    const json* pass = find(j, "/correctness/pass");
-    if (!checked || !checked->is_boolean() || !*checked || !pass || !pass->is_boolean())
-      return Sample{};
-    return Sample{pass->get<bool>() ? 1.0 : 0.0, 0};
-  }, threshold_pct);
+      add_row(
+          rows, runs, phase_label(runs, p) + " " + bw, "GB/s", MetricKind::kRate,
+          [p, bw = std::string(bw)](const json& j) {
+            const std::string ph = "/timing/phases/" + p;
+            return Sample{number(j, ph + "/" + bw + "_gbps"), relative_spread(j, ph)};
+          },
+          threshold_pct);
+  add_row(
+      rows, runs, "high_water", "MiB", MetricKind::kMemory,
+      [](const json& j) {
+        return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0};
+      },
+      threshold_pct);
+  add_row(
+      rows, runs, "correctness", "", MetricKind::kStatus,
+      [](const json& j) {
+        const json* checked = find(j, "/correctness/checked");
+        const json* pass = find(j, "/correctness/pass");
+        if (!checked || !checked->is_boolean() || !*checked || !pass || !pass->is_boolean())
+          return Sample{};
+        return Sample{pass->get<bool>() ? 1.0 : 0.0, 0};
+      },
+      threshold_pct);
   return rows;
 }
 
@@ -315,8 +327,8 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
       if (!d || !d->is_object() || !d->contains(k) || !da->contains(k) || (*d)[k] != (*da)[k])
         differ += (differ.empty() ? "" : ", ") + k;
     all_same = all_same && differ.empty();
-    parts.push_back(label(i) + (differ.empty() ? " bitwise identical to A"
-                                               : " differs from A in " + differ));
+    parts.push_back(label(i) +
+                    (differ.empty() ? " bitwise identical to A" : " differs from A in " + differ));
   }
   if (all_same) return "bitwise identical results";
   std::string line;
@@ -329,8 +341,9 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
   };
   for (size_t i = 1; i < runs.size(); ++i)
     if (steps(runs[i].result) != steps(runs[0].result))
-      return line + "; note: the runs ran different numbers of steps and the digests are of "
-                    "the last step";
+      return line +
+             "; note: the runs ran different numbers of steps and the digests are of "
+             "the last step";
   return line;
 }
 
@@ -342,9 +355,10 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
   for (size_t i = 0; i < runs.size(); ++i) {
     const json& j = runs[i].result;
     const json* dirty = find(j, "/provenance/git_dirty");
-    std::snprintf(buf, sizeof buf, "# %-2s %s: commit %.12s%s, backend %s, device %s, %s timed "
-                  "steps, %s\n", label(i).c_str(), runs[i].name.c_str(),
-                  text(j, "/provenance/git_commit").c_str(),
+    std::snprintf(buf, sizeof buf,
+                  "# %-2s %s: commit %.12s%s, backend %s, device %s, %s timed "
+                  "steps, %s\n",
+                  label(i).c_str(), runs[i].name.c_str(), text(j, "/provenance/git_commit").c_str(),
                   dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
                   text(j, "/provenance/backend").c_str(), text(j, "/provenance/device").c_str(),
                   text(j, "/timing/timed_steps").c_str(), text(j, "/provenance/time_utc").c_str());
@@ -353,10 +367,10 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
   const json& a = runs[0].result;
   os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
      << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
-     << " K=" << text(a, "/config/model/topk") << ", tokens_per_rank="
-     << text(a, "/config/tokens_per_rank") << ", dtype " << text(a, "/config/dtype") << "; mesh "
-     << text(a, "/mesh/world") << " ranks = ep " << text(a, "/mesh/ep") << " x fsdp "
-     << text(a, "/mesh/fsdp") << "\n";
+     << " K=" << text(a, "/config/model/topk")
+     << ", tokens_per_rank=" << text(a, "/config/tokens_per_rank") << ", dtype "
+     << text(a, "/config/dtype") << "; mesh " << text(a, "/mesh/world") << " ranks = ep "
+     << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
   if (threshold_pct >= 0)
     os << "# noise: a change counts beyond " << fmt("%g", threshold_pct) << "% (--threshold)\n";
   else

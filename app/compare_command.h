@@ -2,10 +2,9 @@
 // `moebench compare A.json B.json [C.json ...]`: the result JSON of runs of the same work, side by
 // side, each value against A's, with changes marked only where they exceed the runs' own noise.
 // The pieces are plain functions on nlohmann::json so that the unit tests need no files or CLI.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace CLI {
 class App;
@@ -17,7 +16,7 @@ struct CompareOptions {
   std::vector<std::string> files;  // A first: every other run is compared with it
   double threshold_pct = -1;       // < 0: noise from the runs' spreads; else a fixed percentage
   bool fail_on_regression = false;
-  std::string metrics = "all";     // all | timing (step and phase times only)
+  std::string metrics = "all";  // all | timing (step and phase times only)
 };
 
 // One loaded result: `name` is what messages and the table call it (the file path).
@@ -35,13 +34,13 @@ enum class MetricKind {
 };
 
 struct CompareRow {
-  std::string metric;               // e.g. "step", "experts_fwd", "  a2a_dispatch_fwd busbw"
-  std::string unit;                 // ms, tokens/s, TFLOP/s, GB/s, MiB, ""
+  std::string metric;  // e.g. "step", "experts_fwd", "  a2a_dispatch_fwd busbw"
+  std::string unit;    // ms, tokens/s, TFLOP/s, GB/s, MiB, ""
   MetricKind kind = MetricKind::kTime;
-  std::vector<double> values;       // one per run; NaN where a run lacks the metric
-  std::vector<double> ratio_to_a;   // value / A's value; NaN for A itself and where undefined
-  std::vector<double> noise;        // the relative change that counts (0.05 = 5%); NaN for A
-  std::vector<std::string> mark;    // "", "slower", "faster", "more", "less"
+  std::vector<double> values;      // one per run; NaN where a run lacks the metric
+  std::vector<double> ratio_to_a;  // value / A's value; NaN for A itself and where undefined
+  std::vector<double> noise;       // the relative change that counts (0.05 = 5%); NaN for A
+  std::vector<std::string> mark;   // "", "slower", "faster", "more", "less"
 };
 
 // Reads and checks one result file; throws UserError naming the file if it cannot be read, is not

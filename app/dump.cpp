@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "app/report.h"
@@ -41,14 +40,24 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
   write_npy(d + "/dw_out.npy", o.dw_out.data(), {El, F, H});
 
   const nlohmann::json cfg = workload_to_json(w);
-  nlohmann::json meta = {
-      {"rank", mesh.rank},        {"world", mesh.world},
-      {"ep", mesh.ep},            {"fsdp", mesh.fsdp},
-      {"ep_rank", mesh.ep_rank},  {"fsdp_rank", mesh.fsdp_rank},
-      {"experts_begin", mesh.experts_begin}, {"experts_end", mesh.experts_end},
-      {"T", T}, {"H", H}, {"F", F}, {"E", E}, {"K", K},
-      {"dtype", dtype_name(w.dtype)}, {"router", cfg.at("router")},
-      {"loss", o.loss}, {"aux", o.aux}, {"z", o.z}};
+  nlohmann::json meta = {{"rank", mesh.rank},
+                         {"world", mesh.world},
+                         {"ep", mesh.ep},
+                         {"fsdp", mesh.fsdp},
+                         {"ep_rank", mesh.ep_rank},
+                         {"fsdp_rank", mesh.fsdp_rank},
+                         {"experts_begin", mesh.experts_begin},
+                         {"experts_end", mesh.experts_end},
+                         {"T", T},
+                         {"H", H},
+                         {"F", F},
+                         {"E", E},
+                         {"K", K},
+                         {"dtype", dtype_name(w.dtype)},
+                         {"router", cfg.at("router")},
+                         {"loss", o.loss},
+                         {"aux", o.aux},
+                         {"z", o.z}};
   write_json_atomically(d + "/meta.json", meta);
 }
 

@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v" : "[%H:%M:%S] rank " +
-                                                               std::to_string(rank) + " %^%l%$: %v");
+  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v"
+                                : "[%H:%M:%S] rank " + std::to_string(rank) + " %^%l%$: %v");
 
   CLI::App app{"moebench: a distributed Mixture-of-Experts layer training-step benchmark"};
   app.require_subcommand(1);

@@ -18,8 +18,8 @@ namespace {
 using nlohmann::json;
 
 json summary_json(const Summary& s) {
-  return {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90},
-          {"min", s.min},       {"max", s.max},  {"mean", s.mean}, {"count", s.count}};
+  return {{"median", s.median}, {"p10", s.p10},   {"p90", s.p90},    {"min", s.min},
+          {"max", s.max},       {"mean", s.mean}, {"count", s.count}};
 }
 
 std::string shell_output(const std::string& cmd) {
@@ -58,14 +58,14 @@ json provenance(const RunResult& r) {
     dirty = env_dirty && std::string(env_dirty) != "0" ? "dirty" : "";
   }
   nlohmann::json j = {{"time_utc", when},
-          {"moebench_version", MOE_VERSION},
-          {"git_commit", commit},
-          {"git_dirty", !dirty.empty()},
-          {"host", host},
-          {"command_line", r.command_line},
-          {"compiler", std::string("g++ ") + __VERSION__},
-          {"mpi", mpi_version},
-          {"backend", r.backend}};
+                      {"moebench_version", MOE_VERSION},
+                      {"git_commit", commit},
+                      {"git_dirty", !dirty.empty()},
+                      {"host", host},
+                      {"command_line", r.command_line},
+                      {"compiler", std::string("g++ ") + __VERSION__},
+                      {"mpi", mpi_version},
+                      {"backend", r.backend}};
   for (const auto& [k, v] : r.backend_info) j[k] = v;
   return j;
 }
@@ -117,7 +117,7 @@ json result_to_json(const RunResult& r) {
   for (const CheckResult& c : r.checks) {
     json tensors = json::object();
     for (const TensorCheck& t : c.tensors)
-      tensors[t.name] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs}, {"tol", t.tol},
+      tensors[t.name] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs},     {"tol", t.tol},
                          {"count", t.count},   {"nonfinite", t.nonfinite}, {"pass", t.pass}};
     checks.push_back({{"step", c.step},
                       {"tensors", tensors},
@@ -138,7 +138,8 @@ void print_summary(const RunResult& r) {
   const nlohmann::json prov = provenance(r);
   std::printf("# moebench %s, backend %s, commit %.12s%s, %s\n", MOE_VERSION, r.backend.c_str(),
               prov["git_commit"].get<std::string>().c_str(),
-              prov["git_dirty"].get<bool>() ? " (dirty)" : "", prov["time_utc"].get<std::string>().c_str());
+              prov["git_dirty"].get<bool>() ? " (dirty)" : "",
+              prov["time_utc"].get<std::string>().c_str());
   if (!r.backend_info.empty()) {
     std::printf("#");
     for (const auto& [k, v] : r.backend_info) std::printf(" %s %s;", k.c_str(), v.c_str());
@@ -158,9 +159,11 @@ void print_summary(const RunResult& r) {
   std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s\n", "phase", "median ms", "p10", "p90",
               "share%", "TFLOP/s", "algbw GB/s", "busbw");
   for (const PhaseResult& p : r.phases) {
-    const double share = p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
+    const double share =
+        p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
     char tf[16] = "", alg[16] = "", bus[16] = "", sh[16] = "";
-    if (p.flops > 0) std::snprintf(tf, sizeof tf, "%.3f", rate(p.flops / r.mesh.world, p.ms.median) * 1e-12);
+    if (p.flops > 0)
+      std::snprintf(tf, sizeof tf, "%.3f", rate(p.flops / r.mesh.world, p.ms.median) * 1e-12);
     if (p.bytes > 0) {
       std::snprintf(alg, sizeof alg, "%.3f", rate(p.bytes, p.ms.median) * 1e-9);
       std::snprintf(bus, sizeof bus, "%.3f", rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor);
@@ -174,12 +177,12 @@ void print_summary(const RunResult& r) {
   std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
               rate(r.tokens_per_step, r.step_ms.median),
               rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
-  std::printf("# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
-              "rows received per rank min %.1f max %.1f\n",
-              r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean,
-              r.routing.rows_per_expert.max, r.routing.load_max_over_mean,
-              long(r.routing.experts_without_tokens), r.routing.rows_received_per_rank.min,
-              r.routing.rows_received_per_rank.max);
+  std::printf(
+      "# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
+      "rows received per rank min %.1f max %.1f\n",
+      r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean, r.routing.rows_per_expert.max,
+      r.routing.load_max_over_mean, long(r.routing.experts_without_tokens),
+      r.routing.rows_received_per_rank.min, r.routing.rows_received_per_rank.max);
   std::printf("# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
               r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
   if (r.checks.empty()) {

@@ -1,8 +1,7 @@
 #pragma once
 // Rank 0's outputs: the readable summary (nccl-tests style) and the result JSON with the same keys.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "app/run_result.h"
 

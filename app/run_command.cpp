@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "app/backend.h"
 #include "app/dump.h"
 #include "app/report.h"
 #include "app/run_result.h"
-#include "app/backend.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/mesh.h"
@@ -56,14 +56,17 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
   const int64_t host_need = backend == "cpu" ? step_need + ref_need : ref_need;
   MOE_USER_CHECK(backend == "cpu" || step_avail == 0 || step_need <= step_avail,
                  "workload needs about " << (step_need >> 20) << " MiB of GPU memory per rank but "
-                     << (step_avail >> 20) << " MiB is free: lower tokens_per_rank or raise "
-                     "mesh.ep");
+                                         << (step_avail >> 20)
+                                         << " MiB is free: lower tokens_per_rank or raise "
+                                            "mesh.ep");
   MOE_USER_CHECK(host_avail == 0 || host_need <= host_avail,
-                 "workload needs about " << (host_need >> 20) << " MiB of host memory per rank "
+                 "workload needs about "
+                     << (host_need >> 20) << " MiB of host memory per rank "
                      << (backend == "cpu" ? "" : "(the float64 reference) ") << "but only "
-                     << (host_avail >> 20) << " MiB per rank is available: lower "
-                     "tokens_per_rank, raise mesh.ep, or set check to \"off\" (the reference "
-                     "holds every expert in float64)");
+                     << (host_avail >> 20)
+                     << " MiB per rank is available: lower "
+                        "tokens_per_rank, raise mesh.ep, or set check to \"off\" (the reference "
+                        "holds every expert in float64)");
 }
 
 uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
@@ -127,8 +130,8 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   c.step = step;
   c.tensors.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
                                      tolerance_for("out", w.dtype), world));
-  c.tensors.push_back(compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H,
-                                     tolerance_for("dx", w.dtype), world));
+  c.tensors.push_back(
+      compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H, tolerance_for("dx", w.dtype), world));
   c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
                                      tolerance_for("dw_gate", w.dtype), world));
   c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data(), ref.dw_in.data(), n_in,
@@ -153,7 +156,8 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
                      std::vector<PhaseResult>& phases) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
                F = double(w.model.ffn), E = double(w.model.experts), K = double(w.model.topk);
-  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp, sb = double(storage_bytes);
+  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
+               sb = double(storage_bytes);
   const double a2a_bytes = double(w.tokens_per_rank) * K * H * sb;
   const double weight_elems = El * 3 * H * F;
   for (PhaseResult& p : phases) {
@@ -217,8 +221,9 @@ int run_command(const RunOptions& opt) {
       const int64_t bytes = dump_bytes_per_rank(w, mesh);
       MOE_USER_CHECK(bytes <= opt.dump_limit_mib << 20,
                      "--dump would write " << (bytes >> 20) << " MiB per rank, over the limit of "
-                         << opt.dump_limit_mib << " MiB: raise --dump-limit-mib or shrink the "
-                         "workload (tokens_per_rank, model sizes)");
+                                           << opt.dump_limit_mib
+                                           << " MiB: raise --dump-limit-mib or shrink the "
+                                              "workload (tokens_per_rank, model sizes)");
     }
   });
   if (!ok) return 2;
@@ -228,8 +233,8 @@ int run_command(const RunOptions& opt) {
   MoeLayer layer(w, mesh, ops, *be.comm);
   const Dims& d = layer.dims();
   if (rank == 0)
-    spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}",
-                 w.name, world_size, mesh.ep, mesh.fsdp, backend, d.T, d.H, d.F, d.E, d.K);
+    spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
+                 world_size, mesh.ep, mesh.fsdp, backend, d.T, d.H, d.F, d.E, d.K);
 
   RunResult r;
   r.backend = backend;
@@ -264,8 +269,8 @@ int run_command(const RunOptions& opt) {
       for (int i = 0; i < world_size; ++i) rank_rows[i] += all[i];
     }
     const bool first_timed = s == w.warmup;
-    const bool check_now = timed && (w.check == CheckMode::kEvery ||
-                                     (w.check == CheckMode::kFirst && first_timed));
+    const bool check_now =
+        timed && (w.check == CheckMode::kEvery || (w.check == CheckMode::kFirst && first_timed));
     const bool dump_now = first_timed && !opt.dump.empty();
     const bool last = s == total - 1;
     if (check_now || dump_now || last) {
@@ -317,7 +322,9 @@ int run_command(const RunOptions& opt) {
   r.routing.rows_per_expert = summarize(er);
   r.routing.rows_received_per_rank = summarize(rr);
   r.routing.load_max_over_mean =
-      r.routing.rows_per_expert.mean > 0 ? r.routing.rows_per_expert.max / r.routing.rows_per_expert.mean : 0;
+      r.routing.rows_per_expert.mean > 0
+          ? r.routing.rows_per_expert.max / r.routing.rows_per_expert.mean
+          : 0;
   for (double v : er) r.routing.experts_without_tokens += v == 0.0;
 
   int64_t hw = ops.memory_high_water();

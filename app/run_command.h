@@ -8,13 +8,13 @@ namespace moe {
 
 struct RunOptions {
   std::string config;
-  std::vector<std::string> sets;  // "--set key.path=value", applied in order
-  std::string backend = "auto";   // auto | cpu | cuda
-  std::string out;                // result JSON path ("" = none)
-  std::string dump;               // dump directory ("" = none)
-  int64_t dump_limit_mib = 256;   // per rank
+  std::vector<std::string> sets;    // "--set key.path=value", applied in order
+  std::string backend = "auto";     // auto | cpu | cuda
+  std::string out;                  // result JSON path ("" = none)
+  std::string dump;                 // dump directory ("" = none)
+  int64_t dump_limit_mib = 256;     // per rank
   int64_t steps = -1, warmup = -1;  // -1: from the workload
-  double timeout_s = 300;         // a rank waiting longer on its peers gives up (GPU backend)
+  double timeout_s = 300;           // a rank waiting longer on its peers gives up (GPU backend)
   bool quiet = false;
   std::string command_line;
 };

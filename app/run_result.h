@@ -14,11 +14,11 @@ namespace moe {
 
 struct PhaseResult {
   std::string name;
-  Summary ms;            // per step: max over ranks
-  double flops = 0;      // per step, whole world (0 for communication-only phases)
-  double bytes = 0;      // per step, per rank, for bandwidth (0 for compute-only phases)
-  double bus_factor = 0; // busbw = algbw * bus_factor (nccl-tests conventions)
-  bool in_step = true;   // partitions the step (false: a part of another phase)
+  Summary ms;             // per step: max over ranks
+  double flops = 0;       // per step, whole world (0 for communication-only phases)
+  double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
+  double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
+  bool in_step = true;    // partitions the step (false: a part of another phase)
 };
 
 struct RoutingStats {
@@ -40,9 +40,9 @@ struct RunResult {
   double model_flops_per_step = 0;  // whole world
   double tokens_per_step = 0;       // whole world
   RoutingStats routing;
-  int64_t memory_high_water_bytes = 0;  // max over ranks, backend memory
-  int64_t host_peak_rss_bytes = 0;      // max over ranks
-  std::vector<CheckResult> checks;      // empty when check is off
+  int64_t memory_high_water_bytes = 0;         // max over ranks, backend memory
+  int64_t host_peak_rss_bytes = 0;             // max over ranks
+  std::vector<CheckResult> checks;             // empty when check is off
   std::map<std::string, std::string> digests;  // tensor -> hex digest over the world (last step)
   bool pass() const;
 };

@@ -12,17 +12,21 @@ namespace {
 // for shapes far below that, so say so instead of overflowing.
 void check_int_count(size_t n, const char* what) {
   MOE_USER_CHECK(n <= size_t(std::numeric_limits<int>::max()),
-                 what << " of " << n << " elements is too large for one MPI message on the CPU "
-                      "backend: raise mesh.fsdp or mesh.ep, or shrink the model");
+                 what << " of " << n
+                      << " elements is too large for one MPI message on the CPU "
+                         "backend: raise mesh.fsdp or mesh.ep, or shrink the model");
 }
 
 }  // namespace
 
 const char* group_name(Group g) {
   switch (g) {
-    case Group::kWorld: return "world";
-    case Group::kEp: return "ep";
-    case Group::kFsdp: return "fsdp";
+    case Group::kWorld:
+      return "world";
+    case Group::kEp:
+      return "ep";
+    case Group::kFsdp:
+      return "fsdp";
   }
   return "?";
 }
@@ -73,14 +77,14 @@ void MpiComm::alltoallv_rows(const void* send, const int64_t* send_rows, void* r
   MPI_Datatype row;
   MPI_CHECK(MPI_Type_contiguous(int(row_bytes), MPI_BYTE, &row));
   MPI_CHECK(MPI_Type_commit(&row));
-  MPI_CHECK(MPI_Alltoallv(send, sc.data(), sd.data(), row, recv, rc.data(), rd.data(), row,
-                          comm(g)));
+  MPI_CHECK(
+      MPI_Alltoallv(send, sc.data(), sd.data(), row, recv, rc.data(), rd.data(), row, comm(g)));
   MPI_CHECK(MPI_Type_free(&row));
 }
 
 void MpiComm::alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) {
-  MPI_CHECK(MPI_Alltoall(send, int(per_rank), MPI_INT32_T, recv, int(per_rank), MPI_INT32_T,
-                         comm(g)));
+  MPI_CHECK(
+      MPI_Alltoall(send, int(per_rank), MPI_INT32_T, recv, int(per_rank), MPI_INT32_T, comm(g)));
 }
 
 void MpiComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) {

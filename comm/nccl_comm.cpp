@@ -81,8 +81,7 @@ void NcclComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Gr
   NCCL_CHECK(ncclAllGather(send, recv, bytes_per_rank, ncclInt8, comm(g), stream_));
 }
 
-void NcclComm::reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank,
-                                  Group g) {
+void NcclComm::reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) {
   NCCL_CHECK(ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum, comm(g), stream_));
 }
 
@@ -111,9 +110,9 @@ void NcclComm::wait(const char* what) {
       if (async != ncclSuccess && async != ncclInProgress) {
         for (ncclComm_t a : {world_, ep_, fsdp_}) ncclCommAbort(a);
         world_ = ep_ = fsdp_ = nullptr;
-        throw_error(__FILE__, __LINE__,
-                    std::string("NCCL error while waiting for ") + what + ": " +
-                        ncclGetErrorString(async));
+        throw_error(
+            __FILE__, __LINE__,
+            std::string("NCCL error while waiting for ") + what + ": " + ncclGetErrorString(async));
       }
     }
     const double waited =

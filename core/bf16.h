@@ -9,7 +9,8 @@ namespace moe {
 inline uint16_t float_to_bf16_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return uint16_t((u >> 16) | 0x40u);  // NaN
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
+    return uint16_t((u >> 16) | 0x40u);  // NaN
   uint32_t lsb = (u >> 16) & 1u;
   u += 0x7fffu + lsb;
   return uint16_t(u >> 16);

@@ -13,12 +13,12 @@ namespace moe {
 
 struct TensorCheck {
   std::string name;
-  int64_t count = 0;       // elements compared, over the world
+  int64_t count = 0;  // elements compared, over the world
   double rel_l2 = 0;
-  double max_abs = 0;      // max |got - ref|
-  double ref_norm = 0;     // ||ref||
-  double tol = 0;          // rel_l2 tolerance
-  int64_t nonfinite = 0;   // NaN or Inf in got
+  double max_abs = 0;     // max |got - ref|
+  double ref_norm = 0;    // ||ref||
+  double tol = 0;         // rel_l2 tolerance
+  int64_t nonfinite = 0;  // NaN or Inf in got
   bool pass = false;
 };
 

@@ -28,33 +28,32 @@ int world_rank_or_minus_one();
 }  // namespace moe
 
 // MOE_CHECK(cond, "text " << value): streams a message with the expected value.
-#define MOE_CHECK(cond, msg)                                                 \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::ostringstream moe_check_os_;                                      \
-      moe_check_os_ << "check failed: " #cond ": " << msg;                   \
-      ::moe::throw_error(__FILE__, __LINE__, moe_check_os_.str());           \
-    }                                                                        \
+#define MOE_CHECK(cond, msg)                                       \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      std::ostringstream moe_check_os_;                            \
+      moe_check_os_ << "check failed: " #cond ": " << msg;         \
+      ::moe::throw_error(__FILE__, __LINE__, moe_check_os_.str()); \
+    }                                                              \
   } while (0)
 
 // A configuration or usage error: names the key and the fix, no file/line noise.
-#define MOE_USER_CHECK(cond, msg)                \
-  do {                                           \
-    if (!(cond)) {                               \
-      std::ostringstream moe_check_os_;          \
-      moe_check_os_ << msg;                      \
+#define MOE_USER_CHECK(cond, msg)                  \
+  do {                                             \
+    if (!(cond)) {                                 \
+      std::ostringstream moe_check_os_;            \
+      moe_check_os_ << msg;                        \
       throw ::moe::UserError(moe_check_os_.str()); \
-    }                                            \
+    }                                              \
   } while (0)
 
-#define MPI_CHECK(call)                                                         \
-  do {                                                                          \
-    int moe_mpi_rc_ = (call);                                                   \
-    if (moe_mpi_rc_ != MPI_SUCCESS) {                                           \
-      char moe_mpi_msg_[MPI_MAX_ERROR_STRING];                                  \
-      int moe_mpi_len_ = 0;                                                     \
-      MPI_Error_string(moe_mpi_rc_, moe_mpi_msg_, &moe_mpi_len_);               \
-      ::moe::throw_error(__FILE__, __LINE__,                                    \
-                         std::string(#call " failed: ") + moe_mpi_msg_);        \
-    }                                                                           \
+#define MPI_CHECK(call)                                                                      \
+  do {                                                                                       \
+    int moe_mpi_rc_ = (call);                                                                \
+    if (moe_mpi_rc_ != MPI_SUCCESS) {                                                        \
+      char moe_mpi_msg_[MPI_MAX_ERROR_STRING];                                               \
+      int moe_mpi_len_ = 0;                                                                  \
+      MPI_Error_string(moe_mpi_rc_, moe_mpi_msg_, &moe_mpi_len_);                            \
+      ::moe::throw_error(__FILE__, __LINE__, std::string(#call " failed: ") + moe_mpi_msg_); \
+    }                                                                                        \
   } while (0)

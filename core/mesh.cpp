@@ -5,8 +5,8 @@
 namespace moe {
 
 Mesh make_mesh(int world, int rank, int64_t ep, int64_t fsdp, int64_t experts) {
-  MOE_CHECK(ep > 0 && fsdp > 0 && ep * fsdp == world, "ep " << ep << " x fsdp " << fsdp
-                                                            << " must equal world " << world);
+  MOE_CHECK(ep > 0 && fsdp > 0 && ep * fsdp == world,
+            "ep " << ep << " x fsdp " << fsdp << " must equal world " << world);
   MOE_CHECK(rank >= 0 && rank < world, "rank " << rank << " outside world of " << world);
   MOE_CHECK(experts > 0, "experts must be positive, got " << experts);
   MOE_CHECK(experts % ep == 0, "experts " << experts << " not divisible by ep " << ep);

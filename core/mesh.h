@@ -1,6 +1,6 @@
 #pragma once
-// The world as an fsdp x ep grid: EP groups are consecutive ranks (rank = fsdp_rank * ep + ep_rank),
-// so expert-parallel traffic stays between neighbouring GPUs of one host.
+// The world as an fsdp x ep grid: EP groups are consecutive ranks (rank = fsdp_rank * ep +
+// ep_rank), so expert-parallel traffic stays between neighbouring GPUs of one host.
 #include <cstdint>
 
 namespace moe {
@@ -9,7 +9,7 @@ struct Mesh {
   int world = 1, rank = 0;
   int ep = 1, fsdp = 1;
   int ep_rank = 0, fsdp_rank = 0;
-  int64_t experts = 0, experts_per_rank = 0;  // E, E / ep
+  int64_t experts = 0, experts_per_rank = 0;   // E, E / ep
   int64_t experts_begin = 0, experts_end = 0;  // this rank's global experts [begin, end)
 };
 

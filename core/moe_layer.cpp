@@ -9,12 +9,23 @@
 namespace moe {
 
 const char* phase_name(int phase) {
-  static const char* const kNames[kNumPhases] = {
-      "fsdp_gather",     "router_fwd",      "layout",          "dispatch_fwd",
-      "experts_fwd",     "combine_fwd",     "combine_bwd",     "experts_bwd",
-      "dispatch_bwd",    "router_bwd",      "grad_sync",       "counts_exchange",
-      "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd",
-      "step"};
+  static const char* const kNames[kNumPhases] = {"fsdp_gather",
+                                                 "router_fwd",
+                                                 "layout",
+                                                 "dispatch_fwd",
+                                                 "experts_fwd",
+                                                 "combine_fwd",
+                                                 "combine_bwd",
+                                                 "experts_bwd",
+                                                 "dispatch_bwd",
+                                                 "router_bwd",
+                                                 "grad_sync",
+                                                 "counts_exchange",
+                                                 "a2a_dispatch_fwd",
+                                                 "a2a_combine_fwd",
+                                                 "a2a_combine_bwd",
+                                                 "a2a_dispatch_bwd",
+                                                 "step"};
   return (phase >= 0 && phase < kNumPhases) ? kNames[phase] : "?";
 }
 

@@ -41,9 +41,9 @@ const char* phase_name(int phase);
 
 // What one step moved and routed, for bandwidth and routing statistics (this rank's view).
 struct StepTraffic {
-  int64_t a2a_rows_sent = 0;         // rows in this rank's send buffer (= T*K), one direction
-  int64_t a2a_rows_to_others = 0;    // of which to other EP ranks
-  int64_t rows_received = 0;         // rows this rank's experts processed
+  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (= T*K), one direction
+  int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
+  int64_t rows_received = 0;       // rows this rank's experts processed
   std::vector<float> global_expert_counts;  // [E] c_e over the world's tokens
 };
 
@@ -102,29 +102,29 @@ class MoeLayer {
   std::vector<void*> owned_;
 
   // Parameters and their gradients.
-  void* w_gate_ = nullptr;          // [H, E] storage
-  float* expert_bias_ = nullptr;    // [E] fp32 (nullptr unless enabled)
-  void* w_in_shard_ = nullptr;      // [shard_in_] storage: this rank's FSDP shard
-  void* w_out_shard_ = nullptr;     // [shard_out_]
-  void* w_in_full_ = nullptr;       // [E_local, H, 2F] (+ padding) gathered
-  void* w_out_full_ = nullptr;      // [E_local, F, H] (+ padding)
-  float* dw_gate_ = nullptr;        // [H, E] fp32
-  float* dw_in_full_ = nullptr;     // [fsdp * shard_in_] fp32
+  void* w_gate_ = nullptr;        // [H, E] storage
+  float* expert_bias_ = nullptr;  // [E] fp32 (nullptr unless enabled)
+  void* w_in_shard_ = nullptr;    // [shard_in_] storage: this rank's FSDP shard
+  void* w_out_shard_ = nullptr;   // [shard_out_]
+  void* w_in_full_ = nullptr;     // [E_local, H, 2F] (+ padding) gathered
+  void* w_out_full_ = nullptr;    // [E_local, F, H] (+ padding)
+  float* dw_gate_ = nullptr;      // [H, E] fp32
+  float* dw_in_full_ = nullptr;   // [fsdp * shard_in_] fp32
   float* dw_out_full_ = nullptr;
-  float* dw_in_shard_ = nullptr;    // [shard_in_] fp32 after reduce-scatter
+  float* dw_in_shard_ = nullptr;  // [shard_in_] fp32 after reduce-scatter
   float* dw_out_shard_ = nullptr;
   int64_t shard_in_ = 0, shard_out_ = 0;  // elements per FSDP shard (padded)
 
   // Per-token tensors.
   void *x_ = nullptr, *dout_ = nullptr, *out_ = nullptr, *dx_ = nullptr;  // [T, H] storage
-  float* dx_acc_ = nullptr;                                             // [T, H] fp32
-  float *logits_ = nullptr, *scores_ = nullptr, *dlogits_ = nullptr;    // [T, E] fp32
-  int32_t* idx_ = nullptr;                                              // [T, K]
-  float *p_ = nullptr, *dp_ = nullptr;                                  // [T, K] fp32
-  float* stats_ = nullptr;                                              // [2E + 1] fp32
-  int32_t* send_pos_ = nullptr;                                         // [T * K]
-  int32_t* expert_counts_ = nullptr;                                    // [E]
-  int32_t* recv_counts_ = nullptr;                                      // [ep, E_local]
+  float* dx_acc_ = nullptr;                                               // [T, H] fp32
+  float *logits_ = nullptr, *scores_ = nullptr, *dlogits_ = nullptr;      // [T, E] fp32
+  int32_t* idx_ = nullptr;                                                // [T, K]
+  float *p_ = nullptr, *dp_ = nullptr;                                    // [T, K] fp32
+  float* stats_ = nullptr;                                                // [2E + 1] fp32
+  int32_t* send_pos_ = nullptr;                                           // [T * K]
+  int32_t* expert_counts_ = nullptr;                                      // [E]
+  int32_t* recv_counts_ = nullptr;                                        // [ep, E_local]
 
   // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
   void *send_ = nullptr, *y_send_ = nullptr, *dy_send_ = nullptr;

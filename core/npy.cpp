@@ -10,8 +10,8 @@
 namespace moe {
 namespace {
 
-// The .npy format stores '<' (little-endian) data; we write the host's bytes as they are, so the host
-// must be little-endian (true for every target moebench builds for: x86-64, aarch64).
+// The .npy format stores '<' (little-endian) data; we write the host's bytes as they are, so the
+// host must be little-endian (true for every target moebench builds for: x86-64, aarch64).
 bool host_is_little_endian() {
   const uint16_t one = 1;
   unsigned char first = 0;
@@ -32,13 +32,13 @@ std::string shape_repr(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
-// Format version 1.0: magic "\x93NUMPY", version bytes 1 0, uint16 little-endian header length, then
-// the header dict in ASCII, padded with spaces and ended by '\n' so that the data starts at a multiple
-// of 64 bytes (numpy pads to 64 since 1.14 so that the data can be memory-mapped aligned).
+// Format version 1.0: magic "\x93NUMPY", version bytes 1 0, uint16 little-endian header length,
+// then the header dict in ASCII, padded with spaces and ended by '\n' so that the data starts at a
+// multiple of 64 bytes (numpy pads to 64 since 1.14 so that the data can be memory-mapped aligned).
 std::string npy_header(const char* descr, const std::vector<int64_t>& shape) {
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     shape_repr(shape) + ", }";
-  const size_t prefix = 10;  // magic (6) + version (2) + header length (2)
+  std::string dict = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': " + shape_repr(shape) + ", }";
+  const size_t prefix = 10;                 // magic (6) + version (2) + header length (2)
   size_t total = prefix + dict.size() + 1;  // + '\n'
   const size_t padded = (total + 63) / 64 * 64;
   dict.append(padded - total, ' ');
@@ -54,15 +54,16 @@ std::string npy_header(const char* descr, const std::vector<int64_t>& shape) {
 
 void write_npy_bytes(const std::string& path, const char* descr, const void* data, size_t elem_size,
                      const std::vector<int64_t>& shape) {
-  MOE_CHECK(host_is_little_endian(), "write_npy(" << path << "): big-endian hosts are not supported");
+  MOE_CHECK(host_is_little_endian(),
+            "write_npy(" << path << "): big-endian hosts are not supported");
   size_t count = 1;  // shape () is a scalar: one element
   for (int64_t d : shape) {
     MOE_CHECK(d >= 0, "write_npy(" << path << "): negative dimension " << d << " in shape "
                                    << shape_repr(shape));
     count *= static_cast<size_t>(d);
   }
-  MOE_CHECK(count == 0 || data != nullptr, "write_npy(" << path << "): null data for shape "
-                                                        << shape_repr(shape));
+  MOE_CHECK(count == 0 || data != nullptr,
+            "write_npy(" << path << "): null data for shape " << shape_repr(shape));
   const std::string header = npy_header(descr, shape);
 
   std::FILE* f = std::fopen(path.c_str(), "wb");

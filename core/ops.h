@@ -1,6 +1,6 @@
 #pragma once
-// The compute half of a backend, cut per phase of the step (router, layout, permute, regroup, expert
-// FFN, combine, each with its backward) so that a backend may fuse freely inside a phase.
+// The compute half of a backend, cut per phase of the step (router, layout, permute, regroup,
+// expert FFN, combine, each with its backward) so that a backend may fuse freely inside a phase.
 // Pointers are the backend's memory. "storage" tensors hold the workload dtype (bf16 or fp32; the
 // CPU backend stores floats already rounded to it); fp32 and int32 tensors are always that.
 #include <cstddef>
@@ -17,7 +17,7 @@ struct Dims {
   int64_t T = 0, H = 0, F = 0, E = 0, K = 0;  // tokens per rank, hidden, ffn, experts, top-k
   int64_t E_local = 0;                        // experts per EP rank
   int64_t ep = 1, fsdp = 1, world = 1;
-  int64_t N = 0;                              // global tokens = T * world
+  int64_t N = 0;  // global tokens = T * world
   DType dtype = DType::kBf16;
 };
 
@@ -36,11 +36,13 @@ class Ops {
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
 
-  // Memory. Allocation happens at set-up and when a ragged buffer must grow, never in a steady step.
+  // Memory. Allocation happens at set-up and when a ragged buffer must grow, never in a steady
+  // step.
   virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws moe::Error naming the size on OOM
   virtual void release(void* p) = 0;
   virtual size_t storage_bytes() const = 0;  // bytes per storage element
-  virtual void upload_storage(void* dst, const float* src, int64_t n) = 0;  // host floats -> storage
+  virtual void upload_storage(void* dst, const float* src,
+                              int64_t n) = 0;  // host floats -> storage
   virtual void download_storage(float* dst, const void* src, int64_t n) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // raw bytes, blocking
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
@@ -51,16 +53,16 @@ class Ops {
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;
   // expert_bias [E] fp32 or nullptr.
-  virtual void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x,
-                          const void* w_gate, const float* expert_bias, float* logits,
-                          float* scores, int32_t* idx, float* p, float* stats) = 0;
+  virtual void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                          const float* expert_bias, float* logits, float* scores, int32_t* idx,
+                          float* p, float* stats) = 0;
   // Router backward and the end of dx: dlogits [T,E] from dp [T,K] and the world's counts
   // global_stats [2E+1]; dx [T,H] storage = dx_acc [T,H] fp32 + dlogits @ w_gate^T;
   // dw_gate [H,E] fp32 = x^T dlogits (this rank's part).
-  virtual void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x,
-                          const void* w_gate, const float* logits, const float* scores,
-                          const int32_t* idx, const float* dp, const float* global_stats,
-                          float* dlogits, float* dx_acc, void* dx, float* dw_gate) = 0;
+  virtual void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
+                          const float* logits, const float* scores, const int32_t* idx,
+                          const float* dp, const float* global_stats, float* dlogits, float* dx_acc,
+                          void* dx, float* dw_gate) = 0;
   // expert_counts [E] i32 and send_pos [T*K] i32 (kernels/cpu/layout.h).
   virtual void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
                                int32_t* send_pos) = 0;

@@ -13,8 +13,8 @@
 namespace moe {
 
 struct ReferenceInputs {
-  const float* x = nullptr;        // [T, H] this rank's tokens, values as stored by the backend
-  const float* dout = nullptr;     // [T, H]
+  const float* x = nullptr;          // [T, H] this rank's tokens, values as stored by the backend
+  const float* dout = nullptr;       // [T, H]
   const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
 };
 
@@ -24,10 +24,11 @@ struct ReferenceResult {
   std::vector<double> dw_gate;  // [H, E] summed over the world's tokens
   std::vector<double> dw_in;    // [E_local, H, 2F] this rank's experts, over the world's tokens
   std::vector<double> dw_out;   // [E_local, F, H]
-  std::vector<int32_t> idx;     // [T, K] routing used (the reference's, or the backend's at a near tie)
-  std::vector<double> p;        // [T, K]
-  double aux = 0, z = 0;        // global losses
-  double loss = 0;              // global sum_t <out, dout> + aux + z
+  std::vector<int32_t>
+      idx;                // [T, K] routing used (the reference's, or the backend's at a near tie)
+  std::vector<double> p;  // [T, K]
+  double aux = 0, z = 0;  // global losses
+  double loss = 0;        // global sum_t <out, dout> + aux + z
   // Over the world's tokens (identical on every rank): tokens whose expert set differs from the
   // backend's with a clear margin (an error), and at a near tie (allowed, backend's choice used).
   int64_t routing_mismatches = 0;

@@ -2,10 +2,9 @@
 // The workload: one plain struct per JSON object, loaded from configs/*.json, overridden by
 // --set key.path=value, then validated. Every key but model.* has a default (see README).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace moe {
 
@@ -20,7 +19,7 @@ struct ModelShape {
 };
 
 struct RouterConfig {
-  std::string score = "softmax";   // "softmax" | "sigmoid"
+  std::string score = "softmax";    // "softmax" | "sigmoid"
   bool softmax_after_topk = false;  // Mixtral style; only with softmax
   bool normalize_topk = false;
   double scaling = 1.0;

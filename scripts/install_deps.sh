@@ -3,7 +3,7 @@
 # Needs root (or sudo). CUDA, NCCL and cuBLASLt come from the CUDA toolkit, not from here.
 set -euo pipefail
 pkgs=(cmake g++ make libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev libspdlog-dev
-      libgtest-dev python3-numpy python3-matplotlib)
+      libgtest-dev python3-numpy python3-matplotlib clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+# One .clang-format for everything: a file that drifts from it fails here, before the build.
+unformatted=$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run 2>&1 |
+  grep -oE '^[^:]+\.(cpp|h|cu|cuh)' | sort -u || true)
+if [ -n "$unformatted" ]; then
+  echo "not formatted with .clang-format (run clang-format -i on them):"
+  echo "$unformatted"
+  exit 1
+fi
 BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD" -j"$(nproc)"

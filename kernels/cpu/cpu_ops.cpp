@@ -122,8 +122,8 @@ void CpuOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, cons
                       d.H, d.F, d.dtype, F(da), F(dh), F(dxe), dw_in, dw_out);
 }
 
-void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
-                         const float* p, void* out) {
+void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
+                         void* out) {
   cpu::unpermute_combine(F(y_send), send_pos, p, d.T, d.K, d.H, d.dtype, F(out));
 }
 

@@ -23,9 +23,9 @@ namespace {
 
 // Micro tile kMr x kNr: 4 x 16 was the fastest of the shapes tried (3..8 x 8..32), both for the
 // default SSE2 code and with -march=x86-64-v3.
-constexpr int64_t kNr = 16;   // columns per B panel and micro tile
-constexpr int64_t kMr = 4;    // rows per micro tile
-constexpr int64_t kMc = 64;   // rows per cache block of A
+constexpr int64_t kNr = 16;  // columns per B panel and micro tile
+constexpr int64_t kMr = 4;   // rows per micro tile
+constexpr int64_t kMc = 64;  // rows per cache block of A
 
 // Packs op(B)[:, j0:j0+kNr] as [K][kNr], zero columns past N.
 void pack_panel(const float* B, bool trans_b, int64_t N, int64_t K, int64_t j0, float* panel) {

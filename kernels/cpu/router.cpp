@@ -71,8 +71,8 @@ void router_logits(const float* x, const float* w_gate, int64_t T, int64_t H, in
   gemm(false, false, T, E, H, x, w_gate, logits, false, DType::kFp32);
 }
 
-void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg,
-                 int64_t T, int64_t E, int64_t K, float* scores, int32_t* idx, float* p) {
+void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg, int64_t T,
+                 int64_t E, int64_t K, float* scores, int32_t* idx, float* p) {
   check_shapes(cfg, E, K);
   bool softmax_scores = is_softmax(cfg);
   int64_t G = cfg.groups > 1 ? cfg.groups : 1;

@@ -1,5 +1,3 @@
-#include "kernels/cuda/cuda_ops.h"
-
 #include <cuda_bf16.h>
 
 #include <cstdlib>
@@ -9,6 +7,7 @@
 
 #include "core/bf16.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/router.h"
@@ -97,8 +96,7 @@ void* CudaOps::alloc(size_t bytes) {
     cudaMemGetInfo(&free_b, &total_b);
     throw_error(__FILE__, __LINE__,
                 "out of GPU memory: cudaMalloc of " + std::to_string(bytes >> 20) + " MiB with " +
-                    std::to_string(free_b >> 20) + " MiB free of " +
-                    std::to_string(total_b >> 20) +
+                    std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
                     " MiB: lower tokens_per_rank, or raise mesh.ep to spread the experts");
   }
   CUDA_CHECK(rc);
@@ -198,8 +196,8 @@ void CudaOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, 
 
 void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                          const float* logits, const float* scores, const int32_t* idx,
-                         const float* dp, const float* global_stats, float* dlogits,
-                         float* dx_acc, void* dx, float* dw_gate) {
+                         const float* dp, const float* global_stats, float* dlogits, float* dx_acc,
+                         void* dx, float* dw_gate) {
   cuda::router_bwd(logits, scores, idx, dp, global_stats, cfg, d.N, d.T, d.E, d.K, dlogits,
                    stream_);
   // The router's backward GEMMs run in fp32 (no TF32), as on the CPU: dlogits is fp32, so its
@@ -241,7 +239,8 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
     if (n == 0) continue;
     up.push_back({n, 2 * F, H, at(xe, storage_offset(d, r0 * H)),
-                  at(w_in, storage_offset(d, l * H * 2 * F)), at(h, storage_offset(d, r0 * 2 * F))});
+                  at(w_in, storage_offset(d, l * H * 2 * F)),
+                  at(h, storage_offset(d, r0 * 2 * F))});
     down.push_back({n, H, F, at(a, storage_offset(d, r0 * F)),
                     at(w_out, storage_offset(d, l * F * H)), at(ye, storage_offset(d, r0 * H))});
   }
@@ -252,9 +251,8 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
 }
 
 void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
-                             const void* a, const void* w_in, const void* w_out,
-                             const int64_t* off, void* da, void* dh, void* dxe, float* dw_in,
-                             float* dw_out) {
+                             const void* a, const void* w_in, const void* w_out, const int64_t* off,
+                             void* da, void* dh, void* dxe, float* dw_in, float* dw_out) {
   const int64_t H = d.H, F = d.F;
   std::vector<cuda::GemmProblem> wgrad_out, dgrad_a, dgrad_x, wgrad_in;
   for (int64_t l = 0; l < d.E_local; ++l) {

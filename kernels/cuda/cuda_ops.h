@@ -5,8 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <functional>
-#include <unordered_map>
 #include <memory>
+#include <unordered_map>
 
 #include "core/ops.h"
 

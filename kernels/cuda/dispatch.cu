@@ -1,9 +1,8 @@
-#include "kernels/cuda/dispatch.h"
-
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace moe::cuda {
@@ -100,7 +99,10 @@ __global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const i
     int64_t lo = 0, hi = nb - 1;
     while (lo < hi) {
       const int64_t mid = (lo + hi + 1) / 2;
-      if (offsets[mid] <= i) lo = mid; else hi = mid - 1;
+      if (offsets[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     while (counts[lo] == 0 || i >= offsets[lo] + counts[lo]) ++lo;  // skip empty blocks
     const int64_t j = offsets[nb + lo] + (i - offsets[lo]);
@@ -213,7 +215,7 @@ void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     permute_rows_kernel<<<row_grid(T * K), 128, 0, stream>>>(static_cast<const S*>(src), send_pos,
-                                                              K, H, T * K, static_cast<S*>(dst));
+                                                             K, H, T * K, static_cast<S*>(dst));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -226,9 +228,9 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
   if (rows == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    regroup_rows_kernel<<<row_grid(rows), 128, 0, stream>>>(
-        static_cast<const S*>(src), counts, block_offsets, ep * E_local, H, rows, to_expert_major,
-        static_cast<S*>(dst));
+    regroup_rows_kernel<<<row_grid(rows), 128, 0, stream>>>(static_cast<const S*>(src), counts,
+                                                            block_offsets, ep * E_local, H, rows,
+                                                            to_expert_major, static_cast<S*>(dst));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -263,7 +265,7 @@ void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int6
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     unpermute_sum_kernel<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send),
-                                                                send_pos, T, K, H, dx_acc);
+                                                               send_pos, T, K, H, dx_acc);
   });
   CUDA_CHECK(cudaGetLastError());
 }

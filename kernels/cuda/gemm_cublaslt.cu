@@ -10,8 +10,6 @@
 // Numerics match the CPU twin: fp32 accumulation (CUBLAS_COMPUTE_32F, which never uses TF32; only
 // the _FAST_TF32 compute type or a TF32 math mode would), and split-K partial sums reduced in fp32,
 // never in a bf16 output, so the sum is rounded to bf16 exactly once.
-#include "kernels/cuda/gemm_cublaslt.h"
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -21,6 +19,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_cublaslt.h"
 
 namespace moe::cuda {
 
@@ -58,8 +57,7 @@ std::string shape_text(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
                        DType out, bool accumulate) {
   std::ostringstream os;
   os << (trans_a ? "T" : "N") << (trans_b ? "T" : "N") << " M=" << M << " N=" << N << " K=" << K
-     << " in=" << dtype_name(in) << " out=" << dtype_name(out)
-     << (accumulate ? " accumulate" : "");
+     << " in=" << dtype_name(in) << " out=" << dtype_name(out) << (accumulate ? " accumulate" : "");
   return os.str();
 }
 
@@ -69,8 +67,7 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T 
 }
 
 template <class T>
-void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
-              T value) {
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, T value) {
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
@@ -112,9 +109,8 @@ GemmRunner::GemmRunner(int num_streams, size_t workspace_bytes_per_stream) {
       CUDA_CHECK(cudaMalloc(&workspace_all_, workspace_bytes_ * num_workspaces));
     }
     for (size_t i = 0; i < num_workspaces; ++i) {
-      workspaces_.push_back(workspace_all_ ? static_cast<char*>(workspace_all_) +
-                                                 i * workspace_bytes_
-                                           : nullptr);
+      workspaces_.push_back(
+          workspace_all_ ? static_cast<char*>(workspace_all_) + i * workspace_bytes_ : nullptr);
     }
     // Non-blocking: the side streams must not serialise with the legacy default stream; they
     // are ordered only by the fork and join events.
@@ -217,20 +213,18 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
 
     int returned = 0;
     cublasLtMatmulHeuristicResult_t result{};
-    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b,
-                                                             plan.c, plan.c, pref, 1, &result,
-                                                             &returned);
+    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
+                                                             plan.c, pref, 1, &result, &returned);
     if (rc == CUBLAS_STATUS_NOT_SUPPORTED) {
       returned = 0;  // "no algorithm": reported below
     } else {
       CUBLAS_CHECK(rc);
     }
-    MOE_CHECK(returned > 0,
-              "cuBLASLt heuristic found no algorithm for gemm "
-                  << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in, key.out,
-                                key.accumulate)
-                  << " (alignments A=" << key.align_a << " B=" << key.align_b
-                  << " C=" << key.align_c << " bytes, workspace " << workspace_bytes_ << ")");
+    MOE_CHECK(returned > 0, "cuBLASLt heuristic found no algorithm for gemm "
+                                << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in,
+                                              key.out, key.accumulate)
+                                << " (alignments A=" << key.align_a << " B=" << key.align_b << " C="
+                                << key.align_c << " bytes, workspace " << workspace_bytes_ << ")");
     plan.algo = result.algo;
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     pref = nullptr;
@@ -247,13 +241,13 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
 
 void GemmRunner::lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate,
                            DType in, DType out, void* ws, cudaStream_t stream) {
-  const PlanKey key{trans_a, trans_b, accumulate, p.M, p.N, p.K, in, out,
+  const PlanKey key{trans_a,           trans_b,           accumulate,       p.M, p.N, p.K, in, out,
                     alignment_of(p.A), alignment_of(p.B), alignment_of(p.C)};
   const Plan& plan = plan_for(key);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // C and D are the same buffer with the same layout: an in-place update when beta = 1.
-  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C,
-                              plan.c, p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream));
+  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c,
+                              p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream));
 }
 
 void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
@@ -310,8 +304,7 @@ void GemmRunner::grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmPr
   auto flops = [&](int i) {
     return double(problems[i].M) * double(problems[i].N) * double(problems[i].K);
   };
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](int x, int y) { return flops(x) > flops(y); });
+  std::stable_sort(order_.begin(), order_.end(), [&](int x, int y) { return flops(x) > flops(y); });
   const int used = int(std::min(order_.size(), side_streams_.size()));
   load_.assign(size_t(used), 0.0);
 
@@ -417,8 +410,8 @@ bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
   void* const* dev_c = ptrs_dev_ + 2 * count;
   CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
       blas_, gb_ta_.data(), gb_tb_.data(), gb_m_.data(), gb_n_.data(), gb_k_.data(),
-      gb_alpha_.data(), dev_a, type, gb_lda_.data(), dev_b, type, gb_ldb_.data(),
-      gb_beta_.data(), dev_c, type, gb_ldc_.data(), count, gb_size_.data(), CUBLAS_COMPUTE_32F));
+      gb_alpha_.data(), dev_a, type, gb_lda_.data(), dev_b, type, gb_ldb_.data(), gb_beta_.data(),
+      dev_c, type, gb_ldc_.data(), count, gb_size_.data(), CUBLAS_COMPUTE_32F));
   CUDA_CHECK(cudaEventRecord(ptrs_read_, stream));
   grouped_batched_used_ = true;
   return true;

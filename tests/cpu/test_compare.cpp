@@ -6,10 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "app/compare_command.h"
 #include "core/error.h"
@@ -21,8 +20,10 @@ using nlohmann::json;
 
 // {median, p10, p90} with (p90 - p10) / median = spread.
 json stats(double median, double spread) {
-  return {{"median", median}, {"p10", median * (1 - spread / 2)},
-          {"p90", median * (1 + spread / 2)}, {"count", 20}};
+  return {{"median", median},
+          {"p10", median * (1 - spread / 2)},
+          {"p90", median * (1 + spread / 2)},
+          {"count", 20}};
 }
 
 // A result as `run --out` writes it, cut to the keys compare reads. Every time has spread 2%.
@@ -33,23 +34,34 @@ json make_result() {
   a2a["in_step"] = false;
   a2a["algbw_gbps"] = 100.0;
   a2a["busbw_gbps"] = 50.0;
-  return {
-      {"schema_version", 1},
-      {"provenance", {{"git_commit", "0123456789abcdef"}, {"git_dirty", false},
-                      {"backend", "cpu"}, {"time_utc", "2026-11-22T00:00:00Z"}}},
-      {"config", {{"name", "t"}, {"model", {{"hidden", 64}, {"ffn", 32}, {"experts", 8},
-                                            {"topk", 2}}},
-                  {"router", {{"score", "softmax"}, {"scaling", 1.0}}}, {"tokens_per_rank", 32},
-                  {"dtype", "bf16"}, {"seed", 1}, {"steps", 20}, {"warmup", 3},
-                  {"check", "first"}, {"mesh", {{"ep", 2}, {"fsdp", 2}}}}},
-      {"mesh", {{"world", 4}, {"ep", 2}, {"fsdp", 2}}},
-      {"timing", {{"unit", "ms"}, {"warmup_steps", 3}, {"timed_steps", 20},
-                  {"step", stats(10.0, 0.02)},
-                  {"phases", {{"experts_fwd", phase_fwd}, {"a2a_dispatch_fwd", a2a}}}}},
-      {"throughput", {{"tokens_per_s", 1000.0}, {"tflops_per_rank", 2.0}}},
-      {"memory", {{"high_water_bytes", 1 << 20}}},
-      {"correctness", {{"checked", true}, {"pass", true}}},
-      {"digests", {{"out", "aaaa"}, {"dx", "bbbb"}}}};
+  return {{"schema_version", 1},
+          {"provenance",
+           {{"git_commit", "0123456789abcdef"},
+            {"git_dirty", false},
+            {"backend", "cpu"},
+            {"time_utc", "2026-11-22T00:00:00Z"}}},
+          {"config",
+           {{"name", "t"},
+            {"model", {{"hidden", 64}, {"ffn", 32}, {"experts", 8}, {"topk", 2}}},
+            {"router", {{"score", "softmax"}, {"scaling", 1.0}}},
+            {"tokens_per_rank", 32},
+            {"dtype", "bf16"},
+            {"seed", 1},
+            {"steps", 20},
+            {"warmup", 3},
+            {"check", "first"},
+            {"mesh", {{"ep", 2}, {"fsdp", 2}}}}},
+          {"mesh", {{"world", 4}, {"ep", 2}, {"fsdp", 2}}},
+          {"timing",
+           {{"unit", "ms"},
+            {"warmup_steps", 3},
+            {"timed_steps", 20},
+            {"step", stats(10.0, 0.02)},
+            {"phases", {{"experts_fwd", phase_fwd}, {"a2a_dispatch_fwd", a2a}}}}},
+          {"throughput", {{"tokens_per_s", 1000.0}, {"tflops_per_rank", 2.0}}},
+          {"memory", {{"high_water_bytes", 1 << 20}}},
+          {"correctness", {{"checked", true}, {"pass", true}}},
+          {"digests", {{"out", "aaaa"}, {"dx", "bbbb"}}}};
 }
 
 // Scales one stats object's median (keeping the given spread) and, for the step, the throughput
@@ -217,8 +229,10 @@ TEST(Compare, RefusesFilesThatAreNotResults) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(message(json{{"name", "tiny"}}).find("x.json is not a moebench result (no "
-                                                 "schema_version)"), std::string::npos);
+  EXPECT_NE(message(json{{"name", "tiny"}})
+                .find("x.json is not a moebench result (no "
+                      "schema_version)"),
+            std::string::npos);
   EXPECT_NE(message(json::array()).find("x.json is not a moebench result"), std::string::npos);
   json v2 = make_result();
   v2["schema_version"] = 2;
@@ -230,7 +244,8 @@ TEST(Compare, RefusesFilesThatAreNotResults) {
 
   // From files: not JSON, and absent.
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("moe_compare_" + std::to_string(::getpid()) + ".txt")).string();
+                            ("moe_compare_" + std::to_string(::getpid()) + ".txt"))
+                               .string();
   std::ofstream(path) << "not json\n";
   try {
     load_result(path);
@@ -264,8 +279,9 @@ TEST(Compare, RegressionDecision) {
 }
 
 TEST(Compare, CommandExitStatus) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("moe_compare_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("moe_compare_" + std::to_string(::getpid())))
+          .string();
   std::filesystem::create_directories(dir);
   json slow = make_result(), other = make_result();
   set_time(slow, "/timing/step", 3.0);

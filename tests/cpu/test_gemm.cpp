@@ -23,7 +23,7 @@ struct Shape {
 };
 
 // Odd sizes around the kernel's 4 x 16 tile and 64-row block, and single rows / columns.
-const Shape kShapes[] = {{1, 1, 1},   {3, 17, 5},   {17, 3, 33}, {5, 130, 7},
+const Shape kShapes[] = {{1, 1, 1},   {3, 17, 5},    {17, 3, 33},  {5, 130, 7},
                          {33, 19, 1}, {64, 48, 100}, {67, 33, 65}, {129, 16, 300}};
 
 std::vector<float> random_floats(std::mt19937_64& rng, int64_t n) {
@@ -91,8 +91,8 @@ TEST(GemmTest, AllTransCombinationsFp32) {
       for (int64_t i = 0; i < s.M * s.N; i++) {
         if (std::fabs(C[i] - ref[i]) > 1e-5 * bound[i] && bad++ < 5) {
           ADD_FAILURE() << "M=" << s.M << " N=" << s.N << " K=" << s.K << " ta=" << trans_a
-                        << " tb=" << trans_b << " acc=" << accumulate << " at " << i
-                        << ": got " << C[i] << " want " << ref[i];
+                        << " tb=" << trans_b << " acc=" << accumulate << " at " << i << ": got "
+                        << C[i] << " want " << ref[i];
         }
       }
     }
@@ -120,8 +120,8 @@ TEST(GemmTest, AllTransCombinationsBf16Output) {
         bool ok = is_bf16(C[i]) && std::fabs(C[i] - want) <= bf16_ulp(want);
         if (!ok && bad++ < 5) {
           ADD_FAILURE() << "M=" << s.M << " N=" << s.N << " K=" << s.K << " ta=" << trans_a
-                        << " tb=" << trans_b << " acc=" << accumulate << " at " << i
-                        << ": got " << C[i] << " want " << want;
+                        << " tb=" << trans_b << " acc=" << accumulate << " at " << i << ": got "
+                        << C[i] << " want " << want;
         }
       }
     }

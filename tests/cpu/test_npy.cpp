@@ -1,4 +1,5 @@
-// write_npy: the bytes on disk follow numpy's format 1.0 exactly (parsed here in C++, no numpy needed).
+// write_npy: the bytes on disk follow numpy's format 1.0 exactly (parsed here in C++, no numpy
+// needed).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,8 +23,8 @@ class NpyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("moe_npy_" + std::to_string(::getpid()) + "_" + info->name());
+    dir_ =
+        fs::temp_directory_path() / ("moe_npy_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -35,11 +36,11 @@ class NpyTest : public ::testing::Test {
 struct Parsed {
   int major = -1, minor = -1;
   size_t data_offset = 0;
-  std::string dict;        // header text without padding and '\n'
-  std::string descr;       // e.g. "<f4"
-  std::string fortran;     // "False" / "True"
-  std::string shape;       // tuple text, e.g. "(5,)"
-  std::string data;        // raw bytes after the header
+  std::string dict;     // header text without padding and '\n'
+  std::string descr;    // e.g. "<f4"
+  std::string fortran;  // "False" / "True"
+  std::string shape;    // tuple text, e.g. "(5,)"
+  std::string data;     // raw bytes after the header
 };
 
 std::string read_all(const std::string& p) {

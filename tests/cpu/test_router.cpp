@@ -197,8 +197,7 @@ TEST(RouterTest, ForwardMatchesFloat64) {
     Routed r = run_forward(v, T, 21);
     int bad = 0;
     for (int64_t t = 0; t < T && bad < 5; t++) {
-      RefToken ref = route64(&r.logits[t * v.E], v.bias ? r.bias.data() : nullptr, v.cfg, v.E,
-                             v.K);
+      RefToken ref = route64(&r.logits[t * v.E], v.bias ? r.bias.data() : nullptr, v.cfg, v.E, v.K);
       for (int64_t e = 0; e < v.E; e++) {
         if (std::fabs(r.scores[t * v.E + e] - ref.s[e]) > 1e-6) bad++;
         EXPECT_NEAR(r.scores[t * v.E + e], ref.s[e], 1e-6) << "t=" << t << " e=" << e;
@@ -329,8 +328,8 @@ void check_backward(const Variant& v, double aux_coeff, double z_coeff, float dp
   std::uniform_int_distribution<int> cd(0, int(2 * N * v.K / v.E));
   for (auto& c : counts) c = float(cd(rng));
   std::vector<float> dlogits(T * v.E);
-  cpu::router_bwd(r.logits.data(), r.scores.data(), r.idx.data(), dp.data(), counts.data(), cfg,
-                  N, T, v.E, v.K, dlogits.data());
+  cpu::router_bwd(r.logits.data(), r.scores.data(), r.idx.data(), dp.data(), counts.data(), cfg, N,
+                  T, v.E, v.K, dlogits.data());
 
   const double h = 1e-5;
   double diff2 = 0, ref2 = 0, max_ref = 0, max_diff = 0;

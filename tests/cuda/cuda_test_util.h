@@ -24,10 +24,10 @@ inline std::string gpu_unavailable_reason() {
   return "";
 }
 
-#define MOE_REQUIRE_GPU()                                                       \
-  do {                                                                          \
-    const std::string moe_reason_ = ::moe::test::gpu_unavailable_reason();      \
-    if (!moe_reason_.empty()) GTEST_SKIP() << "skipped: " << moe_reason_;       \
+#define MOE_REQUIRE_GPU()                                                  \
+  do {                                                                     \
+    const std::string moe_reason_ = ::moe::test::gpu_unavailable_reason(); \
+    if (!moe_reason_.empty()) GTEST_SKIP() << "skipped: " << moe_reason_;  \
   } while (0)
 
 // A device buffer owned by a test.

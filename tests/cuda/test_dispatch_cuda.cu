@@ -122,8 +122,8 @@ void expect_storage_close(const std::vector<float>& got, const std::vector<float
     const int32_t ulps = std::abs(bf16_order(got[i]) - bf16_order(want[i]));
     const bool near = ulps <= 1 || std::fabs(double(got[i]) - want[i]) <= abs_floor;
     if (one_ulp + more < 5) {
-      std::printf("  %s[%zu]: got %.9g want %.9g (%d bf16 ulps)\n", what.c_str(), i,
-                  double(got[i]), double(want[i]), ulps);
+      std::printf("  %s[%zu]: got %.9g want %.9g (%d bf16 ulps)\n", what.c_str(), i, double(got[i]),
+                  double(want[i]), ulps);
     }
     if (near) {
       ++one_ulp;
@@ -163,8 +163,8 @@ TEST(DispatchCudaLayout, MatchesCpu) {
   MOE_REQUIRE_GPU();
   Stream stream;
   std::vector<LayoutCase> cases;
-  cases.push_back({"random T=1000 K=8 E=256", 1000, 8, 256,
-                   random_routing(1000, 8, first_experts(256), 11)});
+  cases.push_back(
+      {"random T=1000 K=8 E=256", 1000, 8, 256, random_routing(1000, 8, first_experts(256), 11)});
   cases.push_back({"random T=37 K=2 E=8", 37, 2, 8, random_routing(37, 2, first_experts(8), 12)});
   // K == E and T*K exactly one scan tile (256): every expert gets every token.
   cases.push_back({"K=E=4 T=64", 64, 4, 4, random_routing(64, 4, first_experts(4), 13)});
@@ -173,8 +173,8 @@ TEST(DispatchCudaLayout, MatchesCpu) {
     for (int32_t k = 0; k < first.K; ++k) first.idx.push_back(k);
   cases.push_back(first);
   // 4 of 64 experts used (neither the first nor the last): 60 experts get nothing.
-  cases.push_back({"experts {5,6,30,41} of 64", 200, 3, 64, random_routing(200, 3, {5, 6, 30, 41},
-                                                                         14)});
+  cases.push_back(
+      {"experts {5,6,30,41} of 64", 200, 3, 64, random_routing(200, 3, {5, 6, 30, 41}, 14)});
   for (const LayoutCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Layout want = cpu_layout(c.idx, c.T, c.K, c.E);
@@ -250,11 +250,11 @@ TEST(DispatchCudaRegroup, BothDirectionsMatchCpu) {
             DevBuf<int64_t> block_offsets(2 * ep * El);
             StorageBuf src(dtype, x);
             for (bool to_expert_major : {true, false}) {
-              const std::string what = std::string(dtype_name(dtype)) + " ep=" +
-                                       std::to_string(ep) + " E_local=" + std::to_string(El) +
-                                       " " + pattern_names[pattern] + " H=" + std::to_string(H) +
-                                       " rows=" + std::to_string(rows) +
-                                       (to_expert_major ? " to expert-major" : " to rank-major");
+              const std::string what =
+                  std::string(dtype_name(dtype)) + " ep=" + std::to_string(ep) +
+                  " E_local=" + std::to_string(El) + " " + pattern_names[pattern] +
+                  " H=" + std::to_string(H) + " rows=" + std::to_string(rows) +
+                  (to_expert_major ? " to expert-major" : " to rank-major");
               SCOPED_TRACE(what);
               std::vector<float> want((rows + 1) * H, NAN);
               cpu::regroup_rows(x.data(), counts.data(), ep, El, H, to_expert_major, want.data());
@@ -296,8 +296,7 @@ TEST(DispatchCudaCombine, ForwardMatchesCpu) {
       cpu::unpermute_combine(y.data(), r.layout.send_pos.data(), r.p.data(), r.T, r.K, H, dtype,
                              want.data());
       StorageBuf d_y(dtype, y), out(dtype, std::vector<float>(r.T * H, NAN));
-      cuda::unpermute_combine(d_y.ptr, send_pos.ptr, p.ptr, r.T, r.K, H, dtype, out.ptr,
-                              stream.s);
+      cuda::unpermute_combine(d_y.ptr, send_pos.ptr, p.ptr, r.T, r.K, H, dtype, out.ptr, stream.s);
       // K products of magnitude <= 1 summed in fp32 differ by well under 1e-6 with or without FMA.
       const int64_t n = r.T * H;
       expect_storage_close(out.host(), want, dtype, 2 + n / 1000, 1e-6, what);
@@ -394,8 +393,8 @@ TEST(DispatchCudaSwiglu, ForwardAndBackwardMatchCpu) {
       const int64_t n_a = s.n * s.F, n_dh = 2 * n_a;
       expect_storage_close(a.host(), want_a, dtype, std::max<int64_t>(1, (n_a - 1) / 200), 0.0,
                            what + " a");
-      expect_storage_close(dh.host(), want_dh, dtype, std::max<int64_t>(1, (n_dh - 1) / 200),
-                           0.0, what + " dh");
+      expect_storage_close(dh.host(), want_dh, dtype, std::max<int64_t>(1, (n_dh - 1) / 200), 0.0,
+                           what + " dh");
     }
 }
 
@@ -433,11 +432,27 @@ TEST(DispatchCudaConvert, EveryBf16RoundTrips) {
 TEST(DispatchCudaConvert, F32RoundsLikeHost) {
   MOE_REQUIRE_GPU();
   Stream stream;
-  std::vector<uint32_t> patterns = {
-      0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u /* tie, even: down */,
-      0x3f818000u /* tie, odd: up */, 0x3f808001u, 0x3f807fffu, 0x7f7fffffu /* -> inf */,
-      0x7f7f7fffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x00000001u, 0x00008000u,
-      0x00018000u, 0x007fffffu, 0x807fffffu, 0x80008000u, 0x7fc00000u, 0x7f800001u, 0xffc00001u};
+  std::vector<uint32_t> patterns = {0x00000000u,
+                                    0x80000000u,
+                                    0x3f800000u,
+                                    0x3f808000u /* tie, even: down */,
+                                    0x3f818000u /* tie, odd: up */,
+                                    0x3f808001u,
+                                    0x3f807fffu,
+                                    0x7f7fffffu /* -> inf */,
+                                    0x7f7f7fffu,
+                                    0xff7fffffu,
+                                    0x7f800000u,
+                                    0xff800000u,
+                                    0x00000001u,
+                                    0x00008000u,
+                                    0x00018000u,
+                                    0x007fffffu,
+                                    0x807fffffu,
+                                    0x80008000u,
+                                    0x7fc00000u,
+                                    0x7f800001u,
+                                    0xffc00001u};
   std::mt19937_64 rng(800);
   while (patterns.size() < (1u << 18)) patterns.push_back(uint32_t(rng()));
   std::vector<float> x(patterns.size());
@@ -484,8 +499,8 @@ ChainResult run_chain(DType dtype, cudaStream_t stream) {
   cuda::permute_rows(d_x.ptr, send_pos.ptr, T, K, H, dtype, x_send.ptr, stream);
   // The permuted tokens stand in for the expert outputs.
   cuda::unpermute_combine(x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, out.ptr, stream);
-  cuda::unpermute_combine_bwd(d_dout.ptr, x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype,
-                              dy.ptr, dp.ptr, stream);
+  cuda::unpermute_combine_bwd(d_dout.ptr, x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, dy.ptr,
+                              dp.ptr, stream);
   return {counts.host(), send_pos.host(), x_send.host(), out.host(), dp.host()};
 }
 

@@ -50,9 +50,8 @@ std::vector<float> initial_c(int64_t n, DType out, bool accumulate, uint64_t see
 std::string label(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool accumulate,
                   DTypePair d) {
   return std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " M=" + std::to_string(M) +
-         " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-         (accumulate ? " accumulate" : "") + " in=" + dtype_name(d.in) +
-         " out=" + dtype_name(d.out);
+         " N=" + std::to_string(N) + " K=" + std::to_string(K) + (accumulate ? " accumulate" : "") +
+         " in=" + dtype_name(d.in) + " out=" + dtype_name(d.out);
 }
 
 // got (GPU) against want (CPU twin) within the tolerance of the output dtype. Both sum in fp32
@@ -318,9 +317,10 @@ void check_expert_groups(int num_streams, int64_t H, int64_t F) {
                                    " in=" + dtype_name(d.in) + " out=" + dtype_name(d.out);
           SCOPED_TRACE(what);
           if (acc && d.out == DType::kBf16) {  // refused by design (see check_args)
-            EXPECT_THROW(runner.grouped(g.trans_a, g.trans_b, {{1, 1, 1, nullptr, nullptr, nullptr}},
-                                        true, d.in, d.out, stream.s),
-                         moe::Error);
+            EXPECT_THROW(
+                runner.grouped(g.trans_a, g.trans_b, {{1, 1, 1, nullptr, nullptr, nullptr}}, true,
+                               d.in, d.out, stream.s),
+                moe::Error);
             continue;
           }
           const GroupResult r = run_group(runner, g, acc, d, stream.s, seed += 10);
