@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -88,6 +90,21 @@ std::string world_digest(const std::vector<T>& v, MPI_Comm world) {
   std::snprintf(hex, sizeof(hex), "%016llx",
                 (unsigned long long)fnv1a(all.data(), all.size() * sizeof(uint64_t)));
   return hex;
+}
+
+// Test hook for "a rank that fails never leaves the others waiting": MOE_FAULT=RANK:STEP:throw
+// makes that rank throw an internal error before that step, MOE_FAULT=RANK:STEP:exit makes it
+// die without a word (as a crashed process would). Unset in normal use.
+void inject_fault(int rank, int64_t step) {
+  const char* f = std::getenv("MOE_FAULT");
+  if (!f) return;
+  int fault_rank = -1;
+  long long fault_step = -1;
+  char how[16] = {0};
+  if (std::sscanf(f, "%d:%lld:%15s", &fault_rank, &fault_step, how) != 3) return;
+  if (fault_rank != rank || fault_step != step) return;
+  if (std::string(how) == "exit") std::_Exit(9);
+  MOE_CHECK(false, "fault injected by MOE_FAULT=" << f);
 }
 
 // L = sum over the world's tokens of <out, dout> + aux + z, from host copies (float64 sum).
@@ -251,6 +268,7 @@ int run_command(const RunOptions& opt) {
   const int64_t total = w.warmup + w.steps;
 
   for (int64_t s = 0; s < total; ++s) {
+    inject_fault(rank, s);
     layer.load_step_inputs(s);
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).

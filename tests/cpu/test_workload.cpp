@@ -132,6 +132,22 @@ TEST(WorkloadParse, ShippedConfigsLoadAndValidate) {
       resolve_and_validate(copy, world);
     }
   }
+  // Every model-shaped workload loads and resolves a mesh at 1 to 8 ranks (EP 8 is the largest
+  // mesh the issues ask of them).
+  int models = 0;
+  for (const char* dir : {"/configs/models", "/configs/bench"})
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(MOE_SOURCE_DIR) + dir)) {
+      SCOPED_TRACE(entry.path().string());
+      Workload w = load_workload_file(entry.path().string());
+      for (int world : {1, 2, 4, 8}) {
+        Workload copy = w;
+        resolve_and_validate(copy, world);
+        EXPECT_EQ(copy.mesh.ep * copy.mesh.fsdp, world);
+      }
+      ++models;
+    }
+  EXPECT_GE(models, 9);
   Workload tiny = load_workload_file(std::string(MOE_SOURCE_DIR) + "/configs/tiny.json");
   EXPECT_EQ(tiny.model.hidden, 64);
   EXPECT_EQ(tiny.tokens_per_rank, 32);
