@@ -28,7 +28,6 @@ class Comm {
                                   Group g) = 0;
   // In-place element-wise sum over the group.
   virtual void allreduce_f32(float* buf, size_t count, Group g) = 0;
-  virtual void barrier(Group g) = 0;
 };
 
 }  // namespace moe

@@ -106,6 +106,4 @@ void MpiComm::allreduce_f32(float* buf, size_t count, Group g) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, MPI_SUM, comm(g)));
 }
 
-void MpiComm::barrier(Group g) { MPI_CHECK(MPI_Barrier(comm(g))); }
-
 }  // namespace moe

@@ -24,7 +24,6 @@ class MpiComm : public Comm {
   void allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) override;
   void reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) override;
   void allreduce_f32(float* buf, size_t count, Group g) override;
-  void barrier(Group g) override;
 
  private:
   MPI_Comm world_, ep_, fsdp_;

@@ -89,15 +89,6 @@ void NcclComm::allreduce_f32(float* buf, size_t count, Group g) {
   NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm(g), stream_));
 }
 
-void NcclComm::barrier(Group g) {
-  // A one-element all-reduce orders this group's streams; wait() bounds the host's wait.
-  float* one = nullptr;
-  CUDA_CHECK(cudaMallocAsync(&one, sizeof(float), stream_));
-  NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm(g), stream_));
-  CUDA_CHECK(cudaFreeAsync(one, stream_));
-  wait("barrier");
-}
-
 void NcclComm::wait(const char* what) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {

@@ -37,7 +37,6 @@ class NcclComm : public Comm {
   void allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) override;
   void reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) override;
   void allreduce_f32(float* buf, size_t count, Group g) override;
-  void barrier(Group g) override;
 
   // Waits for the stream, but never forever: polls the stream and every communicator's async
   // error, and after timeout_s aborts the communicators and throws (naming what it waited for),
