@@ -1,11 +1,4 @@
-// gtest main with MPI initialised, so that code using collectives runs as a 1-rank world.
-#include <gtest/gtest.h>
-#include <mpi.h>
+// gtest main for the CPU unit tests (see tests/common/gtest_mpi_main.h for the MPI set-up).
+#include "../common/gtest_mpi_main.h"
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  int rc = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return moe::test::run_all_tests_with_mpi(argc, argv); }

@@ -3,11 +3,21 @@
 set(MOE_TINY ${CMAKE_SOURCE_DIR}/configs/tiny.json)
 set(MOE_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe ${MPIEXEC_NUMPROC_FLAG})
 
+# Each case gets its own Open MPI session-directory root: jobs that start and end together under
+# ctest -j otherwise race on /tmp/ompi.<host>.<uid> (one removes it as another creates it).
+function(moe_mpi_test_env test)
+  set(dir ${CMAKE_BINARY_DIR}/mpi_session/${test})
+  file(MAKE_DIRECTORY ${dir})
+  set_tests_properties(${test} PROPERTIES ENVIRONMENT
+                                          "${MOE_MPI_ENV};OMPI_MCA_orte_tmpdir_base=${dir}")
+endfunction()
+
 # moe_mpi_case(NAME NP ARGS...): mpirun -np NP moebench run --config tiny ARGS
 function(moe_mpi_case name np)
   add_test(NAME mpi.${name}
            COMMAND ${MOE_MPIRUN} ${np} $<TARGET_FILE:moebench> run --config ${MOE_TINY} -q ${ARGN})
-  set_tests_properties(mpi.${name} PROPERTIES ENVIRONMENT "${MOE_MPI_ENV}" LABELS mpi TIMEOUT 300)
+  set_tests_properties(mpi.${name} PROPERTIES LABELS mpi TIMEOUT 300)
+  moe_mpi_test_env(mpi.${name})
 endfunction()
 
 set(MOE_SIGMOID_GROUPS --set router.score=sigmoid --set router.groups=4 --set router.group_topk=2
@@ -43,6 +53,6 @@ foreach(script determinism dump_verify bad_input sweep_report compare rank_failu
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
-  set_tests_properties(mpi.${script} PROPERTIES ENVIRONMENT "${MOE_MPI_ENV}" LABELS mpi
-                                                TIMEOUT 600)
+  set_tests_properties(mpi.${script} PROPERTIES LABELS mpi TIMEOUT 600)
+  moe_mpi_test_env(mpi.${script})
 endforeach()
