@@ -71,6 +71,19 @@ std::string resolve_backend(const std::string& asked) {
   return "";
 }
 
+void check_backend_supports(const std::string& name, const Workload& w) {
+  if (name != "cuda") return;
+  // The CUDA twins of these land once they have run on a GPU against the reference.
+  const char* later = " is on the cpu backend only so far; run with --backend cpu";
+  MOE_USER_CHECK(w.routing.mode == "learned", "routing.mode = \""
+                                                  << w.routing.mode << "\"" << later
+                                                  << ", or set routing.mode=learned");
+  MOE_USER_CHECK(w.capacity_factor == 0,
+                 "capacity_factor = " << w.capacity_factor << later
+                                      << ", or set capacity_factor=null (dropless)");
+  MOE_USER_CHECK(w.align == 1, "align = " << w.align << later << ", or set align=1");
+}
+
 int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   int local_size = 1;
   local_rank_and_size(world, &local_size);

@@ -24,6 +24,9 @@ struct Backend {
 // this build or machine cannot run.
 std::string resolve_backend(const std::string& asked);
 
+// Throws UserError, naming the key and the fix, for a workload feature this backend lacks.
+void check_backend_supports(const std::string& name, const Workload& w);
+
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
 // 0 when unknown.
 int64_t backend_memory_available(const std::string& name, MPI_Comm world);

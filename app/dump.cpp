@@ -55,6 +55,9 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"K", K},
                          {"dtype", dtype_name(w.dtype)},
                          {"router", cfg.at("router")},
+                         {"routing", cfg.at("routing")},
+                         {"capacity_factor", cfg.at("capacity_factor")},
+                         {"align", w.align},
                          {"loss", o.loss},
                          {"aux", o.aux},
                          {"z", o.z}};

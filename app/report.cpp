@@ -107,10 +107,23 @@ json result_to_json(const RunResult& r) {
       {"model_flops_per_step", r.model_flops_per_step},
       {"tflops_per_rank", rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12},
       {"flops_formula", "18*N*K*H*F + 6*N*H*E (expert GEMMs fwd+bwd, router fwd+bwd)"}};
-  j["routing"] = {{"rows_per_expert", summary_json(r.routing.rows_per_expert)},
-                  {"rows_received_per_rank", summary_json(r.routing.rows_received_per_rank)},
-                  {"expert_load_max_over_mean", r.routing.load_max_over_mean},
-                  {"experts_without_tokens", r.routing.experts_without_tokens}};
+  const RoutingStats& rs = r.routing;
+  const double kept = rs.rows_routed_per_step - rs.rows_dropped_per_step;
+  j["routing"] = {
+      {"mode", r.workload.routing.mode},
+      {"rows_per_expert", summary_json(rs.rows_per_expert)},
+      {"rows_received_per_rank", summary_json(rs.rows_received_per_rank)},
+      {"expert_load_max_over_mean", rs.load_max_over_mean},
+      {"rank_load_max_over_mean", rs.rank_load_max_over_mean},
+      {"experts_without_tokens", rs.experts_without_tokens},
+      {"rows_routed_per_step", rs.rows_routed_per_step},
+      {"capacity_rows_per_expert_per_rank", rs.capacity_rows},
+      {"rows_dropped_per_step", rs.rows_dropped_per_step},
+      {"dropped_fraction",
+       rs.rows_routed_per_step > 0 ? rs.rows_dropped_per_step / rs.rows_routed_per_step : 0.0},
+      {"align", r.workload.align},
+      {"rows_padded_per_step", rs.rows_padded_per_step},
+      {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0}};
   j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},
                  {"host_peak_rss_bytes", r.host_peak_rss_bytes}};
   json checks = json::array();
@@ -125,6 +138,8 @@ json result_to_json(const RunResult& r) {
                        {{"tokens", c.routing.tokens},
                         {"mismatches", c.routing.mismatches},
                         {"near_ties", c.routing.near_ties},
+                        {"drop_mismatches", c.routing.drop_mismatches},
+                        {"drop_near_ties", c.routing.drop_near_ties},
                         {"pass", c.routing.pass}}},
                       {"pass", c.pass}});
   }
@@ -153,6 +168,18 @@ void print_summary(const RunResult& r) {
               w.router.normalize_topk ? ", normalized" : "", w.router.scaling,
               long(w.router.group_topk), long(w.router.groups), w.router.expert_bias ? "on" : "off",
               w.router.aux_coeff, w.router.z_coeff);
+  std::printf("# routing %s", w.routing.mode.c_str());
+  if (w.routing.mode == "powerlaw") std::printf(" (skew %g)", w.routing.skew);
+  if (w.routing.mode == "hot")
+    std::printf(" (%g of tokens to %ld hot experts)", w.routing.hot_fraction,
+                long(w.routing.hot_experts));
+  if (w.capacity_factor > 0)
+    std::printf(", capacity_factor %g (%ld rows per expert per rank, drop by %s)",
+                w.capacity_factor, long(r.routing.capacity_rows), w.drop_policy.c_str());
+  else
+    std::printf(", dropless");
+  if (w.align > 1) std::printf(", align %ld", long(w.align));
+  std::printf("\n");
   std::printf("# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
               r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
               (unsigned long long)w.seed);
@@ -179,10 +206,22 @@ void print_summary(const RunResult& r) {
               rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
   std::printf(
       "# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
-      "rows received per rank min %.1f max %.1f\n",
+      "rows received per rank min %.1f max %.1f (max/mean %.2f)\n",
       r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean, r.routing.rows_per_expert.max,
       r.routing.load_max_over_mean, long(r.routing.experts_without_tokens),
-      r.routing.rows_received_per_rank.min, r.routing.rows_received_per_rank.max);
+      r.routing.rows_received_per_rank.min, r.routing.rows_received_per_rank.max,
+      r.routing.rank_load_max_over_mean);
+  const RoutingStats& rs = r.routing;
+  if (w.capacity_factor > 0 || w.align > 1) {
+    const double kept = rs.rows_routed_per_step - rs.rows_dropped_per_step;
+    std::printf(
+        "# capacity: %.1f of %.0f rows dropped per step (%.2f%%); align: %.1f zero rows "
+        "added per step (%.2f%% more expert GEMM rows)\n",
+        rs.rows_dropped_per_step, rs.rows_routed_per_step,
+        rs.rows_routed_per_step > 0 ? 100 * rs.rows_dropped_per_step / rs.rows_routed_per_step
+                                    : 0.0,
+        rs.rows_padded_per_step, kept > 0 ? 100 * rs.rows_padded_per_step / kept : 0.0);
+  }
   std::printf("# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
               r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
   if (r.checks.empty()) {
@@ -200,9 +239,12 @@ void print_summary(const RunResult& r) {
     passed += t.pass;
     ++total;
   }
-  std::printf("  %-8s %ld of %ld tokens differ (%ld near ties allowed)  %s\n", "routing",
-              long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties),
-              c.routing.pass ? "PASS" : "FAIL");
+  std::printf("  %-8s %ld of %ld tokens differ (%ld near ties allowed)", "routing",
+              long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties));
+  if (w.capacity_factor > 0)
+    std::printf("; %ld dropped rows differ (%ld near ties allowed)",
+                long(c.routing.drop_mismatches), long(c.routing.drop_near_ties));
+  std::printf("  %s\n", c.routing.pass ? "PASS" : "FAIL");
   passed += c.routing.pass;
   ++total;
   int steps_failed = 0;

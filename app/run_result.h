@@ -26,6 +26,11 @@ struct RoutingStats {
   Summary rows_received_per_rank;  // over ranks, averaged over timed steps
   double load_max_over_mean = 0;   // max_e c_e / mean_e c_e
   int64_t experts_without_tokens = 0;
+  double rank_load_max_over_mean = 0;  // rows received: max over ranks / mean
+  // Per step over the world, averaged over timed steps: rows routed (N*K), dropped by the
+  // capacity, and zero rows added by align. capacity_rows: per source rank and expert (0: none).
+  double rows_routed_per_step = 0, rows_dropped_per_step = 0, rows_padded_per_step = 0;
+  int64_t capacity_rows = 0;
 };
 
 struct RunResult {

@@ -50,12 +50,13 @@ TensorCheck compare_tensor(const std::string& name, const float* got, const doub
   return c;
 }
 
-TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol) {
+TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol,
+                           double scale) {
   TensorCheck c;
   c.name = name;
   c.count = 1;
   c.tol = tol;
-  c.ref_norm = std::fabs(ref);
+  c.ref_norm = std::max(std::fabs(ref), scale);
   if (!std::isfinite(got) || !std::isfinite(ref)) {
     c.nonfinite = 1;
     c.rel_l2 = NAN;
@@ -64,7 +65,7 @@ TensorCheck compare_scalar(const std::string& name, double got, double ref, doub
     return c;
   }
   c.max_abs = std::fabs(got - ref);
-  c.rel_l2 = ref != 0 ? c.max_abs / std::fabs(ref) : c.max_abs;
+  c.rel_l2 = c.ref_norm != 0 ? c.max_abs / c.ref_norm : c.max_abs;
   c.pass = c.rel_l2 <= tol;
   return c;
 }

@@ -24,6 +24,7 @@ struct TensorCheck {
 
 struct RoutingCheck {
   int64_t tokens = 0, mismatches = 0, near_ties = 0;
+  int64_t drop_mismatches = 0, drop_near_ties = 0;  // capacity drops, in rows
   bool pass = false;
 };
 
@@ -42,7 +43,10 @@ double tolerance_for(const std::string& tensor_name, DType dtype);
 // on every rank. Collective over `comm`.
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
                            double tol, MPI_Comm comm);
-// For a global scalar that every rank holds: rel error |got-ref|/|ref| (abs error when ref == 0).
-TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol);
+// For a global scalar that every rank holds: rel error |got-ref| / max(|ref|, scale) (abs error
+// when both are 0). A sum with cancellation (the loss <out, dout>) passes its scale: the size of
+// its terms, against which the rounding of the terms is measured.
+TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol,
+                           double scale = 0.0);
 
 }  // namespace moe

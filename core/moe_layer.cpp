@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/init.h"
+#include "core/routing_modes.h"
 #include "kernels/cpu/router.h"
 
 namespace moe {
@@ -42,6 +43,9 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   d_.world = mesh.world;
   d_.N = d_.T * mesh.world;
   d_.dtype = w.dtype;
+  d_.capacity = expert_capacity(w);
+  d_.drop_by_position = w.drop_policy == "position";
+  d_.align = w.align;
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
   const size_t sb = ops.storage_bytes();
   timer_ = ops.make_timer(kNumPhases);
@@ -111,6 +115,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   scores_ = static_cast<float*>(fixed(4 * T * E));
   dlogits_ = static_cast<float*>(fixed(4 * T * E));
   idx_ = static_cast<int32_t*>(fixed(4 * T * K));
+  if (routing_is_forced(w)) forced_idx_ = static_cast<int32_t*>(fixed(4 * T * K));
   p_ = static_cast<float*>(fixed(4 * T * K));
   dp_ = static_cast<float*>(fixed(4 * T * K));
   stats_ = static_cast<float*>(fixed(4 * (2 * E + 1)));
@@ -129,7 +134,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   stats_host_.resize(2 * E + 1);
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
   rows_received_ = T * K;
-  exchange_counts_grow_buffers_for(rows_received_);
+  exchange_counts_grow_buffers_for(rows_received_ + El * (d_.align - 1));
 }
 
 MoeLayer::~MoeLayer() {
@@ -170,6 +175,11 @@ void MoeLayer::load_step_inputs(int64_t step) {
   ops_.upload_storage(x_, host.data(), n);
   init_dout(w_, mesh_.rank, step, host.data());
   ops_.upload_storage(dout_, host.data(), n);
+  if (forced_idx_) {
+    std::vector<int32_t> idx(d_.T * d_.K);
+    forced_routing(w_, step, int64_t(mesh_.rank) * d_.T, d_.T, idx.data());
+    ops_.copy_to_device(forced_idx_, idx.data(), 4 * idx.size());
+  }
 }
 
 void MoeLayer::run_step(std::vector<double>& phase_ms) {
@@ -186,7 +196,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kRouterFwd);
 
   t.begin(kLayout);
-  ops_.dispatch_layout(d_, idx_, expert_counts_, send_pos_);
+  ops_.dispatch_layout(d_, idx_, p_, expert_counts_, send_pos_);
   exchange_counts();
   t.end(kLayout);
 
@@ -236,9 +246,13 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   // Routing statistics for the report (after timing: this waits for the step).
   ops_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
   traffic_.global_expert_counts.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
-  traffic_.a2a_rows_sent = d_.T * d_.K;
-  traffic_.a2a_rows_to_others = d_.T * d_.K - send_rows_[mesh_.ep_rank];
+  int64_t sent = 0;
+  for (int64_t r = 0; r < d_.ep; ++r) sent += send_rows_[r];
+  traffic_.a2a_rows_sent = sent;
+  traffic_.a2a_rows_to_others = sent - send_rows_[mesh_.ep_rank];
   traffic_.rows_received = rows_received_;
+  traffic_.rows_dropped = d_.T * d_.K - sent;
+  traffic_.rows_padded = row_offsets_[d_.E_local] - rows_received_;
 }
 
 void MoeLayer::fsdp_gather() {
@@ -249,7 +263,8 @@ void MoeLayer::fsdp_gather() {
 }
 
 void MoeLayer::route() {
-  ops_.router_fwd(d_, w_.router, x_, w_gate_, expert_bias_, logits_, scores_, idx_, p_, stats_);
+  ops_.router_fwd(d_, w_.router, x_, w_gate_, expert_bias_, forced_idx_, logits_, scores_, idx_, p_,
+                  stats_);
   // The aux loss counts the world's tokens: sum the per-rank counts and score sums.
   comm_.allreduce_f32(stats_, 2 * d_.E + 1, Group::kWorld);
 }
@@ -276,8 +291,11 @@ void MoeLayer::exchange_counts() {
     }
     rows_received_ += recv_rows_[r];
   }
-  for (int64_t l = 0; l < El; ++l) row_offsets_[l + 1] += row_offsets_[l];
-  exchange_counts_grow_buffers_for(rows_received_);
+  // Each local expert's block padded to a multiple of align (zero rows, written by regroup).
+  for (int64_t l = 0; l < El; ++l)
+    row_offsets_[l + 1] =
+        row_offsets_[l] + (row_offsets_[l + 1] + d_.align - 1) / d_.align * d_.align;
+  exchange_counts_grow_buffers_for(row_offsets_[El]);
 }
 
 void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_a2a) {
@@ -323,6 +341,10 @@ StepOutputs MoeLayer::download_outputs() {
   o.idx.resize(T * K);
   ops_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
   o.p = fp32(p_, T * K);
+  std::vector<int32_t> send_pos(T * K);
+  ops_.copy_to_host(send_pos.data(), send_pos_, 4 * T * K);
+  o.dropped.resize(T * K);
+  for (int64_t i = 0; i < T * K; ++i) o.dropped[i] = send_pos[i] < 0;
   o.w_gate = storage(w_gate_, H * E);
   o.dw_gate = fp32(dw_gate_, H * E);
   if (expert_bias_) o.expert_bias = fp32(expert_bias_, E);

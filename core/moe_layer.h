@@ -44,6 +44,8 @@ struct StepTraffic {
   int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (= T*K), one direction
   int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
   int64_t rows_received = 0;       // rows this rank's experts processed
+  int64_t rows_dropped = 0;        // this rank's (t, k) over the capacity, not sent
+  int64_t rows_padded = 0;         // zero rows added for align on this rank's experts
   std::vector<float> global_expert_counts;  // [E] c_e over the world's tokens
 };
 
@@ -51,6 +53,7 @@ struct StepTraffic {
 struct StepOutputs {
   std::vector<float> x, dout, out, dx;  // [T, H]
   std::vector<int32_t> idx;             // [T, K]
+  std::vector<uint8_t> dropped;         // [T, K] 1 where the capacity dropped the row
   std::vector<float> p;                 // [T, K]
   std::vector<float> w_gate, dw_gate;   // [H, E]; dw_gate after the world all-reduce
   std::vector<float> expert_bias;       // [E] (empty unless router.expert_bias)
@@ -120,11 +123,12 @@ class MoeLayer {
   float* dx_acc_ = nullptr;                                               // [T, H] fp32
   float *logits_ = nullptr, *scores_ = nullptr, *dlogits_ = nullptr;      // [T, E] fp32
   int32_t* idx_ = nullptr;                                                // [T, K]
-  float *p_ = nullptr, *dp_ = nullptr;                                    // [T, K] fp32
-  float* stats_ = nullptr;                                                // [2E + 1] fp32
-  int32_t* send_pos_ = nullptr;                                           // [T * K]
-  int32_t* expert_counts_ = nullptr;                                      // [E]
-  int32_t* recv_counts_ = nullptr;                                        // [ep, E_local]
+  int32_t* forced_idx_ = nullptr;       // [T, K] this step's forced routing (nullptr: learned)
+  float *p_ = nullptr, *dp_ = nullptr;  // [T, K] fp32
+  float* stats_ = nullptr;              // [2E + 1] fp32
+  int32_t* send_pos_ = nullptr;         // [T * K]
+  int32_t* expert_counts_ = nullptr;    // [E]
+  int32_t* recv_counts_ = nullptr;      // [ep, E_local]
 
   // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
   void *send_ = nullptr, *y_send_ = nullptr, *dy_send_ = nullptr;
@@ -134,7 +138,7 @@ class MoeLayer {
   // Host copies of the layout (the one device-to-host copy per dispatch).
   std::vector<int32_t> expert_counts_host_, recv_counts_host_;
   std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
-  int64_t rows_received_ = 0;
+  int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
   std::vector<float> stats_host_;
   StepTraffic traffic_;
 };

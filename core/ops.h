@@ -19,6 +19,11 @@ struct Dims {
   int64_t ep = 1, fsdp = 1, world = 1;
   int64_t N = 0;  // global tokens = T * world
   DType dtype = DType::kBf16;
+  // Rows one source rank may send each expert (0 = dropless) and which rows are dropped beyond
+  // it: the lowest p (ties: later (t, k)) or the later (t, k).
+  int64_t capacity = 0;
+  bool drop_by_position = false;
+  int64_t align = 1;  // each local expert's expert-major rows padded to a multiple of this
 };
 
 // Times phases of one step on the backend's clock (host clock on CPU, CUDA events on GPU).
@@ -52,10 +57,10 @@ class Ops {
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;
-  // expert_bias [E] fp32 or nullptr.
+  // expert_bias [E] fp32 or nullptr; forced_idx [T,K] i32 or nullptr (a forced routing.mode).
   virtual void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
-                          const float* expert_bias, float* logits, float* scores, int32_t* idx,
-                          float* p, float* stats) = 0;
+                          const float* expert_bias, const int32_t* forced_idx, float* logits,
+                          float* scores, int32_t* idx, float* p, float* stats) = 0;
   // Router backward and the end of dx: dlogits [T,E] from dp [T,K] and the world's counts
   // global_stats [2E+1]; dx [T,H] storage = dx_acc [T,H] fp32 + dlogits @ w_gate^T;
   // dw_gate [H,E] fp32 = x^T dlogits (this rank's part).
@@ -63,13 +68,15 @@ class Ops {
                           const float* logits, const float* scores, const int32_t* idx,
                           const float* dp, const float* global_stats, float* dlogits, float* dx_acc,
                           void* dx, float* dw_gate) = 0;
-  // expert_counts [E] i32 and send_pos [T*K] i32 (kernels/cpu/layout.h).
-  virtual void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
-                               int32_t* send_pos) = 0;
-  // send [T*K, H] storage: rows of x [T,H] in send order.
+  // expert_counts [E] i32 (rows sent) and send_pos [T*K] i32, -1 for a row dropped by the
+  // capacity d.capacity (kernels/cpu/layout.h); p [T,K] fp32 ranks rows for dropping.
+  virtual void dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
+                               int32_t* expert_counts, int32_t* send_pos) = 0;
+  // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
-  // memory) and their host copy.
+  // memory) and their host copy. Expert-major blocks are padded to multiples of d.align rows; the
+  // padding rows are written as zeros when going to expert-major.
   virtual void regroup(const Dims& d, const void* src, const int32_t* counts,
                        const int32_t* counts_host, bool to_expert_major, void* dst) = 0;
   // Expert FFN over expert-major rows; row_offsets_host [E_local+1]. See kernels/cpu/expert_ffn.h.
@@ -79,7 +86,8 @@ class Ops {
                               const void* a, const void* w_in, const void* w_out,
                               const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
                               float* dw_in, float* dw_out) = 0;
-  // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward.
+  // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
+  // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
                            const float* p, void* out) = 0;
   virtual void combine_bwd(const Dims& d, const void* dout, const void* y_send,

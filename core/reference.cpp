@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/init.h"
+#include "core/routing_modes.h"
 
 namespace moe {
 namespace {
@@ -159,8 +160,8 @@ struct ExpertsPass {
   double* dw_out = nullptr;
 };
 
-void run_experts(const ReferenceProblem& prob, const int32_t* idx, const double* p,
-                 const ExpertsPass& ps) {
+void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
+                 const double* p, const ExpertsPass& ps) {
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
   const int64_t E = prob.model.experts, K = prob.model.topk;
   BlockScratch scratch(H, F);
@@ -172,7 +173,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const double*
       const bool own = t >= ps.token_begin && t < ps.token_end;
       if (!own && !local) continue;
       for (int64_t k = 0; k < K; ++k) {
-        if (idx[t * K + k] != e) continue;
+        if (idx[t * K + k] != e || (dropped && dropped[t * K + k])) continue;
         const int64_t r = t - ps.token_begin;
         Pair pr{&prob.x[t * H], &prob.dout[t * H], p[t * K + k], nullptr, nullptr, nullptr};
         if (own) {
@@ -227,11 +228,72 @@ std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// The capacity drops of one source group's rows for one expert, `rows` in (t, k) order: beyond
+// the capacity, the later rows (by position) or those of lowest p (ties: the later row).
+void drop_over_capacity(const ReferenceProblem& prob, std::vector<int64_t> rows, const double* p,
+                        uint8_t* dropped) {
+  if (int64_t(rows.size()) <= prob.capacity) return;
+  if (!prob.drop_by_position)
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  for (size_t i = size_t(prob.capacity); i < rows.size(); ++i) dropped[rows[i]] = 1;
+}
+
+// Whether the backend's drops for these rows differ from the reference's only at a near tie in p:
+// it keeps as many rows, and every row the two treat differently has p within 1e-3 relative of
+// the last row the reference keeps (position drops have no ties).
+bool drop_swap_ok(const ReferenceProblem& prob, const std::vector<int64_t>& rows, const double* p,
+                  const uint8_t* ref, const uint8_t* got) {
+  if (prob.drop_by_position) return false;
+  int64_t kept_ref = 0, kept_got = 0;
+  double boundary = INFINITY;
+  for (int64_t r : rows) {
+    kept_ref += !ref[r];
+    kept_got += !got[r];
+    if (!ref[r]) boundary = std::min(boundary, p[r]);
+  }
+  if (kept_ref != kept_got) return false;
+  for (int64_t r : rows)
+    if (ref[r] != got[r] && std::fabs(p[r] - boundary) > 1e-3 * std::fabs(boundary)) return false;
+  return true;
+}
+
+// MATH.md has no capacity; this is moebench's (README "Capacity"): per source group and expert,
+// the reference's own drops, the backend's adopted where they differ only at a near tie.
+std::vector<uint8_t> capacity_drops(const ReferenceProblem& prob, const int32_t* idx,
+                                    const double* p, const uint8_t* got_dropped,
+                                    ReferenceResult& res) {
+  const int64_t N = prob.tokens, E = prob.model.experts, K = prob.model.topk;
+  std::vector<uint8_t> dropped(N * K, 0);
+  if (prob.capacity <= 0) return dropped;
+  const int64_t group = prob.capacity_group;
+  MOE_CHECK(group > 0 && N % group == 0,
+            "capacity_group " << group << " must divide the token count " << N);
+  std::vector<std::vector<int64_t>> rows(E);
+  for (int64_t g0 = 0; g0 < N; g0 += group) {
+    for (auto& r : rows) r.clear();
+    for (int64_t i = g0 * K; i < (g0 + group) * K; ++i) rows[idx[i]].push_back(i);
+    for (int64_t e = 0; e < E; ++e) {
+      drop_over_capacity(prob, rows[e], p, dropped.data());
+      if (!got_dropped) continue;
+      int64_t differ = 0;
+      for (int64_t r : rows[e]) differ += dropped[r] != got_dropped[r];
+      if (differ == 0) continue;
+      if (drop_swap_ok(prob, rows[e], p, dropped.data(), got_dropped)) {
+        res.drop_near_ties += differ;
+        for (int64_t r : rows[e]) dropped[r] = got_dropped[r];
+      } else {
+        res.drop_mismatches += differ;
+      }
+    }
+  }
+  return dropped;
+}
+
 }  // namespace
 
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
-                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end) {
+                               const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
+                               int64_t expert_begin, int64_t expert_end) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
@@ -248,7 +310,15 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
   const std::vector<double> logits = all_logits(prob);
   std::vector<int32_t> idx(N * K);
   std::vector<double> p(N * K);
+  const bool forced = !prob.forced_idx.empty();
+  MOE_CHECK(!forced || int64_t(prob.forced_idx.size()) == N * K, "forced_idx must hold N * K");
   for (int64_t t = 0; t < N; ++t) {
+    if (forced) {  // the experts are given: the gate only weighs them
+      std::copy(&prob.forced_idx[t * K], &prob.forced_idx[(t + 1) * K], &idx[t * K]);
+      reference_topk_weights(rc, E, K, &logits[t * E], &idx[t * K], &p[t * K]);
+      if (got_idx && !same_set(&idx[t * K], got_idx + t * K, K)) ++res.routing_mismatches;
+      continue;
+    }
     TokenRouting tr = reference_route_token(rc, E, K, &logits[t * E], bias);
     std::copy(tr.idx.begin(), tr.idx.end(), &idx[t * K]);
     std::copy(tr.p.begin(), tr.p.end(), &p[t * K]);
@@ -266,8 +336,10 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
       ++res.routing_mismatches;
     }
   }
+  // The aux loss counts the routed rows, before any capacity drop.
   const std::vector<double> counts = expert_counts(idx.data(), N, E, K);
   reference_router_losses(rc, N, E, K, logits.data(), counts.data(), &res.aux, &res.z);
+  const std::vector<uint8_t> dropped = capacity_drops(prob, idx.data(), p.data(), got_dropped, res);
 
   // The expert FFNs: own tokens' out, dp and expert-path dx; local experts' dw over all N tokens.
   const int64_t T = token_end - token_begin, E_local = expert_end - expert_begin;
@@ -287,11 +359,12 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
   pass.dx = res.dx.data();
   pass.dw_in = res.dw_in.data();
   pass.dw_out = res.dw_out.data();
-  run_experts(prob, idx.data(), p.data(), pass);
+  run_experts(prob, idx.data(), dropped.data(), p.data(), pass);
 
   // Own tokens: the loss's part, and the router's backward from dp plus aux and z.
   res.idx.assign(idx.begin() + token_begin * K, idx.begin() + token_end * K);
   res.p.assign(p.begin() + token_begin * K, p.begin() + token_end * K);
+  res.dropped.assign(dropped.begin() + token_begin * K, dropped.begin() + token_end * K);
   res.dw_gate.assign(H * E, 0.0);
   std::vector<double> dlogits(E);
   double dot = 0;
@@ -320,7 +393,7 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
   return res;
 }
 
-double reference_loss(const ReferenceProblem& prob, const int32_t* idx) {
+double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden;
@@ -334,7 +407,7 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx) {
   ExpertsPass pass;
   pass.token_end = N;
   pass.out = out.data();
-  run_experts(prob, idx, p.data(), pass);
+  run_experts(prob, idx, dropped, p.data(), pass);
   double dot = 0;
   for (int64_t i = 0; i < N * H; ++i) dot += out[i] * prob.dout[i];
   const std::vector<double> counts = expert_counts(idx, N, E, K);
@@ -360,6 +433,13 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   prob.tokens = N;
   prob.model = m;
   prob.router = w.router;
+  if (routing_is_forced(w)) {
+    prob.forced_idx.resize(N * K);
+    forced_routing(w, in.step, 0, N, prob.forced_idx.data());
+  }
+  prob.capacity = expert_capacity(w);
+  prob.capacity_group = T;
+  prob.drop_by_position = w.drop_policy == "position";
 
   // The world's tokens in rank order: token g = rank * T + t.
   std::vector<float> gathered(N * H);
@@ -379,6 +459,14 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
     got.resize(N * K);
     MPI_CHECK(MPI_Allgather(in.got_idx, int(T * K), MPI_INT32_T, got.data(), int(T * K),
                             MPI_INT32_T, world));
+  }
+  int have_dropped = in.got_dropped != nullptr, all_have_dropped = 0;
+  MPI_CHECK(MPI_Allreduce(&have_dropped, &all_have_dropped, 1, MPI_INT, MPI_MIN, world));
+  std::vector<uint8_t> got_dropped;
+  if (all_have_dropped) {
+    got_dropped.resize(N * K);
+    MPI_CHECK(MPI_Allgather(in.got_dropped, int(T * K), MPI_UINT8_T, got_dropped.data(), int(T * K),
+                            MPI_UINT8_T, world));
   }
 
   // Weights from the seed, one expert at a time to keep the float staging small.
@@ -400,8 +488,9 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
     std::copy(buf.begin(), buf.begin() + F * H, prob.w_out.begin() + e * F * H);
   }
 
-  ReferenceResult res = reference_step(prob, got.empty() ? nullptr : got.data(), int64_t(rank) * T,
-                                       int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
+  ReferenceResult res = reference_step(
+      prob, got.empty() ? nullptr : got.data(), got_dropped.empty() ? nullptr : got_dropped.data(),
+      int64_t(rank) * T, int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   MPI_CHECK(

@@ -16,6 +16,8 @@ struct ReferenceInputs {
   const float* x = nullptr;          // [T, H] this rank's tokens, values as stored by the backend
   const float* dout = nullptr;       // [T, H]
   const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
+  const uint8_t* got_dropped = nullptr;  // [T, K] the backend's capacity drops: likewise
+  int64_t step = 0;                      // for the forced routing of routing.mode
 };
 
 struct ReferenceResult {
@@ -27,12 +29,17 @@ struct ReferenceResult {
   std::vector<int32_t>
       idx;                // [T, K] routing used (the reference's, or the backend's at a near tie)
   std::vector<double> p;  // [T, K]
-  double aux = 0, z = 0;  // global losses
-  double loss = 0;        // global sum_t <out, dout> + aux + z
+  std::vector<uint8_t> dropped;  // [T, K] 1 where the capacity dropped the row
+  double aux = 0, z = 0;         // global losses
+  double loss = 0;               // global sum_t <out, dout> + aux + z
   // Over the world's tokens (identical on every rank): tokens whose expert set differs from the
   // backend's with a clear margin (an error), and at a near tie (allowed, backend's choice used).
   int64_t routing_mismatches = 0;
   int64_t routing_near_ties = 0;
+  // Rows whose capacity drop differs from the backend's: with a clear margin in p (an error), or
+  // at a near tie in p at the capacity boundary (allowed, the backend's drops used).
+  int64_t drop_mismatches = 0;
+  int64_t drop_near_ties = 0;
 };
 
 ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm world,
@@ -50,6 +57,11 @@ struct ReferenceProblem {
   std::vector<double> expert_bias;  // [E]; read only when router.expert_bias
   std::vector<double> w_in;         // [E, H, 2F]
   std::vector<double> w_out;        // [E, F, H]
+  std::vector<int32_t> forced_idx;  // [N, K] a forced routing.mode's experts; empty: learned
+  // Capacity: each group of `capacity_group` consecutive tokens (one source rank's) sends each
+  // expert at most `capacity` rows (0: dropless), dropping the lowest p or the later (t, k).
+  int64_t capacity = 0, capacity_group = 0;
+  bool drop_by_position = false;
 };
 
 // The step for "own" tokens [token_begin, token_end) and "local" experts [expert_begin,
@@ -58,14 +70,17 @@ struct ReferenceProblem {
 // and dw_out are the local experts', summed over all N tokens. dw_gate and the <out, dout> part of
 // `loss` cover only the own tokens (loss = that part + aux + z): a caller that splits the tokens
 // over ranks sums them. With all tokens and experts own, the result is the whole step.
+// got_dropped ([N, K] or nullptr) is the backend's capacity drops, adopted only at near ties.
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
-                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end);
+                               const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
+                               int64_t expert_begin, int64_t expert_end);
 
 // L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx
-// [N, K] (the counts c_e come from idx). p is recomputed from the logits, so finite differences of
-// this function give the gradients reference_step computes.
-double reference_loss(const ReferenceProblem& prob, const int32_t* idx);
+// [N, K] (the counts c_e come from idx) and the rows in dropped ([N, K] or nullptr) left out. p is
+// recomputed from the logits, so finite differences of this function give the gradients
+// reference_step computes.
+double reference_loss(const ReferenceProblem& prob, const int32_t* idx,
+                      const uint8_t* dropped = nullptr);
 
 // ---- The router in float64 (core/reference_router.cpp) ----
 

@@ -24,13 +24,14 @@ namespace {
 // suggestions and --set all read this one table; the typed reads in from_json() must match it.
 
 enum class Kind {
-  kString,  // any string
-  kInt,     // any int64 (ranges are checked by resolve_and_validate, which names the fix)
-  kUint,    // non-negative, up to 2^64 - 1 (the seed)
-  kNumber,  // integer or floating point
-  kBool,    // true or false
-  kEnum,    // a string from `choices`
-  kSize,    // a positive integer or "auto" (the mesh; "auto" is stored as 0)
+  kString,          // any string
+  kInt,             // any int64 (ranges are checked by resolve_and_validate, which names the fix)
+  kUint,            // non-negative, up to 2^64 - 1 (the seed)
+  kNumber,          // integer or floating point
+  kBool,            // true or false
+  kEnum,            // a string from `choices`
+  kSize,            // a positive integer or "auto" (the mesh; "auto" is stored as 0)
+  kOptionalNumber,  // a number or null (stored as 0)
 };
 
 struct KeySpec {
@@ -55,11 +56,18 @@ const std::vector<KeySpec>& schema() {
       {"router.expert_bias", Kind::kBool, {}},
       {"router.aux_coeff", Kind::kNumber, {}},
       {"router.z_coeff", Kind::kNumber, {}},
+      {"routing.mode", Kind::kEnum, {"learned", "uniform", "balanced", "powerlaw", "hot"}},
+      {"routing.skew", Kind::kNumber, {}},
+      {"routing.hot_fraction", Kind::kNumber, {}},
+      {"routing.hot_experts", Kind::kInt, {}},
       {"tokens_per_rank", Kind::kInt, {}},
       {"mesh.ep", Kind::kSize, {}},
       {"mesh.fsdp", Kind::kSize, {}},
       {"dtype", Kind::kEnum, {"bf16", "fp32"}},
       {"dispatch", Kind::kEnum, {"alltoall"}},
+      {"capacity_factor", Kind::kOptionalNumber, {}},
+      {"drop_policy", Kind::kEnum, {"probability", "position"}},
+      {"align", Kind::kInt, {}},
       {"steps", Kind::kInt, {}},
       {"warmup", Kind::kInt, {}},
       {"seed", Kind::kUint, {}},
@@ -68,7 +76,7 @@ const std::vector<KeySpec>& schema() {
   return keys;
 }
 
-const std::vector<std::string> kSections = {"model", "router", "mesh"};
+const std::vector<std::string> kSections = {"model", "router", "routing", "mesh"};
 const std::vector<std::string> kRequired = {"model.hidden", "model.ffn", "model.experts",
                                             "model.topk", "tokens_per_rank"};
 
@@ -267,6 +275,18 @@ class Reader {
     fail(path, expected, *v, guess.empty() ? "" : "; did you mean \"" + guess + "\"?");
   }
 
+  // A number or null (stored as 0).
+  void get_optional(const char* path, double& out) {
+    if (const json* v = find(path, Kind::kOptionalNumber)) {
+      if (v->is_null()) {
+        out = 0;
+        return;
+      }
+      if (!v->is_number()) fail(path, "expected a number or null", *v);
+      out = v->get<double>();
+    }
+  }
+
   // A mesh size: a positive integer, or "auto" stored as 0.
   void get_size(const char* path, int64_t& out) {
     if (const json* v = find(path, Kind::kSize)) {
@@ -323,12 +343,19 @@ Workload from_json(const json& root, const std::string& source) {
   r.get("router.expert_bias", w.router.expert_bias);
   r.get("router.aux_coeff", w.router.aux_coeff);
   r.get("router.z_coeff", w.router.z_coeff);
+  r.get_choice("routing.mode", w.routing.mode);
+  r.get("routing.skew", w.routing.skew);
+  r.get("routing.hot_fraction", w.routing.hot_fraction);
+  r.get("routing.hot_experts", w.routing.hot_experts);
   r.get("tokens_per_rank", w.tokens_per_rank);
   r.get_size("mesh.ep", w.mesh.ep);
   r.get_size("mesh.fsdp", w.mesh.fsdp);
   std::string choice;
   if (r.get_choice("dtype", choice)) w.dtype = choice == "bf16" ? DType::kBf16 : DType::kFp32;
   r.get_choice("dispatch", w.dispatch);
+  r.get_optional("capacity_factor", w.capacity_factor);
+  r.get_choice("drop_policy", w.drop_policy);
+  r.get("align", w.align);
   r.get("steps", w.steps);
   r.get("warmup", w.warmup);
   r.get("seed", w.seed);
@@ -462,9 +489,10 @@ void apply_override(Workload& w, const std::string& assignment) {
   if (!key) {
     MOE_USER_CHECK(!is_section(path), "'" << path << "' in " << source << " is a section, not a "
                                           << "key; set one of its keys, e.g. --set " << path << "."
-                                          << (path == "model"    ? "hidden"
-                                              : path == "router" ? "score"
-                                                                 : "ep")
+                                          << (path == "model"     ? "hidden"
+                                              : path == "router"  ? "score"
+                                              : path == "routing" ? "mode"
+                                                                  : "ep")
                                           << "=...");
     unknown_key(path, source);
   }
@@ -581,6 +609,26 @@ void resolve_and_validate(Workload& w, int world_size) {
   MOE_USER_CHECK(w.dispatch == "alltoall", "dispatch = \"" << w.dispatch << "\" is not supported; "
                                                            << "the only dispatch is \"alltoall\"");
 
+  const RoutingConfig& rt = w.routing;
+  MOE_USER_CHECK(std::isfinite(rt.skew) && rt.skew >= 0,
+                 "routing.skew = " << rt.skew << " must be a finite number >= 0 (0 = uniform; "
+                                   << "1 to 2 is a typical power-law skew)");
+  MOE_USER_CHECK(rt.hot_fraction >= 0 && rt.hot_fraction <= 1,
+                 "routing.hot_fraction = " << rt.hot_fraction
+                                           << " must be between 0 and 1 (the share of tokens "
+                                              "sent to the hot experts)");
+  MOE_USER_CHECK(rt.hot_experts >= 1 && rt.hot_experts <= m.experts,
+                 "routing.hot_experts = " << rt.hot_experts << " must be between 1 and "
+                                          << "model.experts = " << m.experts);
+  MOE_USER_CHECK(w.capacity_factor == 0 || (std::isfinite(w.capacity_factor) &&
+                                            w.capacity_factor > 0 && w.capacity_factor <= 1e6),
+                 "capacity_factor = " << w.capacity_factor
+                                      << " must be a number > 0 (1 = each expert takes its "
+                                         "balanced share of rows) or null for dropless routing");
+  MOE_USER_CHECK(w.align >= 1 && w.align <= 4096,
+                 "align = " << w.align << " must be between 1 and 4096 (1 = no padding; 16 or "
+                            << "128 pad each expert's rows for the tensor-core GEMM tiles)");
+
   // One rank may receive every row of its EP group: T * K * ep rows, indexed with int32.
   const int64_t rows = prod({w.tokens_per_rank, m.topk, ep});
   MOE_USER_CHECK(rows <= INT32_MAX,
@@ -614,7 +662,8 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   const int64_t fsdp = w.mesh.fsdp, E_local = E / w.mesh.ep;
   const int64_t P = prod({E_local, 3, H, F});
   const int64_t P_shard = P == INT64_MAX ? P : (P + fsdp - 1) / fsdp;
-  const int64_t R = prod({T, K});
+  // Alignment pads each local expert's rows up to a multiple of `align` on the receiving side.
+  const int64_t R = sum({prod({T, K}), prod({E_local, w.align - 1})});
 
   int64_t bytes = 0;
   auto add = [&bytes](std::initializer_list<int64_t> factors) {
@@ -668,10 +717,18 @@ json workload_to_json(const Workload& w) {
         {"expert_bias", w.router.expert_bias},
         {"aux_coeff", w.router.aux_coeff},
         {"z_coeff", w.router.z_coeff}}},
+      {"routing",
+       {{"mode", w.routing.mode},
+        {"skew", w.routing.skew},
+        {"hot_fraction", w.routing.hot_fraction},
+        {"hot_experts", w.routing.hot_experts}}},
       {"tokens_per_rank", w.tokens_per_rank},
       {"mesh", {{"ep", size(w.mesh.ep)}, {"fsdp", size(w.mesh.fsdp)}}},
       {"dtype", dtype_name(w.dtype)},
       {"dispatch", w.dispatch},
+      {"capacity_factor", w.capacity_factor > 0 ? json(w.capacity_factor) : json(nullptr)},
+      {"drop_policy", w.drop_policy},
+      {"align", w.align},
       {"steps", w.steps},
       {"warmup", w.warmup},
       {"seed", w.seed},

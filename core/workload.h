@@ -30,6 +30,15 @@ struct RouterConfig {
   double z_coeff = 0.0;
 };
 
+// Where tokens go. "learned" routes by the gate (MATH.md); the other modes force the expert set of
+// every token from the seed (core/routing_modes.h) while the gate still weighs and is trained.
+struct RoutingConfig {
+  std::string mode = "learned";  // "learned" | "uniform" | "balanced" | "powerlaw" | "hot"
+  double skew = 1.2;             // powerlaw: expert weight ~ 1 / popularity_rank^skew
+  double hot_fraction = 0.5;     // hot: share of tokens that go to the hot experts
+  int64_t hot_experts = 1;       // hot: how many experts are hot
+};
+
 struct MeshConfig {
   int64_t ep = 0;    // 0 = "auto"
   int64_t fsdp = 0;  // 0 = "auto"
@@ -42,10 +51,16 @@ struct Workload {
   std::string name = "unnamed";
   ModelShape model;
   RouterConfig router;
+  RoutingConfig routing;
   int64_t tokens_per_rank = 0;  // T; 0 means "not given", an error
   MeshConfig mesh;
   DType dtype = DType::kBf16;
   std::string dispatch = "alltoall";
+  // Per source rank and expert at most ceil(capacity_factor * T * K / E) rows are sent; the rest
+  // are dropped by drop_policy. 0 (JSON null) = dropless.
+  double capacity_factor = 0.0;
+  std::string drop_policy = "probability";  // "probability" (keep the largest p) | "position"
+  int64_t align = 1;  // each local expert's rows padded to a multiple of this for the GEMMs
   int64_t steps = 20;
   int64_t warmup = 3;
   uint64_t seed = 1234;

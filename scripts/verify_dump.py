@@ -24,6 +24,10 @@ class Malformed(Exception):
     pass
 
 
+class Unsupported(Exception):
+    pass
+
+
 # ----------------------------------------------------------------------------------------------------
 # The layer, vectorised (the verifier's reference)
 
@@ -183,6 +187,13 @@ def load_dump(d):
         diff = [k for k in m0 if k not in PER_RANK_KEYS and m.get(k) != m0[k]]
         if diff:
             raise Malformed(f"rank{rk}/meta.json disagrees with rank{min(metas)} on {diff}")
+    # The routing controls (README "Routing controls") are moebench's, not MATH.md's: this verifier
+    # implements MATH.md only. Dumps from before these keys existed are learned and dropless.
+    if m0.get("routing", {}).get("mode", "learned") != "learned" or m0.get("capacity_factor") is not None:
+        raise Unsupported(f"{d}: routing.mode={m0.get('routing', {}).get('mode')}, capacity_factor="
+                          f"{m0.get('capacity_factor')}: this verifier covers MATH.md's learned, dropless "
+                          "layer only (the in-process reference checks the routing controls); dump a run "
+                          "with routing.mode=learned and capacity_factor=null")
     c = dict(m0["router"], **{k: m0[k] for k in ("world", "ep", "fsdp", "T", "H", "F", "E", "K", "dtype")})
     E, K, G, Gk, ep = c["E"], c["K"], c["groups"], c["group_topk"], c["ep"]
     bad = [why for cond, why in [
@@ -572,6 +583,9 @@ def main(argv=None):
     except Malformed as e:
         print(f"verify_dump: malformed dump: {e}", file=sys.stderr)
         return 2
+    except Unsupported as e:
+        print(f"verify_dump: unsupported dump: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ void unpermute_combine(const float* y_send, const int32_t* send_pos, const float
     float* o = out + t * H;
     for (int64_t h = 0; h < H; ++h) o[h] = 0.0f;
     for (int64_t k = 0; k < K; ++k) {
+      if (send_pos[t * K + k] < 0) continue;  // dropped by the capacity: adds nothing
       const float w = p[t * K + k];
       const float* y = y_send + int64_t(send_pos[t * K + k]) * H;
       for (int64_t h = 0; h < H; ++h) o[h] += w * y[h];
@@ -25,6 +26,10 @@ void unpermute_combine_bwd(const float* dout, const float* y_send, const int32_t
     const float* g = dout + t * H;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t row = send_pos[t * K + k];
+      if (row < 0) {  // dropped: the output does not depend on its weight
+        dp[t * K + k] = 0.0f;
+        continue;
+      }
       const float w = p[t * K + k];
       const float* y = y_send + row * H;
       float* dy = dy_send + row * H;
@@ -44,6 +49,7 @@ void unpermute_sum(const float* dx_send, const int32_t* send_pos, int64_t T, int
     float* d = dx_acc + t * H;
     for (int64_t h = 0; h < H; ++h) d[h] = 0.0f;
     for (int64_t k = 0; k < K; ++k) {
+      if (send_pos[t * K + k] < 0) continue;
       const float* src = dx_send + int64_t(send_pos[t * K + k]) * H;
       for (int64_t h = 0; h < H; ++h) d[h] += src[h];
     }

@@ -7,7 +7,9 @@
 
 namespace moe::cpu {
 
-// out [T, H] = sum_k p[t, k] * y_send[send_pos[t*K + k]], fp32 sum, stored as out_dtype.
+// out [T, H] = sum_k p[t, k] * y_send[send_pos[t*K + k]], fp32 sum, stored as out_dtype. Rows
+// with send_pos -1 (dropped by the capacity) are left out here and in both functions below; their
+// dp is 0.
 void unpermute_combine(const float* y_send, const int32_t* send_pos, const float* p, int64_t T,
                        int64_t K, int64_t H, DType out_dtype, float* out);
 

@@ -78,10 +78,10 @@ std::unique_ptr<PhaseTimer> CpuOps::make_timer(int num_phases) {
 }
 
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
-                        const float* expert_bias, float* logits, float* scores, int32_t* idx,
-                        float* p, float* stats) {
+                        const float* expert_bias, const int32_t* forced_idx, float* logits,
+                        float* scores, int32_t* idx, float* p, float* stats) {
   cpu::router_logits(F(x), F(w_gate), d.T, d.H, d.E, logits);
-  cpu::router_topk(logits, expert_bias, cfg, d.T, d.E, d.K, scores, idx, p);
+  cpu::router_topk(logits, expert_bias, forced_idx, cfg, d.T, d.E, d.K, scores, idx, p);
   cpu::router_loss_stats(logits, scores, idx, cfg, d.T, d.E, d.K, stats);
 }
 
@@ -94,9 +94,10 @@ void CpuOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, c
   for (int64_t i = 0; i < d.T * d.H; ++i) F(dx)[i] = cpu::store_as(d.dtype, dx_acc[i]);
 }
 
-void CpuOps::dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
-                             int32_t* send_pos) {
-  cpu::dispatch_layout(idx, d.T, d.K, d.E, expert_counts, send_pos);
+void CpuOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
+                             int32_t* expert_counts, int32_t* send_pos) {
+  cpu::dispatch_layout(idx, p, d.T, d.K, d.E, d.capacity, d.drop_by_position, expert_counts,
+                       send_pos);
 }
 
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
@@ -105,7 +106,7 @@ void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void
 
 void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t*,
                      bool to_expert_major, void* dst) {
-  cpu::regroup_rows(F(src), counts, d.ep, d.E_local, d.H, to_expert_major, F(dst));
+  cpu::regroup_rows(F(src), counts, d.ep, d.E_local, d.H, d.align, to_expert_major, F(dst));
 }
 
 void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,

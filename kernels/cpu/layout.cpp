@@ -1,20 +1,44 @@
 #include "kernels/cpu/layout.h"
 
+#include <algorithm>
 #include <vector>
+
+#include "core/error.h"
 
 namespace moe::cpu {
 
-void dispatch_layout(const int32_t* idx, int64_t T, int64_t K, int64_t E, int32_t* expert_counts,
+void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos) {
+  const int64_t n = T * K;
+  const bool drops = capacity > 0;
+  MOE_CHECK(!drops || drop_by_position || p || n == 0,
+            "dispatch_layout: dropping by probability needs p");
+  // Each expert's rows in t*K + k order (a counting sort), then, when dropping by probability,
+  // reordered by descending p: the stable sort keeps t*K + k order among equal p.
+  std::vector<int64_t> begin(E + 1, 0), order(n);
+  for (int64_t i = 0; i < n; ++i) ++begin[idx[i] + 1];
+  for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
+  std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
+  for (int64_t i = 0; i < n; ++i) order[fill[idx[i]]++] = i;
+  std::vector<uint8_t> keep(n, 1);
+  for (int64_t e = 0; e < E; ++e) {
+    if (!drops || begin[e + 1] - begin[e] <= capacity) continue;
+    auto first = order.begin() + begin[e], last = order.begin() + begin[e + 1];
+    if (!drop_by_position)
+      std::stable_sort(first, last, [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    for (auto it = first + capacity; it != last; ++it) keep[*it] = 0;
+  }
+
   for (int64_t e = 0; e < E; ++e) expert_counts[e] = 0;
-  for (int64_t i = 0; i < T * K; ++i) ++expert_counts[idx[i]];
+  for (int64_t i = 0; i < n; ++i) expert_counts[idx[i]] += keep[i];
   std::vector<int32_t> next(E);  // next free row of each expert's block
   int32_t offset = 0;
   for (int64_t e = 0; e < E; ++e) {
     next[e] = offset;
     offset += expert_counts[e];
   }
-  for (int64_t i = 0; i < T * K; ++i) send_pos[i] = next[idx[i]]++;
+  for (int64_t i = 0; i < n; ++i) send_pos[i] = keep[i] ? next[idx[i]]++ : -1;
 }
 
 }  // namespace moe::cpu

@@ -9,20 +9,35 @@ void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t 
                   float* dst) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < K; ++k)
-      std::memcpy(dst + int64_t(send_pos[t * K + k]) * H, src + t * H, sizeof(float) * H);
+      if (send_pos[t * K + k] >= 0)  // -1: dropped by the capacity
+        std::memcpy(dst + int64_t(send_pos[t * K + k]) * H, src + t * H, sizeof(float) * H);
+}
+
+void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
+                          int64_t* offsets) {
+  offsets[0] = 0;
+  for (int64_t l = 0; l < E_local; ++l) {
+    int64_t rows = 0;
+    for (int64_t s = 0; s < ep; ++s) rows += counts[s * E_local + l];
+    offsets[l + 1] = offsets[l] + (rows + align - 1) / align * align;
+  }
 }
 
 void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  bool to_expert_major, float* dst) {
+                  int64_t align, bool to_expert_major, float* dst) {
   // Block (s, l) starts at rank_offset in source-rank-major order and expert_offset in
   // expert-major order; both are prefix sums over the same count matrix.
-  std::vector<int64_t> expert_offset(ep * E_local);
-  int64_t off = 0;
-  for (int64_t l = 0; l < E_local; ++l)
+  std::vector<int64_t> starts(E_local + 1), expert_offset(ep * E_local);
+  expert_major_offsets(counts, ep, E_local, align, starts.data());
+  for (int64_t l = 0; l < E_local; ++l) {
+    int64_t off = starts[l];
     for (int64_t s = 0; s < ep; ++s) {
       expert_offset[s * E_local + l] = off;
       off += counts[s * E_local + l];
     }
+    // The padding must be zeros: the GEMMs run over it and the weight gradients sum over it.
+    if (to_expert_major) std::fill(dst + off * H, dst + starts[l + 1] * H, 0.0f);
+  }
   int64_t rank_offset = 0;
   for (int64_t b = 0; b < ep * E_local; ++b) {
     const int64_t rows = counts[b];

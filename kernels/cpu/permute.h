@@ -6,14 +6,21 @@
 
 namespace moe::cpu {
 
-// dst [T*K, H]: dst[send_pos[t*K + k]] = src[t] for src [T, H].
+// dst [rows sent, H]: dst[send_pos[t*K + k]] = src[t] for src [T, H]; send_pos -1 (dropped) skips.
 void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                   float* dst);
 
 // counts [ep, E_local] int32: rows source rank s sent for local expert l. Source-rank-major order
 // holds, for s = 0..ep-1, its rows for l = 0..E_local-1; expert-major holds, for each l, the rows
-// from s = 0..ep-1. to_expert_major chooses the direction; src and dst are [R, H], R = sum(counts).
+// from s = 0..ep-1, then zero rows up to a multiple of `align` (expert_major_offsets). The
+// direction is to_expert_major; source-rank-major is [R, H], R = sum(counts), expert-major
+// [R + padding, H].
 void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  bool to_expert_major, float* dst);
+                  int64_t align, bool to_expert_major, float* dst);
+
+// offsets [E_local + 1]: where each local expert's rows start in expert-major order, each block
+// rounded up to a multiple of align; offsets[E_local] = rows including the padding.
+void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
+                          int64_t* offsets);
 
 }  // namespace moe::cpu

@@ -71,8 +71,9 @@ void router_logits(const float* x, const float* w_gate, int64_t T, int64_t H, in
   gemm(false, false, T, E, H, x, w_gate, logits, false, DType::kFp32);
 }
 
-void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg, int64_t T,
-                 int64_t E, int64_t K, float* scores, int32_t* idx, float* p) {
+void router_topk(const float* logits, const float* expert_bias, const int32_t* forced_idx,
+                 const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* scores,
+                 int32_t* idx, float* p) {
   check_shapes(cfg, E, K);
   bool softmax_scores = is_softmax(cfg);
   int64_t G = cfg.groups > 1 ? cfg.groups : 1;
@@ -98,7 +99,9 @@ void router_topk(const float* logits, const float* expert_bias, const RouterConf
 
     // Group-limited routing: score each group by the sum of its per_group best q, keep the
     // group_topk best groups (ties: lower group id), and allow only their experts.
-    if (G > 1) {
+    if (forced_idx) {
+      std::copy(forced_idx + t * K, forced_idx + (t + 1) * K, it);
+    } else if (G > 1) {
       for (int64_t g = 0; g < G; g++) {
         const float* qg = q.data() + g * group_size;
         top_k(qg, nullptr, group_size, per_group, pick.data(), taken);

@@ -12,11 +12,14 @@ void router_logits(const float* x, const float* w_gate, int64_t T, int64_t H, in
                    float* logits);
 
 // Score function, group-limited top-k, gather, normalize and scaling (MATH.md 2-6).
-// expert_bias [E] fp32 or nullptr (selection only). Outputs: scores [T, E] fp32 = s (softmax or
-// sigmoid of the logits, saved for backward); idx [T, K] int32, sorted by descending selection
-// score q (ties: lower expert id first); p [T, K] fp32 final weights (after normalize, scaling).
-void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg, int64_t T,
-                 int64_t E, int64_t K, float* scores, int32_t* idx, float* p);
+// expert_bias [E] fp32 or nullptr (selection only). forced_idx [T, K] or nullptr: when given, the
+// selection (steps 3-5) is skipped and idx = forced_idx (routing.mode other than learned).
+// Outputs: scores [T, E] fp32 = s (softmax or sigmoid of the logits, saved for backward); idx
+// [T, K] int32, sorted by descending selection score q (ties: lower expert id first); p [T, K]
+// fp32 final weights (after normalize, scaling).
+void router_topk(const float* logits, const float* expert_bias, const int32_t* forced_idx,
+                 const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* scores,
+                 int32_t* idx, float* p);
 
 // This rank's partial sums for the global losses, to be summed over the world:
 // stats [2E + 1] fp32: [0, E) = c_e (rows routed to e), [E, 2E) = sum_t r[t, e] (r as in MATH.md's

@@ -184,12 +184,12 @@ void* CudaOps::scratch(int slot, size_t bytes) {
 }
 
 void CudaOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
-                         const float* expert_bias, float* logits, float* scores, int32_t* idx,
-                         float* p, float* stats) {
+                         const float* expert_bias, const int32_t* forced_idx, float* logits,
+                         float* scores, int32_t* idx, float* p, float* stats) {
   // logits in fp32 from the stored values: bf16 products are exact in fp32.
   gemm_->gemm(false, false, d.T, d.E, d.H, x, w_gate, logits, false, d.dtype, DType::kFp32,
               stream_);
-  cuda::router_topk(logits, expert_bias, cfg, d.T, d.E, d.K, scores, idx, p, stream_);
+  cuda::router_topk(logits, expert_bias, forced_idx, cfg, d.T, d.E, d.K, scores, idx, p, stream_);
   void* tmp = scratch(kRouterScratch, cuda::router_loss_stats_scratch_bytes(d.T, d.E));
   cuda::router_loss_stats(logits, scores, idx, cfg, d.T, d.E, d.K, stats, tmp, stream_);
 }
@@ -213,9 +213,10 @@ void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, 
   cuda::f32_to_storage(dx_acc, d.T * d.H, d.dtype, dx, stream_);
 }
 
-void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
-                              int32_t* send_pos) {
-  cuda::dispatch_layout(idx, d.T, d.K, d.E, expert_counts, send_pos, stream_);
+void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
+                              int32_t* expert_counts, int32_t* send_pos) {
+  cuda::dispatch_layout(idx, p, d.T, d.K, d.E, d.capacity, d.drop_by_position, expert_counts,
+                        send_pos, stream_);
 }
 
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
@@ -227,8 +228,8 @@ void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
   int64_t rows = 0;
   for (int64_t i = 0; i < d.ep * d.E_local; ++i) rows += counts_host[i];
   auto* offsets = static_cast<int64_t*>(scratch(kRegroupOffsets, 16 * d.ep * d.E_local));
-  cuda::regroup_rows(src, counts, d.ep, d.E_local, d.H, rows, to_expert_major, d.dtype, offsets,
-                     dst, stream_);
+  cuda::regroup_rows(src, counts, d.ep, d.E_local, d.H, d.align, rows, to_expert_major, d.dtype,
+                     offsets, dst, stream_);
 }
 
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,

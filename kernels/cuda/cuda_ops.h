@@ -42,13 +42,13 @@ class CudaOps : public Ops {
   std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
-                  const float* expert_bias, float* logits, float* scores, int32_t* idx, float* p,
-                  float* stats) override;
+                  const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,
+                  int32_t* idx, float* p, float* stats) override;
   void router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* logits, const float* scores, const int32_t* idx, const float* dp,
                   const float* global_stats, float* dlogits, float* dx_acc, void* dx,
                   float* dw_gate) override;
-  void dispatch_layout(const Dims& d, const int32_t* idx, int32_t* expert_counts,
+  void dispatch_layout(const Dims& d, const int32_t* idx, const float* p, int32_t* expert_counts,
                        int32_t* send_pos) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,

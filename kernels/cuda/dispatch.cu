@@ -201,8 +201,11 @@ int row_grid(int64_t rows) { return int(std::max<int64_t>(1, std::min<int64_t>(r
 
 }  // namespace
 
-void dispatch_layout(const int32_t* idx, int64_t T, int64_t K, int64_t E, int32_t* expert_counts,
-                     int32_t* send_pos, cudaStream_t stream) {
+void dispatch_layout(const int32_t* idx, const float*, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool, int32_t* expert_counts, int32_t* send_pos,
+                     cudaStream_t stream) {
+  MOE_CHECK(capacity == 0,
+            "the CUDA dispatch layout has no capacity drops yet (capacity " << capacity << ")");
   layout_count_kernel<<<int(E), kThreads, 0, stream>>>(idx, T * K, expert_counts);
   CUDA_CHECK(cudaGetLastError());
   layout_position_kernel<<<int(E), kThreads, 0, stream>>>(idx, T * K, E, expert_counts, send_pos);
@@ -221,8 +224,9 @@ void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K
 }
 
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  int64_t rows, bool to_expert_major, DType dtype, int64_t* block_offsets,
-                  void* dst, cudaStream_t stream) {
+                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t* block_offsets, void* dst, cudaStream_t stream) {
+  MOE_CHECK(align == 1, "the CUDA regroup has no expert alignment yet (align " << align << ")");
   regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, block_offsets);
   CUDA_CHECK(cudaGetLastError());
   if (rows == 0) return;

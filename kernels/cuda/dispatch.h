@@ -11,15 +11,17 @@
 namespace moe::cuda {
 
 // expert_counts [E] i32, send_pos [T*K] i32 (order: expert, then t*K + k), deterministic.
-void dispatch_layout(const int32_t* idx, int64_t T, int64_t K, int64_t E, int32_t* expert_counts,
+// Capacity drops (capacity > 0) are not implemented here yet: refused.
+void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos, cudaStream_t stream);
 void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                   DType dtype, void* dst, cudaStream_t stream);
 // counts [ep, E_local] i32 on the device; rows = sum(counts) (known on the host); block_offsets
-// is device scratch of 2 * ep * E_local int64.
+// is device scratch of 2 * ep * E_local int64. Only align == 1 so far (others are refused).
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  int64_t rows, bool to_expert_major, DType dtype, int64_t* block_offsets,
-                  void* dst, cudaStream_t stream);
+                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t* block_offsets, void* dst, cudaStream_t stream);
 void unpermute_combine(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
                        int64_t K, int64_t H, DType dtype, void* out, cudaStream_t stream);
 void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* send_pos,

@@ -113,8 +113,8 @@ __device__ float warp_top_sum(const float* v, int n, int count, int* kept) {
 // One token per block, thread e = expert e. Dynamic shared memory (groups > 1 only):
 // q [E] fp32, group_score [G] fp32, group_kept [G] int.
 __global__ void __launch_bounds__(1024)
-    router_topk_kernel(const float* logits, const float* expert_bias, TopkArgs a, float* scores,
-                       int32_t* idx, float* p) {
+    router_topk_kernel(const float* logits, const float* expert_bias, const int32_t* forced_idx,
+                       TopkArgs a, float* scores, int32_t* idx, float* p) {
   __shared__ Key reduce_buf[64];
   extern __shared__ float smem[];
   BlockReducer red(reduce_buf);
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(1024)
   // Group-limited routing: a warp per group sums the group's per_group best q; warp 0 keeps the
   // group_topk best groups (ties: lower group id); only their experts stay selectable.
   bool allowed = active;
-  if (a.groups > 1) {
+  if (a.groups > 1 && !forced_idx) {
     float* q_sh = smem;
     float* group_score = q_sh + a.E;
     int* group_kept = reinterpret_cast<int*>(group_score + a.groups);
@@ -158,11 +158,18 @@ __global__ void __launch_bounds__(1024)
 
   // Top-K: K rounds of a block argmax over the keys not yet taken. Keys are unique (they carry
   // the id), so exactly one thread recognises its key as the winner of each round.
+  // A forced selection (routing.mode) replaces the rounds; forced_idx is the same for the whole
+  // block, so every thread skips the block reductions together.
   int slot = -1;
-  for (int k = 0; k < a.K; ++k) {
-    const Key mine = allowed && slot < 0 ? order_key(q, e) : Key(0);
-    const Key best = red.max(mine);
-    if (mine != 0 && mine == best) slot = k;
+  if (forced_idx) {
+    for (int k = 0; k < a.K; ++k)
+      if (active && forced_idx[t * a.K + k] == e) slot = k;
+  } else {
+    for (int k = 0; k < a.K; ++k) {
+      const Key mine = allowed && slot < 0 ? order_key(q, e) : Key(0);
+      const Key best = red.max(mine);
+      if (mine != 0 && mine == best) slot = k;
+    }
   }
   const bool selected = slot >= 0;
 
@@ -342,8 +349,9 @@ int64_t stats_chunks(int64_t T) { return (T + kStatsChunk - 1) / kStatsChunk; }
 
 }  // namespace
 
-void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg, int64_t T,
-                 int64_t E, int64_t K, float* scores, int32_t* idx, float* p, cudaStream_t stream) {
+void router_topk(const float* logits, const float* expert_bias, const int32_t* forced_idx,
+                 const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* scores,
+                 int32_t* idx, float* p, cudaStream_t stream) {
   TopkArgs a{};
   a.softmax = check_router(cfg, T, E, K);
   if (T == 0) return;
@@ -357,8 +365,8 @@ void router_topk(const float* logits, const float* expert_bias, const RouterConf
   a.group_size = int(E) / a.groups;
   a.per_group = int(K) / a.group_topk;
   const size_t smem = a.groups > 1 ? sizeof(float) * size_t(E + 2 * a.groups) : 0;
-  router_topk_kernel<<<unsigned(T), threads_for(E), smem, stream>>>(logits, expert_bias, a, scores,
-                                                                    idx, p);
+  router_topk_kernel<<<unsigned(T), threads_for(E), smem, stream>>>(logits, expert_bias, forced_idx,
+                                                                    a, scores, idx, p);
   CUDA_CHECK(cudaGetLastError());
 }
 

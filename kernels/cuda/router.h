@@ -13,9 +13,11 @@ namespace moe::cuda {
 
 // Score function, group-limited top-k, gather, normalize and scaling in one kernel (one block or
 // warp per token). logits [T,E] fp32, expert_bias [E] fp32 or nullptr -> scores [T,E] fp32,
-// idx [T,K] i32 (descending q, ties lower id), p [T,K] fp32.
-void router_topk(const float* logits, const float* expert_bias, const RouterConfig& cfg, int64_t T,
-                 int64_t E, int64_t K, float* scores, int32_t* idx, float* p, cudaStream_t stream);
+// idx [T,K] i32 (descending q, ties lower id), p [T,K] fp32. forced_idx [T,K] i32 or nullptr:
+// when given, idx = forced_idx and only the scores and weights are computed (routing.mode).
+void router_topk(const float* logits, const float* expert_bias, const int32_t* forced_idx,
+                 const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* scores,
+                 int32_t* idx, float* p, cudaStream_t stream);
 
 // stats [2E+1] fp32 partial sums for the global losses (layout as on the CPU), deterministic
 // (fixed-order reduction). scratch: device memory of at least router_loss_stats_scratch_bytes.

@@ -84,6 +84,19 @@ TEST(CheckScalar, RelativeAndAbsolute) {
   EXPECT_TRUE(c.pass);
 }
 
+// A cancelling sum is measured against its scale, not its (small) value; a scale smaller than
+// |ref| changes nothing, and an error beyond the scale still fails.
+TEST(CheckScalar, ScaleOfACancellingSum) {
+  TensorCheck c = compare_scalar("loss", 0.5, 0.1, 1e-2, 100.0);
+  EXPECT_NEAR(c.rel_l2, 0.004, 1e-15);
+  EXPECT_TRUE(c.pass);
+  c = compare_scalar("loss", 2.1, 0.1, 1e-2, 100.0);
+  EXPECT_FALSE(c.pass);
+  c = compare_scalar("loss", 102.0, 100.0, 1e-2, 1.0);
+  EXPECT_NEAR(c.rel_l2, 0.02, 1e-15);
+  EXPECT_FALSE(c.pass);
+}
+
 TEST(CheckScalar, NonFiniteFails) {
   TensorCheck c = compare_scalar("loss", std::nan(""), 1.0, 1.0);
   EXPECT_EQ(c.nonfinite, 1);

@@ -103,7 +103,7 @@ void expect_bf16_representable(const char* what, const std::vector<float>& v) {
 
 void check_layout(const std::vector<int32_t>& idx, int64_t T, int64_t K, int64_t E) {
   std::vector<int32_t> counts(E, -7), send_pos(T * K, -7);
-  cpu::dispatch_layout(idx.data(), T, K, E, counts.data(), send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, counts.data(), send_pos.data());
   std::vector<int32_t> want_counts, want_pos;
   naive_layout(idx, E, want_counts, want_pos);
   expect_equal("expert_counts", counts, want_counts);
@@ -138,7 +138,7 @@ TEST(DispatchLayout, ExpertsWithNoTokens) {
   std::vector<int32_t> idx = random_idx(rng, T, K, all_experts_but(E, {0, 7, 8, 15}));
   check_layout(idx, T, K, E);
   std::vector<int32_t> counts(E), send_pos(T * K);
-  cpu::dispatch_layout(idx.data(), T, K, E, counts.data(), send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, counts.data(), send_pos.data());
   for (int e : {0, 7, 8, 15}) EXPECT_EQ(counts[e], 0) << "expert " << e;
 }
 
@@ -157,7 +157,7 @@ TEST(DispatchLayout, AllExpertsOfATokenOnOneEpRank) {
 
   // Each rank's block of the send buffer holds exactly the rows of its tokens.
   std::vector<int32_t> counts(E), send_pos(T * K);
-  cpu::dispatch_layout(idx.data(), T, K, E, counts.data(), send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, counts.data(), send_pos.data());
   std::vector<int64_t> rank_begin(ep + 1, 0);
   for (int64_t r = 0; r < ep; ++r)
     rank_begin[r + 1] = rank_begin[r] + std::accumulate(counts.begin() + r * E_local,
@@ -175,7 +175,7 @@ TEST(DispatchLayout, AllExpertsOfATokenOnOneEpRank) {
 TEST(DispatchLayout, NoTokens) {
   const int64_t E = 8;
   std::vector<int32_t> counts(E, -7);
-  cpu::dispatch_layout(nullptr, 0, 2, E, counts.data(), nullptr);
+  cpu::dispatch_layout(nullptr, nullptr, 0, 2, E, 0, false, counts.data(), nullptr);
   expect_equal("expert_counts", counts, std::vector<int32_t>(E, 0));
 }
 
@@ -187,7 +187,7 @@ TEST(DispatchPermute, RowLandsAtEverySendPos) {
   const std::vector<int32_t> idx = random_idx(rng, T, K, all_experts_but(E, {2}));
   const std::vector<float> x = random_floats(rng, T * H, false);
   std::vector<int32_t> counts(E), send_pos(T * K);
-  cpu::dispatch_layout(idx.data(), T, K, E, counts.data(), send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, counts.data(), send_pos.data());
 
   std::vector<float> dst(T * K * H, kNaN);
   cpu::permute_rows(x.data(), send_pos.data(), T, K, H, dst.data());
@@ -220,9 +220,9 @@ void check_regroup(const std::vector<int32_t>& counts, int64_t ep, int64_t E_loc
   ASSERT_EQ(int64_t(rank_major.size()), R * H);
 
   std::vector<float> fwd(R * H, kNaN), back(R * H, kNaN);
-  cpu::regroup_rows(rank_major.data(), counts.data(), ep, E_local, H, true, fwd.data());
+  cpu::regroup_rows(rank_major.data(), counts.data(), ep, E_local, H, 1, true, fwd.data());
   expect_equal("to expert-major", fwd, expert_major);
-  cpu::regroup_rows(fwd.data(), counts.data(), ep, E_local, H, false, back.data());
+  cpu::regroup_rows(fwd.data(), counts.data(), ep, E_local, H, 1, false, back.data());
   expect_equal("round trip", back, rank_major);
 }
 
@@ -254,8 +254,8 @@ TEST(DispatchRegroup, OneSourceOneExpertIsACopy) { check_regroup({6}, 1, 1, 9); 
 TEST(DispatchRegroup, RankReceivingNothing) {
   // R = 0: nothing to move, and it must not touch (or need) the buffers.
   const std::vector<int32_t> counts(4 * 2, 0);
-  cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, true, nullptr);
-  cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, false, nullptr);
+  cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, 1, true, nullptr);
+  cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, 1, false, nullptr);
   check_regroup(counts, 4, 2, 16);
 }
 
@@ -274,7 +274,8 @@ CombineCase make_combine_case(uint64_t seed, int64_t T, int64_t K, int64_t E, in
   c.idx = random_idx(rng, T, K, all_experts_but(E, {1}));
   c.send_pos.resize(T * K);
   c.counts.resize(E);
-  cpu::dispatch_layout(c.idx.data(), T, K, E, c.counts.data(), c.send_pos.data());
+  cpu::dispatch_layout(c.idx.data(), nullptr, T, K, E, 0, false, c.counts.data(),
+                       c.send_pos.data());
   c.p = random_floats(rng, T * K, false);  // router weights are fp32
   for (auto& v : c.p) v = 0.5f * (v + 1.0f);
   c.y_send = random_floats(rng, T * K * H, bf16);
@@ -381,17 +382,17 @@ void check_single_rank_dispatch(ExpertScale expert_scale, uint64_t seed) {
   for (auto& v : p) v = 0.5f * (v + 1.0f);
 
   std::vector<int32_t> counts(E), send_pos(T * K);
-  cpu::dispatch_layout(idx.data(), T, K, E, counts.data(), send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, counts.data(), send_pos.data());
   const int64_t R = T * K;
   std::vector<float> send(R * H, kNaN), xe(R * H, kNaN), ye(R * H, kNaN), back(R * H, kNaN);
   cpu::permute_rows(x.data(), send_pos.data(), T, K, H, send.data());
   // ep = 1: the received buffer is the send buffer, counts [1, E] = expert_counts.
-  cpu::regroup_rows(send.data(), counts.data(), 1, E, H, true, xe.data());
+  cpu::regroup_rows(send.data(), counts.data(), 1, E, H, 1, true, xe.data());
   int64_t row = 0;
   for (int64_t e = 0; e < E; ++e)
     for (int64_t j = 0; j < counts[e]; ++j, ++row)
       for (int64_t h = 0; h < H; ++h) ye[row * H + h] = expert_scale(e) * xe[row * H + h];
-  cpu::regroup_rows(ye.data(), counts.data(), 1, E, H, false, back.data());
+  cpu::regroup_rows(ye.data(), counts.data(), 1, E, H, 1, false, back.data());
   std::vector<float> out(T * H, kNaN);
   cpu::unpermute_combine(back.data(), send_pos.data(), p.data(), T, K, H, DType::kFp32, out.data());
 
@@ -440,7 +441,8 @@ TEST(DispatchEndToEnd, SimulatedEpAllToAll) {
     r.p = random_floats(rng, T * K, false);
     r.counts.resize(E);
     r.send_pos.resize(T * K);
-    cpu::dispatch_layout(r.idx.data(), T, K, E, r.counts.data(), r.send_pos.data());
+    cpu::dispatch_layout(r.idx.data(), nullptr, T, K, E, 0, false, r.counts.data(),
+                         r.send_pos.data());
     r.send.assign(T * K * H, kNaN);
     r.y_send.assign(T * K * H, kNaN);
     cpu::permute_rows(r.x.data(), r.send_pos.data(), T, K, H, r.send.data());
@@ -465,7 +467,7 @@ TEST(DispatchEndToEnd, SimulatedEpAllToAll) {
       EXPECT_EQ(R, 0);
     }
     std::vector<float> xe(R * H, kNaN), ye(R * H, kNaN), yr(R * H, kNaN);
-    cpu::regroup_rows(recv.data(), counts.data(), ep, E_local, H, true, xe.data());
+    cpu::regroup_rows(recv.data(), counts.data(), ep, E_local, H, 1, true, xe.data());
     int64_t row = 0;
     for (int64_t l = 0; l < E_local; ++l) {
       int64_t n = 0;
@@ -474,7 +476,7 @@ TEST(DispatchEndToEnd, SimulatedEpAllToAll) {
         for (int64_t h = 0; h < H; ++h)
           ye[row * H + h] = expert_scale(d * E_local + l) * xe[row * H + h];
     }
-    cpu::regroup_rows(ye.data(), counts.data(), ep, E_local, H, false, yr.data());
+    cpu::regroup_rows(ye.data(), counts.data(), ep, E_local, H, 1, false, yr.data());
     // Send each source its block back, into the same rows of its send-order buffer.
     int64_t off = 0;
     for (int64_t s = 0; s < ep; ++s) {

@@ -51,7 +51,8 @@ double max_abs(const std::vector<double>& v) {
 // chooses the entries, so that expert weights are sampled from experts the routing uses.
 template <typename Pick>
 void check_fd(ReferenceProblem& prob, std::vector<double>& param, const std::vector<double>& grad,
-              const std::vector<int32_t>& idx, const char* what, int count, Pick pick) {
+              const std::vector<int32_t>& idx, const char* what, int count, Pick pick,
+              const uint8_t* dropped = nullptr) {
   ASSERT_EQ(param.size(), grad.size()) << what;
   const double scale = std::max(max_abs(grad), 1e-6);
   for (int i = 0; i < count; ++i) {
@@ -59,9 +60,9 @@ void check_fd(ReferenceProblem& prob, std::vector<double>& param, const std::vec
     const double v = param[j];
     const double eps = 1e-6 * std::max(1.0, std::fabs(v));
     param[j] = v + eps;
-    const double lp = reference_loss(prob, idx.data());
+    const double lp = reference_loss(prob, idx.data(), dropped);
     param[j] = v - eps;
-    const double lm = reference_loss(prob, idx.data());
+    const double lm = reference_loss(prob, idx.data(), dropped);
     param[j] = v;
     const double fd = (lp - lm) / (2 * eps);
     EXPECT_NEAR(fd, grad[j], 1e-6 * scale) << what << "[" << j << "]";
@@ -72,7 +73,7 @@ void check_gradients(const RouterConfig& rc, int64_t K, bool zero_dout = false) 
   const int64_t N = 5, H = 8, F = 6, E = 8;
   ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 42);
   if (zero_dout) std::fill(prob.dout.begin(), prob.dout.end(), 0.0);
-  ReferenceResult res = reference_step(prob, nullptr, 0, N, 0, E);
+  ReferenceResult res = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
   ASSERT_EQ(int64_t(res.idx.size()), N * K);
   const std::vector<int32_t> idx = res.idx;
   EXPECT_NEAR(reference_loss(prob, idx.data()), res.loss,
@@ -102,6 +103,82 @@ void check_gradients(const RouterConfig& rc, int64_t K, bool zero_dout = false) 
   }
   check_fd(prob, prob.w_in, res.dw_in, idx, "dw_in", 16, routed(H * 2 * F));
   check_fd(prob, prob.w_out, res.dw_out, idx, "dw_out", 16, routed(F * H));
+}
+
+// Capacity drops: with the routing and the drops held fixed, the gradients are those of the loss
+// without the dropped rows (their weights still count in normalize_topk and in aux).
+TEST(ReferenceGrad, CapacityDropsByProbability) {
+  RouterConfig rc;
+  rc.normalize_topk = true;
+  rc.aux_coeff = 0.05;
+  const int64_t N = 8, H = 8, F = 6, E = 4, K = 2;
+  ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 43);
+  prob.capacity = 2;  // per group of 4 tokens: 8 rows over 4 experts, so some expert overflows
+  prob.capacity_group = 4;
+  ReferenceResult res = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+  int64_t dropped = 0;
+  for (uint8_t d : res.dropped) dropped += d;
+  EXPECT_GT(dropped, 0);
+  // Each group sends each expert at most `capacity` rows, and keeps its largest p.
+  for (int64_t g = 0; g < N; g += 4)
+    for (int64_t e = 0; e < E; ++e) {
+      int64_t kept = 0;
+      double min_kept = INFINITY, max_dropped = -INFINITY;
+      for (int64_t i = g * K; i < (g + 4) * K; ++i) {
+        if (res.idx[i] != e) continue;
+        kept += !res.dropped[i];
+        if (res.dropped[i])
+          max_dropped = std::max(max_dropped, res.p[i]);
+        else
+          min_kept = std::min(min_kept, res.p[i]);
+      }
+      EXPECT_LE(kept, 2);
+      EXPECT_GE(min_kept, max_dropped) << "group " << g << " expert " << e;
+    }
+  const std::vector<int32_t> idx = res.idx;
+  const uint8_t* drops = res.dropped.data();
+  EXPECT_NEAR(reference_loss(prob, idx.data(), drops), res.loss,
+              1e-12 * std::max(1.0, std::fabs(res.loss)));
+  std::mt19937_64 rng(9);
+  auto any = [&](int64_t n) { return [&rng, n](int) { return int64_t(rng() % uint64_t(n)); }; };
+  check_fd(prob, prob.x, res.dx, idx, "dx", 16, any(N * H), drops);
+  check_fd(prob, prob.w_gate, res.dw_gate, idx, "dw_gate", 16, any(H * E), drops);
+  check_fd(prob, prob.w_in, res.dw_in, idx, "dw_in", 16, any(E * H * 2 * F), drops);
+  check_fd(prob, prob.w_out, res.dw_out, idx, "dw_out", 16, any(E * F * H), drops);
+}
+
+// The backend's drops are adopted only where they differ at a near tie in p; by position there
+// are no ties, and any difference is an error.
+TEST(ReferenceCapacity, BackendDropsAdoptedOnlyAtNearTies) {
+  RouterConfig rc;
+  const int64_t N = 4, H = 4, F = 2, E = 2, K = 1;
+  ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 44);
+  // Every token to expert 0 with nearly equal p: w_gate column 1 far below column 0, and x rows
+  // equal up to a tiny perturbation.
+  for (int64_t h = 0; h < H; ++h) {
+    prob.w_gate[h * E + 0] = 1.0;
+    prob.w_gate[h * E + 1] = -1.0;
+  }
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t h = 0; h < H; ++h) prob.x[t * H + h] = 0.5 + 1e-7 * double(t);
+  prob.capacity = 2;
+  prob.capacity_group = N;
+  ReferenceResult ref = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+  ASSERT_EQ(ref.dropped, (std::vector<uint8_t>{1, 1, 0, 0}));  // larger x, larger p: kept
+  const std::vector<int32_t> got_idx(N, 0);
+  const std::vector<uint8_t> swapped = {0, 1, 1, 0};
+  ReferenceResult res = reference_step(prob, got_idx.data(), swapped.data(), 0, N, 0, E);
+  EXPECT_EQ(res.drop_mismatches, 0);
+  EXPECT_EQ(res.drop_near_ties, 2);
+  EXPECT_EQ(res.dropped, swapped);
+  const std::vector<uint8_t> too_many = {0, 0, 0, 0};
+  res = reference_step(prob, got_idx.data(), too_many.data(), 0, N, 0, E);
+  EXPECT_EQ(res.drop_mismatches, 2);
+  prob.drop_by_position = true;
+  ref = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+  EXPECT_EQ(ref.dropped, (std::vector<uint8_t>{0, 0, 1, 1}));
+  res = reference_step(prob, got_idx.data(), swapped.data(), 0, N, 0, E);
+  EXPECT_EQ(res.drop_mismatches, 2);
 }
 
 TEST(ReferenceGrad, Softmax) {
@@ -283,7 +360,7 @@ TEST(ReferenceNearTie, AdoptsOnlyAtNearTies) {
                                     0, 2,   // clear margin, other set: a mismatch
                                     1, 0,   // the same set in another order: agrees
                                     0, 0};  // near tie but not a valid set: a mismatch
-  ReferenceResult res = reference_step(prob, got.data(), 0, 4, 0, 4);
+  ReferenceResult res = reference_step(prob, got.data(), nullptr, 0, 4, 0, 4);
   EXPECT_EQ(res.routing_near_ties, 1);
   EXPECT_EQ(res.routing_mismatches, 2);
   EXPECT_EQ(std::vector<int32_t>(res.idx.begin(), res.idx.begin() + 2),
@@ -305,12 +382,12 @@ TEST(ReferenceNearTie, RejectsAnUnrelatedSwapAtANearTie) {
   // for expert 3 is wrong even though this token has a near tie.
   ReferenceProblem prob = identity_gate_problem(rc, {{2.0, 1.0, 0.9999, -1.0}}, 2);
   const std::vector<int32_t> got = {0, 3};
-  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 4);
+  ReferenceResult res = reference_step(prob, got.data(), nullptr, 0, 1, 0, 4);
   EXPECT_EQ(res.routing_near_ties, 0);
   EXPECT_EQ(res.routing_mismatches, 1);
   // Swapping in the tied expert 2 but dropping the clear winner 0 is just as wrong.
   const std::vector<int32_t> got2 = {2, 1};
-  res = reference_step(prob, got2.data(), 0, 1, 0, 4);
+  res = reference_step(prob, got2.data(), nullptr, 0, 1, 0, 4);
   EXPECT_EQ(res.routing_near_ties, 0);
   EXPECT_EQ(res.routing_mismatches, 1);
 }
@@ -320,7 +397,7 @@ TEST(ReferenceNearTie, AdoptedSoftmaxAfterTopkWeights) {
   rc.softmax_after_topk = true;
   ReferenceProblem prob = identity_gate_problem(rc, {{2.0, 1.0, 0.9999, -1.0}}, 2);
   const std::vector<int32_t> got = {0, 2};
-  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 4);
+  ReferenceResult res = reference_step(prob, got.data(), nullptr, 0, 1, 0, 4);
   EXPECT_EQ(res.routing_near_ties, 1);
   const double z = std::exp(2.0) + std::exp(0.9999);
   EXPECT_NEAR(res.p[0], std::exp(2.0) / z, 1e-15);
@@ -337,7 +414,7 @@ TEST(ReferenceNearTie, GroupScoreNearTie) {
   ReferenceProblem prob =
       identity_gate_problem(rc, {{3.0, -5.0, 2.0, -5.0, 1.9999, -5.0, -3.0, -5.0}}, 2);
   const std::vector<int32_t> got = {0, 4};
-  ReferenceResult res = reference_step(prob, got.data(), 0, 1, 0, 8);
+  ReferenceResult res = reference_step(prob, got.data(), nullptr, 0, 1, 0, 8);
   EXPECT_EQ(res.routing_near_ties, 1);
   EXPECT_EQ(res.routing_mismatches, 0);
   EXPECT_EQ(res.idx, got);
@@ -350,12 +427,12 @@ TEST(ReferenceSplit, PartsSumToWhole) {
   rc.z_coeff = 0.01;
   const int64_t N = 6, H = 8, F = 6, E = 8, K = 2;
   ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 9);
-  ReferenceResult whole = reference_step(prob, nullptr, 0, N, 0, E);
+  ReferenceResult whole = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
   std::vector<double> dw_gate(H * E, 0.0);
   double dot = 0;
   for (int part = 0; part < 2; ++part) {
     const int64_t tb = part * 3, eb = part * 4;
-    ReferenceResult r = reference_step(prob, nullptr, tb, tb + 3, eb, eb + 4);
+    ReferenceResult r = reference_step(prob, nullptr, nullptr, tb, tb + 3, eb, eb + 4);
     for (int64_t i = 0; i < 3 * H; ++i) {
       EXPECT_DOUBLE_EQ(r.out[i], whole.out[tb * H + i]);
       EXPECT_DOUBLE_EQ(r.dx[i], whole.dx[tb * H + i]);

@@ -185,7 +185,7 @@ Routed run_forward(const Variant& v, int64_t T, uint64_t seed) {
   r.scores.resize(T * v.E);
   r.idx.resize(T * v.K);
   r.p.resize(T * v.K);
-  cpu::router_topk(r.logits.data(), v.bias ? r.bias.data() : nullptr, v.cfg, T, v.E, v.K,
+  cpu::router_topk(r.logits.data(), v.bias ? r.bias.data() : nullptr, nullptr, v.cfg, T, v.E, v.K,
                    r.scores.data(), r.idx.data(), r.p.data());
   return r;
 }
@@ -221,7 +221,7 @@ TEST(RouterTest, ExactTiesPickLowerIds) {
     SCOPED_TRACE(v.name);
     std::vector<float> logits(2 * v.E, 0.5f), scores(2 * v.E), p(2 * v.K);
     std::vector<int32_t> idx(2 * v.K);
-    cpu::router_topk(logits.data(), nullptr, v.cfg, 2, v.E, v.K, scores.data(), idx.data(),
+    cpu::router_topk(logits.data(), nullptr, nullptr, v.cfg, 2, v.E, v.K, scores.data(), idx.data(),
                      p.data());
     for (int64_t k = 0; k < 2 * v.K; k++) EXPECT_EQ(idx[k], k % v.K);
   }
@@ -230,7 +230,8 @@ TEST(RouterTest, ExactTiesPickLowerIds) {
   std::vector<float> logits = {1.0f, 1.0f, 3.0f, 3.0f, 0.0f, 0.0f, 2.0f, 2.0f};
   std::vector<float> scores(8), p(5);
   std::vector<int32_t> idx(5);
-  cpu::router_topk(logits.data(), nullptr, cfg, 1, 8, 5, scores.data(), idx.data(), p.data());
+  cpu::router_topk(logits.data(), nullptr, nullptr, cfg, 1, 8, 5, scores.data(), idx.data(),
+                   p.data());
   EXPECT_EQ(idx, (std::vector<int32_t>{2, 3, 6, 7, 0}));
   EXPECT_EQ(p[0], p[1]);
   EXPECT_EQ(p[2], p[3]);
@@ -248,14 +249,16 @@ TEST(RouterTest, GroupLimitedRoutingStaysInKeptGroups) {
       2, 2, -5, -5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   std::vector<float> scores(32), p(8);
   std::vector<int32_t> idx(8);
-  cpu::router_topk(logits.data(), nullptr, cfg, 2, 16, 4, scores.data(), idx.data(), p.data());
+  cpu::router_topk(logits.data(), nullptr, nullptr, cfg, 2, 16, 4, scores.data(), idx.data(),
+                   p.data());
   EXPECT_EQ(std::vector<int32_t>(idx.begin(), idx.begin() + 4), (std::vector<int32_t>{4, 5, 8, 9}));
   EXPECT_EQ(std::vector<int32_t>(idx.begin() + 4, idx.end()), (std::vector<int32_t>{0, 1, 4, 5}));
 
   // A bias that lifts group 3 changes which groups are kept, but not the weights' source (s).
   std::vector<float> bias(16, 0.0f);
   for (int e = 12; e < 16; e++) bias[e] = 1.0f;
-  cpu::router_topk(logits.data(), bias.data(), cfg, 1, 16, 4, scores.data(), idx.data(), p.data());
+  cpu::router_topk(logits.data(), bias.data(), nullptr, cfg, 1, 16, 4, scores.data(), idx.data(),
+                   p.data());
   EXPECT_EQ(std::vector<int32_t>(idx.begin(), idx.begin() + 4),
             (std::vector<int32_t>{12, 13, 14, 15}));
   EXPECT_FLOAT_EQ(p[0], 0.5f);  // sigmoid(0), unbiased

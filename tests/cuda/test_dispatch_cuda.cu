@@ -70,7 +70,7 @@ struct Layout {
 
 Layout cpu_layout(const std::vector<int32_t>& idx, int64_t T, int64_t K, int64_t E) {
   Layout l{std::vector<int32_t>(E), std::vector<int32_t>(T * K)};
-  cpu::dispatch_layout(idx.data(), T, K, E, l.counts.data(), l.send_pos.data());
+  cpu::dispatch_layout(idx.data(), nullptr, T, K, E, 0, false, l.counts.data(), l.send_pos.data());
   return l;
 }
 
@@ -180,7 +180,8 @@ TEST(DispatchCudaLayout, MatchesCpu) {
     const Layout want = cpu_layout(c.idx, c.T, c.K, c.E);
     DevBuf<int32_t> idx(c.idx), counts(std::vector<int32_t>(c.E, -1));
     DevBuf<int32_t> send_pos(std::vector<int32_t>(c.T * c.K, -1));
-    cuda::dispatch_layout(idx.ptr, c.T, c.K, c.E, counts.ptr, send_pos.ptr, stream.s);
+    cuda::dispatch_layout(idx.ptr, nullptr, c.T, c.K, c.E, 0, false, counts.ptr, send_pos.ptr,
+                          stream.s);
     expect_identical(counts.host(), want.counts, c.name + " expert_counts");
     expect_identical(send_pos.host(), want.send_pos, c.name + " send_pos");
   }
@@ -257,9 +258,10 @@ TEST(DispatchCudaRegroup, BothDirectionsMatchCpu) {
                   (to_expert_major ? " to expert-major" : " to rank-major");
               SCOPED_TRACE(what);
               std::vector<float> want((rows + 1) * H, NAN);
-              cpu::regroup_rows(x.data(), counts.data(), ep, El, H, to_expert_major, want.data());
+              cpu::regroup_rows(x.data(), counts.data(), ep, El, H, 1, to_expert_major,
+                                want.data());
               StorageBuf dst(dtype, std::vector<float>((rows + 1) * H, NAN));
-              cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, rows, to_expert_major, dtype,
+              cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, 1, rows, to_expert_major, dtype,
                                  block_offsets.ptr, dst.ptr, stream.s);
               CUDA_CHECK(cudaStreamSynchronize(stream.s));
               expect_identical(dst.host(), want, what);
@@ -495,7 +497,7 @@ ChainResult run_chain(DType dtype, cudaStream_t stream) {
   DevBuf<float> d_p(p), dp(T * K);
   StorageBuf d_x(dtype, x), x_send(dtype, T * K * H), out(dtype, T * H), d_dout(dtype, dout);
   StorageBuf dy(dtype, T * K * H);
-  cuda::dispatch_layout(d_idx.ptr, T, K, E, counts.ptr, send_pos.ptr, stream);
+  cuda::dispatch_layout(d_idx.ptr, nullptr, T, K, E, 0, false, counts.ptr, send_pos.ptr, stream);
   cuda::permute_rows(d_x.ptr, send_pos.ptr, T, K, H, dtype, x_send.ptr, stream);
   // The permuted tokens stand in for the expert outputs.
   cuda::unpermute_combine(x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, out.ptr, stream);

@@ -29,6 +29,7 @@ struct Variant {
   RouterConfig cfg;
   int64_t E, K;
   bool bias;
+  bool forced = false;  // the selection given (routing.mode), not computed
 };
 
 RouterConfig make_cfg(const std::string& score, bool after_topk, bool normalize, double scaling,
@@ -62,6 +63,7 @@ struct RouterOut {
 struct RouterIn {
   int64_t T, E, K, N;
   std::vector<float> logits, bias, dp, counts;  // bias empty: none; counts [E] = world's c_e
+  std::vector<int32_t> forced;                  // [T, K] or empty: the routing is computed
 };
 
 // The inputs for a variant: logits in [-4, 4], bias in [-0.1, 0.1], dp in [-1, 1]; the world is
@@ -70,6 +72,15 @@ RouterIn make_inputs(const Variant& v, int64_t T, uint64_t seed) {
   RouterIn in{T, v.E, v.K, 4 * T, uniform(T * v.E, -4.0f, 4.0f, seed), {}, {}, {}};
   if (v.bias) in.bias = uniform(v.E, -0.1f, 0.1f, seed + 1);
   in.dp = uniform(T * v.K, -1.0f, 1.0f, seed + 2);
+  if (v.forced) {  // K distinct random experts per token, in random order
+    std::mt19937_64 rng(seed + 3);
+    std::vector<int32_t> all(v.E);
+    std::iota(all.begin(), all.end(), 0);
+    for (int64_t t = 0; t < T; ++t) {
+      std::shuffle(all.begin(), all.end(), rng);
+      in.forced.insert(in.forced.end(), all.begin(), all.begin() + v.K);
+    }
+  }
   return in;
 }
 
@@ -83,7 +94,9 @@ RouterOut run_cpu(const RouterConfig& cfg, RouterIn& in) {
   o.stats.resize(2 * E + 1);
   o.dlogits.resize(T * E);
   const float* bias = in.bias.empty() ? nullptr : in.bias.data();
-  cpu::router_topk(in.logits.data(), bias, cfg, T, E, K, o.scores.data(), o.idx.data(), o.p.data());
+  const int32_t* forced = in.forced.empty() ? nullptr : in.forced.data();
+  cpu::router_topk(in.logits.data(), bias, forced, cfg, T, E, K, o.scores.data(), o.idx.data(),
+                   o.p.data());
   cpu::router_loss_stats(in.logits.data(), o.scores.data(), o.idx.data(), cfg, T, E, K,
                          o.stats.data());
   if (in.counts.empty()) {
@@ -104,10 +117,11 @@ RouterOut run_gpu(const RouterConfig& cfg, const RouterIn& in, const RouterOut& 
   DevBuf<float> scores(T * E), p(T * K), stats(2 * E + 1), dlogits(T * E);
   DevBuf<int32_t> idx(T * K);
   DevBuf<float> ref_scores(ref.scores);
-  DevBuf<int32_t> ref_idx(ref.idx);
+  DevBuf<int32_t> ref_idx(ref.idx), forced(in.forced);
   DevBuf<uint8_t> scratch(cuda::router_loss_stats_scratch_bytes(T, E));
-  cuda::router_topk(logits.ptr, in.bias.empty() ? nullptr : bias.ptr, cfg, T, E, K, scores.ptr,
-                    idx.ptr, p.ptr, stream);
+  cuda::router_topk(logits.ptr, in.bias.empty() ? nullptr : bias.ptr,
+                    in.forced.empty() ? nullptr : forced.ptr, cfg, T, E, K, scores.ptr, idx.ptr,
+                    p.ptr, stream);
   cuda::router_loss_stats(logits.ptr, ref_scores.ptr, ref_idx.ptr, cfg, T, E, K, stats.ptr,
                           scratch.ptr, stream);
   cuda::router_bwd(logits.ptr, ref_scores.ptr, ref_idx.ptr, dp.ptr, counts.ptr, cfg, in.N, T, E, K,
@@ -283,6 +297,22 @@ TEST(RouterCuda, SoftmaxAuxAndZLosses) {
                 kTokens, seed += 10, stream.s);
 }
 
+// routing.mode other than learned: the selection is given; scores, weights (in the given order),
+// statistics and dlogits must still match, with groups and bias ignored for the selection.
+TEST(RouterCuda, ForcedSelection) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  check_variant(
+      {"forced_softmax", make_cfg("softmax", false, false, 1.0, 1, 1), 64, 8, false, true}, kTokens,
+      350, stream.s);
+  check_variant({"forced_after_topk", make_cfg("softmax", true, true, 1.0, 1, 1, 0.01, 0.0), 8, 2,
+                 false, true},
+                kTokens, 360, stream.s);
+  check_variant({"forced_deepseek", make_cfg("sigmoid", false, true, 2.5, 8, 4, 0.01, 0.001), 256,
+                 8, true, true},
+                kTokens, 370, stream.s);
+}
+
 TEST(RouterCuda, KEqualsE) {
   MOE_REQUIRE_GPU();
   Stream stream;
@@ -358,7 +388,7 @@ TEST(RouterCuda, NoTokens) {
   const RouterConfig cfg = make_cfg("softmax", false, false, 1.0, 1, 1, 0.01, 0.001);
   DevBuf<float> stats(std::vector<float>(2 * E + 1, 7.0f));
   EXPECT_EQ(cuda::router_loss_stats_scratch_bytes(0, E), 0u);
-  cuda::router_topk(nullptr, nullptr, cfg, 0, E, K, nullptr, nullptr, nullptr, 0);
+  cuda::router_topk(nullptr, nullptr, nullptr, cfg, 0, E, K, nullptr, nullptr, nullptr, 0);
   cuda::router_loss_stats(nullptr, nullptr, nullptr, cfg, 0, E, K, stats.ptr, nullptr, 0);
   cuda::router_bwd(nullptr, nullptr, nullptr, nullptr, nullptr, cfg, 0, 0, E, K, nullptr, 0);
   for (float x : stats.host()) EXPECT_EQ(x, 0.0f);
@@ -370,7 +400,7 @@ TEST(RouterCuda, RejectsBadArguments) {
   float* none = nullptr;
   int32_t* no_idx = nullptr;
   auto topk = [&](const RouterConfig& cfg, int64_t E, int64_t K) {
-    cuda::router_topk(none, none, cfg, 1, E, K, none, no_idx, none, 0);
+    cuda::router_topk(none, none, nullptr, cfg, 1, E, K, none, no_idx, none, 0);
   };
   EXPECT_THROW(topk(make_cfg("softmax", false, false, 1.0, 1, 1), 8, 9), Error);
   EXPECT_THROW(topk(make_cfg("softmax", false, false, 1.0, 1, 1), 8, 0), Error);

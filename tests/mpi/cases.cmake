@@ -47,6 +47,18 @@ moe_mpi_case(np8_ep8_sigmoid_groups 8 --set mesh.ep=8 --set mesh.fsdp=1 ${MOE_SI
 moe_mpi_case(np8_ep4_fsdp2_sigmoid_groups 8 --set mesh.ep=4 --set mesh.fsdp=2
              ${MOE_SIGMOID_GROUPS})
 
+# Routing controls (CPU backend): forced modes, capacity drops by both policies, align padding;
+# the reference applies the same drops, so the check must pass.
+foreach(mode uniform balanced powerlaw hot)
+  moe_mpi_case(np4_routing_${mode} 4 --set mesh.ep=4 --set routing.mode=${mode} ${MOE_LOSSES})
+endforeach()
+moe_mpi_case(np4_capacity_probability 4 --set mesh.ep=2 --set mesh.fsdp=2 --set capacity_factor=1.0
+             ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+moe_mpi_case(np4_capacity_position_hot 4 --set mesh.ep=4 --set capacity_factor=0.75
+             --set drop_policy=position --set routing.mode=hot)
+moe_mpi_case(np4_align16_capacity 4 --set mesh.ep=4 --set align=16 --set capacity_factor=1.25
+             --set routing.mode=powerlaw)
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, and bad input on every rank.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure)

@@ -11,6 +11,14 @@ mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --set router.sco
   --set router.scaling=2.5 --set router.expert_bias=true --set router.aux_coeff=0.01 \
   --set router.z_coeff=0.001 --dump "$WORK/d2" >/dev/null
 "$PY" "$SRC/scripts/verify_dump.py" "$WORK/d2"
+# align pads with zero rows and changes no result: its dump verifies. A forced routing mode is
+# outside MATH.md: the verifier refuses it (exit 3) instead of reporting a mismatch.
+mpi 4 run --config "$TINY" -q --set mesh.ep=4 --set align=16 --dump "$WORK/d4" >/dev/null
+"$PY" "$SRC/scripts/verify_dump.py" "$WORK/d4" >/dev/null || fail "align=16 dump does not verify"
+mpi 4 run --config "$TINY" -q --set mesh.ep=4 --set routing.mode=uniform --dump "$WORK/d5" >/dev/null
+rc=0
+"$PY" "$SRC/scripts/verify_dump.py" "$WORK/d5" 2>/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "a routing.mode=uniform dump should be refused with exit 3, got $rc"
 # Two backends (here: two runs of one) agree on the same workload and seed; another seed differs.
 mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --dump "$WORK/d1b" >/dev/null
 "$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d1" "$WORK/d1b" >/dev/null || fail "same run disagrees"
