@@ -11,8 +11,10 @@
 #include <sstream>
 
 #include "app/backend.h"
+#include "app/calibrate.h"
 #include "app/dump.h"
 #include "app/report.h"
+#include "app/roofline.h"
 #include "app/run_result.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -168,8 +170,15 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   return c;
 }
 
+// Bytes a rank actually sent to other EP ranks per all-to-all (mean over timed steps, max over
+// ranks), by direction: the dispatch sends the rank's routed rows, the combine returns the rows
+// its experts received.
+struct A2aSent {
+  double dispatch = 0, combine = 0;
+};
+
 // Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
-void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
+void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, const A2aSent& sent,
                      std::vector<PhaseResult>& phases) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
                F = double(w.model.ffn), E = double(w.model.experts), K = double(w.model.topk);
@@ -186,6 +195,8 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes,
     if (n.rfind("a2a_", 0) == 0) {
       p.bytes = a2a_bytes;
       p.bus_factor = (ep - 1) / ep;
+      p.bytes_sent =
+          n == "a2a_dispatch_fwd" || n == "a2a_combine_bwd" ? sent.dispatch : sent.combine;
     }
     if (n == "fsdp_gather" && m.fsdp > 1) {
       p.bytes = weight_elems * sb;
@@ -247,13 +258,20 @@ int run_command(const RunOptions& opt) {
 
   Backend be = make_backend(backend, world, mesh, w, opt.timeout_s);
   Ops& ops = *be.ops;
+  RunResult r;
+  // Before the layer allocates: the calibration's buffers then never share memory with the
+  // step's, and once released they leave no trace in the step's high-water mark.
+  if (w.roofline) {
+    r.calibration = calibrate(ops, *be.comm, w.dtype, world);
+    ops.reset_memory_high_water();
+    if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
+  }
   MoeLayer layer(w, mesh, ops, *be.comm);
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
                  world_size, mesh.ep, mesh.fsdp, backend, d.T, d.H, d.F, d.E, d.K);
 
-  RunResult r;
   r.backend = backend;
   r.backend_info = be.info;
   r.command_line = opt.command_line;
@@ -263,6 +281,8 @@ int run_command(const RunOptions& opt) {
   r.timed_steps = w.steps;
   std::vector<std::vector<double>> samples(kNumPhases);
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
+  // Rows this rank sent to other EP ranks per all-to-all, by direction, summed over timed steps.
+  double rows_sent[2] = {0, 0};
   std::vector<double> ms;
   auto last_progress = std::chrono::steady_clock::now();
   const int64_t total = w.warmup + w.steps;
@@ -285,6 +305,8 @@ int run_command(const RunOptions& opt) {
       std::vector<double> all(world_size);
       MPI_CHECK(MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, world));
       for (int i = 0; i < world_size; ++i) rank_rows[i] += all[i];
+      rows_sent[0] += double(tr.a2a_rows_to_others);
+      rows_sent[1] += double(tr.a2a_rows_returned_to_others);
     }
     const bool first_timed = s == w.warmup;
     const bool check_now =
@@ -329,8 +351,12 @@ int run_command(const RunOptions& opt) {
     ph.in_step = p < kNumStepPhases;
     r.phases.push_back(ph);
   }
-  describe_phases(w, mesh, ops.storage_bytes(), r.phases);
+  const double row_bytes = double(ops.storage_bytes()) * d.H;
+  double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world));
+  describe_phases(w, mesh, ops.storage_bytes(), {bytes_sent[0], bytes_sent[1]}, r.phases);
   r.step_ms = summarize(samples[kStep]);
+  r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);
   r.model_flops_per_step = 18.0 * d.N * d.K * d.H * d.F + 6.0 * d.N * d.H * d.E;
 

@@ -239,6 +239,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   traffic_.a2a_rows_sent = d_.T * d_.K;
   traffic_.a2a_rows_to_others = d_.T * d_.K - send_rows_[mesh_.ep_rank];
   traffic_.rows_received = rows_received_;
+  traffic_.a2a_rows_returned_to_others = rows_received_ - recv_rows_[mesh_.ep_rank];
 }
 
 void MoeLayer::fsdp_gather() {

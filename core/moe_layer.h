@@ -43,7 +43,9 @@ const char* phase_name(int phase);
 struct StepTraffic {
   int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (= T*K), one direction
   int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
-  int64_t rows_received = 0;       // rows this rank's experts processed
+  // Rows this rank's experts return (combine direction: rows_received) to other EP ranks.
+  int64_t a2a_rows_returned_to_others = 0;
+  int64_t rows_received = 0;                // rows this rank's experts processed
   std::vector<float> global_expert_counts;  // [E] c_e over the world's tokens
 };
 

@@ -48,8 +48,9 @@ moe_mpi_case(np8_ep4_fsdp2_sigmoid_groups 8 --set mesh.ep=4 --set mesh.fsdp=2
              ${MOE_SIGMOID_GROUPS})
 
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
-# a dump reproduced by the independent numpy verifier, and bad input on every rank.
-foreach(script determinism dump_verify bad_input sweep_report compare rank_failure)
+# a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
+# calibration's floors and efficiencies in the result JSON.
+foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
