@@ -105,7 +105,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   Backend b;
   b.name = name;
   if (name == "cpu") {
-    b.ops = std::make_unique<CpuOps>();
+    b.ops = std::make_unique<CpuOps>(w.dtype);
     b.comm = std::make_unique<MpiComm>(world, mesh);
     return b;
   }
@@ -136,7 +136,6 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   return b;
 #else
   (void)mesh;
-  (void)w;
   (void)timeout_s;
   MOE_CHECK(false, "backend " << name << " is not built in");
   return b;

@@ -152,11 +152,12 @@ void flatten(const json& j, const std::string& path, std::map<std::string, json>
 }
 
 // config keys that do not change the work done per step: the label, how many steps are timed or
-// warmed up, and whether the output is checked. config.mesh is the requested mesh; the resolved
-// one (mesh.*) is compared instead, so a difference is named once.
+// warmed up, whether the output is checked, and whether the start-up roofline calibration ran
+// (results from before that key lack it). config.mesh is the requested mesh; the resolved one
+// (mesh.*) is compared instead, so a difference is named once.
 bool changes_work(const std::string& key) {
   static const std::set<std::string> ignored = {"config.name", "config.steps", "config.warmup",
-                                                "config.check"};
+                                                "config.check", "config.roofline"};
   return !ignored.count(key) && key.rfind("config.mesh.", 0) != 0;
 }
 
@@ -246,7 +247,7 @@ void check_same_work(const std::vector<CompareRun>& runs) {
     for (const std::string& d : work_differences(runs[0], runs[i])) msg += "\n  " + d;
   MOE_USER_CHECK(msg.empty(),
                  "cannot compare: the runs did different work (only name, steps, "
-                 "warmup and check may differ), the keys that differ:"
+                 "warmup, check and roofline may differ), the keys that differ:"
                      << msg);
 }
 
@@ -442,8 +443,8 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
       "relative spreads (p90 - p10) / median over their timed steps (a phase's own p10/p90, the\n"
       "step's for throughput), at least 1%; --threshold PCT replaces it with a fixed PCT%. A\n"
       "change counts when X/A > 1 + noise or X/A < 1 / (1 + noise).\n"
-      "The runs must have done the same work: every config key except name, steps, warmup and\n"
-      "check, and mesh.*, must be equal, else compare refuses, naming the keys.\n"
+      "The runs must have done the same work: every config key except name, steps, warmup,\n"
+      "check and roofline, and mesh.*, must be equal, else compare refuses, naming the keys.\n"
       "Exit status: 0 compared; 1 with --fail-on-regression, when any run is slower than A\n"
       "beyond the noise in the step, a phase, throughput or bandwidth; 2 bad input (unreadable,\n"
       "not a moebench result, or different work).");

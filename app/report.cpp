@@ -72,6 +72,72 @@ json provenance(const RunResult& r) {
 
 double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0.0; }
 
+// floor / measured: 1 is the machine's limit; 0 where there is no floor or no time.
+double efficiency(double floor_ms, double ms) { return floor_ms > 0 && ms > 0 ? floor_ms / ms : 0; }
+
+json roofline_json(const RunResult& r) {
+  const Calibration& c = r.calibration;
+  if (!c.done) return {{"done", false}};
+  return {{"done", true},
+          {"gemm_tflops", c.gemm_tflops},
+          {"gemm_m", c.gemm_m},
+          {"gemm_n", c.gemm_n},
+          {"gemm_k", c.gemm_k},
+          {"gemm_dtype", c.dtype},
+          {"a2a_applicable", c.has_a2a()},
+          {"a2a_algbw_gbps", c.a2a_algbw_gbps},
+          {"a2a_busbw_gbps", c.a2a_busbw_gbps},
+          {"a2a_bytes_per_rank", c.a2a_bytes_per_rank},
+          {"ep", c.ep},
+          {"seconds", c.seconds},
+          {"step_floor_ms", r.step_floor_ms},
+          {"step_efficiency", efficiency(r.step_floor_ms, r.step_ms.median)}};
+}
+
+// The table's floor and eff% cells (16 chars each), blank where there is no floor.
+void floor_cells(double floor_ms, double ms, char* floor_cell, char* eff_cell) {
+  if (floor_ms <= 0) return;
+  std::snprintf(floor_cell, 16, "%.4f", floor_ms);
+  std::snprintf(eff_cell, 16, "%.1f", 100 * efficiency(floor_ms, ms));
+}
+
+const PhaseResult* find_phase(const RunResult& r, const std::string& name) {
+  for (const PhaseResult& p : r.phases)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1 << 30)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
+  else if (b >= 1 << 20)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  return buf;
+}
+
+// The efficiency footer and what the all-to-alls moved: the nominal send buffer and the bytes
+// that actually left the rank.
+void print_roofline_footer(const RunResult& r) {
+  if (r.calibration.done)
+    std::printf(
+        "# efficiency: step floor %.3f ms / step median %.3f ms = %.1f%% (floors: FLOPs at the "
+        "calibrated GEMM rate, all-to-all bytes at the calibrated algbw%s; fsdp_gather, layout "
+        "and grad_sync have none)\n",
+        r.step_floor_ms, r.step_ms.median, 100 * efficiency(r.step_floor_ms, r.step_ms.median),
+        r.calibration.has_a2a() ? "" : ", none at ep 1");
+  const PhaseResult* dispatch = find_phase(r, "a2a_dispatch_fwd");
+  const PhaseResult* combine = find_phase(r, "a2a_combine_fwd");
+  if (dispatch && combine && dispatch->bytes_sent && combine->bytes_sent)
+    std::printf(
+        "# all-to-all bytes per rank: %s send buffer (own rows included); sent to other ranks "
+        "(mean over steps, max over ranks): dispatch %s, combine %s\n",
+        human_bytes(dispatch->bytes).c_str(), human_bytes(*dispatch->bytes_sent).c_str(),
+        human_bytes(*combine->bytes_sent).c_str());
+}
+
 }  // namespace
 
 json result_to_json(const RunResult& r) {
@@ -93,6 +159,11 @@ json result_to_json(const RunResult& r) {
       ph["bytes_per_rank"] = p.bytes;
       ph["algbw_gbps"] = rate(p.bytes, p.ms.median) * 1e-9;
       ph["busbw_gbps"] = rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor;
+    }
+    if (p.bytes_sent) ph["bytes_sent_per_rank"] = *p.bytes_sent;
+    if (p.floor_ms > 0) {
+      ph["floor_ms"] = p.floor_ms;
+      ph["efficiency"] = efficiency(p.floor_ms, p.ms.median);
     }
     phases[p.name] = ph;
   }
@@ -124,6 +195,7 @@ json result_to_json(const RunResult& r) {
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0}};
+  j["roofline"] = roofline_json(r);
   j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},
                  {"host_peak_rss_bytes", r.host_peak_rss_bytes}};
   json checks = json::array();
@@ -183,12 +255,13 @@ void print_summary(const RunResult& r) {
   std::printf("# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
               r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
               (unsigned long long)w.seed);
-  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s\n", "phase", "median ms", "p10", "p90",
-              "share%", "TFLOP/s", "algbw GB/s", "busbw");
+  std::printf("# roofline: %s\n", describe(r.calibration).c_str());
+  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s\n", "phase", "median ms", "p10",
+              "p90", "share%", "TFLOP/s", "algbw GB/s", "busbw", "floor ms", "eff%");
   for (const PhaseResult& p : r.phases) {
     const double share =
         p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
-    char tf[16] = "", alg[16] = "", bus[16] = "", sh[16] = "";
+    char tf[16] = "", alg[16] = "", bus[16] = "", sh[16] = "", fl[16] = "", eff[16] = "";
     if (p.flops > 0)
       std::snprintf(tf, sizeof tf, "%.3f", rate(p.flops / r.mesh.world, p.ms.median) * 1e-12);
     if (p.bytes > 0) {
@@ -196,14 +269,18 @@ void print_summary(const RunResult& r) {
       std::snprintf(bus, sizeof bus, "%.3f", rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor);
     }
     if (p.in_step) std::snprintf(sh, sizeof sh, "%.1f", share);
-    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s\n", p.in_step ? "" : " ",
-                p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg, bus);
+    floor_cells(p.floor_ms, p.ms.median, fl, eff);
+    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", p.in_step ? "" : " ",
+                p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg, bus, fl, eff);
   }
-  std::printf("  %-18s %10.3f %10.3f %10.3f\n", "step", r.step_ms.median, r.step_ms.p10,
-              r.step_ms.p90);
+  char fl[16] = "", eff[16] = "";
+  floor_cells(r.step_floor_ms, r.step_ms.median, fl, eff);
+  std::printf("  %-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", "step", r.step_ms.median,
+              r.step_ms.p10, r.step_ms.p90, "", "", "", "", fl, eff);
   std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
               rate(r.tokens_per_step, r.step_ms.median),
               rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
+  print_roofline_footer(r);
   std::printf(
       "# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
       "rows received per rank min %.1f max %.1f (max/mean %.2f)\n",

@@ -12,8 +12,10 @@
 #include <sstream>
 
 #include "app/backend.h"
+#include "app/calibrate.h"
 #include "app/dump.h"
 #include "app/report.h"
+#include "app/roofline.h"
 #include "app/run_result.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -184,11 +186,18 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   return c;
 }
 
+// Bytes a rank actually sent to other EP ranks per all-to-all (mean over timed steps, max over
+// ranks), by direction: the dispatch sends the rank's routed rows, the combine returns the rows
+// its experts received.
+struct A2aSent {
+  double dispatch = 0, combine = 0;
+};
+
 // Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
 // rows_kept: (t, k) rows the experts processed per step over the world (N*K less capacity drops;
 // the align padding is not useful work and is not counted).
 void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, double rows_kept,
-                     std::vector<PhaseResult>& phases) {
+                     const A2aSent& sent, std::vector<PhaseResult>& phases) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
                F = double(w.model.ffn), E = double(w.model.experts), K = double(w.model.topk);
   const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
@@ -204,6 +213,8 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, dou
     if (n.rfind("a2a_", 0) == 0) {
       p.bytes = a2a_bytes;
       p.bus_factor = (ep - 1) / ep;
+      p.bytes_sent =
+          n == "a2a_dispatch_fwd" || n == "a2a_combine_bwd" ? sent.dispatch : sent.combine;
     }
     if (n == "fsdp_gather" && m.fsdp > 1) {
       p.bytes = weight_elems * sb;
@@ -266,13 +277,20 @@ int run_command(const RunOptions& opt) {
 
   Backend be = make_backend(backend, world, mesh, w, opt.timeout_s);
   Ops& ops = *be.ops;
+  RunResult r;
+  // Before the layer allocates: the calibration's buffers then never share memory with the
+  // step's, and once released they leave no trace in the step's high-water mark.
+  if (w.roofline) {
+    r.calibration = calibrate(ops, *be.comm, w.dtype, world);
+    ops.reset_memory_high_water();
+    if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
+  }
   MoeLayer layer(w, mesh, ops, *be.comm);
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
                  world_size, mesh.ep, mesh.fsdp, backend, d.T, d.H, d.F, d.E, d.K);
 
-  RunResult r;
   r.backend = backend;
   r.backend_info = be.info;
   r.command_line = opt.command_line;
@@ -283,6 +301,8 @@ int run_command(const RunOptions& opt) {
   std::vector<std::vector<double>> samples(kNumPhases);
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
   double rows_dropped = 0, rows_padded = 0;  // world sums over the timed steps
+  // Rows this rank sent to other EP ranks per all-to-all, by direction, summed over timed steps.
+  double rows_sent[2] = {0, 0};
   std::vector<double> ms;
   auto last_progress = std::chrono::steady_clock::now();
   const int64_t total = w.warmup + w.steps;
@@ -309,6 +329,8 @@ int run_command(const RunOptions& opt) {
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, waste, 2, MPI_DOUBLE, MPI_SUM, world));
       rows_dropped += waste[0];
       rows_padded += waste[1];
+      rows_sent[0] += double(tr.a2a_rows_to_others);
+      rows_sent[1] += double(tr.a2a_rows_returned_to_others);
     }
     const bool first_timed = s == w.warmup;
     const bool check_now =
@@ -359,8 +381,13 @@ int run_command(const RunOptions& opt) {
   r.routing.rows_padded_per_step = rows_padded / steps;
   r.routing.capacity_rows = expert_capacity(w);
   const double rows_kept = r.routing.rows_routed_per_step - r.routing.rows_dropped_per_step;
-  describe_phases(w, mesh, ops.storage_bytes(), rows_kept, r.phases);
+  const double row_bytes = double(ops.storage_bytes()) * d.H;
+  double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world));
+  describe_phases(w, mesh, ops.storage_bytes(), rows_kept, {bytes_sent[0], bytes_sent[1]},
+                  r.phases);
   r.step_ms = summarize(samples[kStep]);
+  r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);
   r.model_flops_per_step = 18.0 * rows_kept * d.H * d.F + 6.0 * d.N * d.H * d.E;
 

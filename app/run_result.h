@@ -2,9 +2,11 @@
 // Everything a run produced, gathered on rank 0: what the report prints and the result JSON holds.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "app/calibrate.h"
 #include "core/check.h"
 #include "core/mesh.h"
 #include "core/stats.h"
@@ -19,6 +21,10 @@ struct PhaseResult {
   double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
   double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
   bool in_step = true;    // partitions the step (false: a part of another phase)
+  double floor_ms = 0;    // the least time on this machine (app/roofline.h); 0: no floor
+  // a2a_* phases: bytes this rank actually sent to other ranks per step (mean over timed steps,
+  // max over ranks); `bytes` is the nominal send buffer, own rows included.
+  std::optional<double> bytes_sent;
 };
 
 struct RoutingStats {
@@ -42,6 +48,8 @@ struct RunResult {
   int64_t timed_steps = 0, warmup_steps = 0;
   Summary step_ms;
   std::vector<PhaseResult> phases;
+  Calibration calibration;          // done = false when the workload's roofline is off
+  double step_floor_ms = 0;         // sum of the in-step phases' floors
   double model_flops_per_step = 0;  // whole world
   double tokens_per_step = 0;       // whole world
   RoutingStats routing;

@@ -253,6 +253,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   traffic_.rows_received = rows_received_;
   traffic_.rows_dropped = d_.T * d_.K - sent;
   traffic_.rows_padded = row_offsets_[d_.E_local] - rows_received_;
+  traffic_.a2a_rows_returned_to_others = rows_received_ - recv_rows_[mesh_.ep_rank];
 }
 
 void MoeLayer::fsdp_gather() {

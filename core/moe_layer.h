@@ -41,11 +41,13 @@ const char* phase_name(int phase);
 
 // What one step moved and routed, for bandwidth and routing statistics (this rank's view).
 struct StepTraffic {
-  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (= T*K), one direction
+  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (T*K less capacity drops)
   int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
-  int64_t rows_received = 0;       // rows this rank's experts processed
-  int64_t rows_dropped = 0;        // this rank's (t, k) over the capacity, not sent
-  int64_t rows_padded = 0;         // zero rows added for align on this rank's experts
+  // Rows this rank's experts return (combine direction: rows_received) to other EP ranks.
+  int64_t a2a_rows_returned_to_others = 0;
+  int64_t rows_received = 0;                // rows this rank's experts processed
+  int64_t rows_dropped = 0;                 // this rank's (t, k) over the capacity, not sent
+  int64_t rows_padded = 0;                  // zero rows added for align on this rank's experts
   std::vector<float> global_expert_counts;  // [E] c_e over the world's tokens
 };
 

@@ -5,10 +5,12 @@
 // CPU backend stores floats already rounded to it); fp32 and int32 tensors are always that.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/stats.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -36,6 +38,19 @@ class PhaseTimer {
   virtual std::vector<double> read() = 0;
 };
 
+// Median ms of `iters` calls of fn, each timed alone as phase 0 of `timer` (for start-up
+// measurements: reading the timer after every call waits for the backend).
+inline double median_call_ms(PhaseTimer& timer, int iters, const std::function<void()>& fn) {
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    timer.begin(0);
+    fn();
+    timer.end(0);
+    ms.push_back(timer.read()[0]);
+  }
+  return summarize(ms).median;
+}
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -53,7 +68,14 @@ class Ops {
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void sync() = 0;
   virtual int64_t memory_high_water() const = 0;  // bytes, backend memory
+  // Lowers the high-water mark to the bytes in use now, so that buffers a start-up measurement
+  // allocated and released (the roofline calibration) do not count as the step's memory.
+  virtual void reset_memory_high_water() = 0;
   virtual std::unique_ptr<PhaseTimer> make_timer(int num_phases) = 0;
+  // Start-up calibration, never called in the timed step: the median ms of one dense
+  // C [M,N] = A [M,K] @ B [K,N], storage-dtype inputs and output, fp32 accumulation, over `iters`
+  // calls after a warm-up call, on the backend's clock. Allocates its operands and frees them.
+  virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;

@@ -72,6 +72,7 @@ const std::vector<KeySpec>& schema() {
       {"warmup", Kind::kInt, {}},
       {"seed", Kind::kUint, {}},
       {"check", Kind::kEnum, {"first", "every", "off"}},
+      {"roofline", Kind::kBool, {}},
   };
   return keys;
 }
@@ -364,6 +365,7 @@ Workload from_json(const json& root, const std::string& source) {
               : choice == "every" ? CheckMode::kEvery
                                   : CheckMode::kOff;
   }
+  r.get("roofline", w.roofline);
   return w;
 }
 
@@ -733,6 +735,7 @@ json workload_to_json(const Workload& w) {
       {"warmup", w.warmup},
       {"seed", w.seed},
       {"check", check_mode_name(w.check)},
+      {"roofline", w.roofline},
   };
 }
 

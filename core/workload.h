@@ -65,6 +65,8 @@ struct Workload {
   int64_t warmup = 3;
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
+  // Measure the GEMM rate and all-to-all bandwidth at start-up, for the report's floors.
+  bool roofline = true;
 };
 
 // Parses JSON text into a workload. Throws UserError naming the key (unknown keys, wrong types,

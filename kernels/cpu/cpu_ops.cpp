@@ -77,6 +77,21 @@ std::unique_ptr<PhaseTimer> CpuOps::make_timer(int num_phases) {
   return std::make_unique<HostTimer>(num_phases);
 }
 
+double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
+  MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
+            "dense GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
+  // Host vectors, not alloc(): a start-up measurement is not the step's backend memory. Nonzero
+  // values in the storage dtype, so that the timed loop sees the data a step would.
+  std::vector<float> a(M * K), b(K * N), c(M * N);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = cpu::store_as(dtype_, float(i % 251) / 251 - 0.5f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype_, float(i % 241) / 241 - 0.5f);
+  auto gemm = [&] {
+    cpu::gemm(false, false, M, N, K, a.data(), b.data(), c.data(), false, dtype_);
+  };
+  gemm();  // untimed: grows the GEMM's packing buffers
+  return median_call_ms(*make_timer(1), iters, gemm);
+}
+
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                         const float* expert_bias, const int32_t* forced_idx, float* logits,
                         float* scores, int32_t* idx, float* p, float* stats) {

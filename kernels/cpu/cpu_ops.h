@@ -7,6 +7,9 @@ namespace moe {
 
 class CpuOps : public Ops {
  public:
+  // dtype: the workload's storage dtype, which the calibration GEMM rounds its output to (the
+  // step's calls carry it in Dims).
+  explicit CpuOps(DType dtype) : dtype_(dtype) {}
   std::string name() const override { return "cpu"; }
   void* alloc(size_t bytes) override;
   void release(void* p) override;
@@ -17,7 +20,9 @@ class CpuOps : public Ops {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void sync() override {}
   int64_t memory_high_water() const override { return high_water_; }
+  void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
+  double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,
@@ -44,6 +49,7 @@ class CpuOps : public Ops {
                      float* dx_acc) override;
 
  private:
+  DType dtype_;
   int64_t in_use_ = 0, high_water_ = 0;
 };
 

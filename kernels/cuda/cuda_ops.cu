@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/router.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace moe {
 namespace {
@@ -57,6 +59,26 @@ class EventTimer : public PhaseTimer {
   std::vector<cudaEvent_t> begin_, end_;
   std::vector<bool> used_;
 };
+
+// Operands of the calibration GEMM: a fixed pattern in [-0.5, 0.5), never zero-filled, so that
+// the tensor cores toggle (and draw power) as they do on real data.
+template <class S>
+__global__ void calibration_fill_kernel(S* dst, int64_t n, uint32_t salt) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = (uint32_t(i) ^ salt) * 2654435761u;
+    h ^= h >> 16;
+    cuda::store_f(dst + i, float(h & 0xffff) / 65536.0f - 0.5f);
+  }
+}
+
+void calibration_fill(void* dst, int64_t n, uint32_t salt, DType dtype, cudaStream_t stream) {
+  cuda::with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    calibration_fill_kernel<<<1024, 256, 0, stream>>>(static_cast<S*>(dst), n, salt);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
 
 size_t storage_offset(const Dims& d, int64_t elems) {
   return size_t(elems) * (d.dtype == DType::kBf16 ? 2 : 4);
@@ -171,6 +193,24 @@ void CudaOps::copy_to_device(void* dst, const void* src, size_t bytes) {
 
 std::unique_ptr<PhaseTimer> CudaOps::make_timer(int num_phases) {
   return std::make_unique<EventTimer>(num_phases, stream_, [this] { sync(); });
+}
+
+double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
+  MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
+            "dense GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
+  const size_t sb = storage_bytes();
+  void* a = alloc(sb * M * K);
+  void* b = alloc(sb * K * N);
+  void* c = alloc(sb * M * N);
+  calibration_fill(a, M * K, 1, dtype_, stream_);
+  calibration_fill(b, K * N, 2, dtype_, stream_);
+  auto gemm = [&] { gemm_->gemm(false, false, M, N, K, a, b, c, false, dtype_, dtype_, stream_); };
+  gemm();  // untimed: builds the cuBLASLt plan and wakes the clocks
+  const double ms = median_call_ms(*make_timer(1), iters, gemm);
+  release(a);
+  release(b);
+  release(c);
+  return ms;
 }
 
 void* CudaOps::scratch(int slot, size_t bytes) {

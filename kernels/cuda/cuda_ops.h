@@ -39,7 +39,9 @@ class CudaOps : public Ops {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void sync() override;
   int64_t memory_high_water() const override { return high_water_; }
+  void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
+  double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,

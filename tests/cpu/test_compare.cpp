@@ -220,6 +220,25 @@ TEST(Compare, AllowsDifferentNameStepsWarmupCheck) {
   EXPECT_NO_THROW(check_same_work(runs_of({make_result(), b})));
 }
 
+TEST(Compare, RooflineKeyIsNotWork) {
+  // A run with the calibration off, and one from before the key existed (make_result lacks it).
+  json off = make_result();
+  off["config"]["roofline"] = false;
+  json on = make_result();
+  on["config"]["roofline"] = true;
+  EXPECT_NO_THROW(check_same_work(runs_of({make_result(), off, on})));
+  // Floors and efficiencies are not compared: only medians, throughput and bandwidth are.
+  on["timing"]["phases"]["experts_fwd"]["floor_ms"] = 1.0;
+  on["timing"]["phases"]["experts_fwd"]["efficiency"] = 0.25;
+  on["roofline"] = {{"done", true}, {"step_efficiency", 0.1}};
+  const std::vector<CompareRow> rows = build_rows(runs_of({make_result(), on}), -1, "all");
+  for (const CompareRow& r : rows) {
+    EXPECT_EQ(r.metric.find("floor"), std::string::npos) << r.metric;
+    EXPECT_EQ(r.metric.find("efficiency"), std::string::npos) << r.metric;
+  }
+  EXPECT_FALSE(has_regression(rows));
+}
+
 TEST(Compare, RefusesFilesThatAreNotResults) {
   auto message = [](const json& j) {
     try {

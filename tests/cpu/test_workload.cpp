@@ -70,7 +70,8 @@ TEST(WorkloadParse, FullConfig) {
     "steps": 7,
     "warmup": 0,
     "seed": 18446744073709551615,
-    "check": "every"
+    "check": "every",
+    "roofline": false
   })",
                                        "full.json");
   EXPECT_EQ(w.name, "full");
@@ -96,6 +97,7 @@ TEST(WorkloadParse, FullConfig) {
   EXPECT_EQ(w.warmup, 0);
   EXPECT_EQ(w.seed, std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(w.check, CheckMode::kEvery);
+  EXPECT_FALSE(w.roofline);
   resolve_and_validate(w, 8);
 }
 
@@ -120,6 +122,7 @@ TEST(WorkloadParse, DefaultsForEveryOptionalKey) {
   EXPECT_EQ(w.warmup, d.warmup);
   EXPECT_EQ(w.seed, d.seed);
   EXPECT_EQ(w.check, CheckMode::kFirst);
+  EXPECT_TRUE(w.roofline);
 }
 
 TEST(WorkloadParse, ShippedConfigsLoadAndValidate) {
@@ -305,6 +308,12 @@ TEST(WorkloadOverride, BoolKeys) {
   EXPECT_TRUE(w.router.expert_bias);
   apply_override(w, "router.expert_bias=false");
   EXPECT_FALSE(w.router.expert_bias);
+  apply_override(w, "roofline=false");
+  EXPECT_FALSE(w.roofline);
+  apply_override(w, "roofline=1");
+  EXPECT_TRUE(w.roofline);
+  EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "roofline=off"); },
+                              {"'roofline'", "expected true or false", "\"off\""}));
   EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "router.expert_bias=yes"); },
                               {"'router.expert_bias'", "expected true or false", "\"yes\""}));
 }
@@ -570,15 +579,16 @@ TEST(WorkloadValidate, RowCountMustFitInt32) {
 
 TEST(WorkloadJson, RoundTripsEveryKey) {
   Workload w = minimal();
-  for (const char* s :
-       {"name=rt", "router.score=sigmoid", "router.scaling=0.5", "router.groups=2",
-        "router.expert_bias=true", "mesh.fsdp=2", "dtype=fp32", "seed=99", "check=every"})
+  for (const char* s : {"name=rt", "router.score=sigmoid", "router.scaling=0.5", "router.groups=2",
+                        "router.expert_bias=true", "mesh.fsdp=2", "dtype=fp32", "seed=99",
+                        "check=every", "roofline=false"})
     apply_override(w, s);
   const nlohmann::json j = workload_to_json(w);
   EXPECT_EQ(j["mesh"]["ep"], "auto");
   EXPECT_EQ(j["mesh"]["fsdp"], 2);
   EXPECT_EQ(j["dtype"], "fp32");
   EXPECT_EQ(j["check"], "every");
+  EXPECT_EQ(j["roofline"], false);
   Workload back = workload_from_json_text(j.dump(), "dump");
   EXPECT_EQ(workload_to_json(back), j);
   resolve_and_validate(w, 8);

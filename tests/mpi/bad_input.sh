@@ -10,7 +10,7 @@ expect_error() {  # expect_error NP "substring" args...
   set -e
   [ $rc -ne 0 ] || fail "exit 0 for: $*"
   [ $rc -ne 124 ] || fail "hung: $*"
-  echo "$out" | grep -q -- "$want" || { echo "$out"; fail "message lacks '$want' for: $*"; }
+  grep -q -- "$want" <<< "$out" || { echo "$out"; fail "message lacks '$want' for: $*"; }
   n=$(echo "$out" | grep -c -- "$want" || true)
   [ "$n" -eq 1 ] || { echo "$out"; fail "message printed $n times for: $*"; }
   [ ! -e "$WORK/r.json" ] || fail "result file written for: $*"

@@ -21,8 +21,8 @@ compare_rc() {
 # --fail-on-regression and the digests are asserted here.
 compare_rc 0 "$WORK/a.json" "$WORK/b.json"
 echo "$out"
-echo "$out" | grep -q "^# digests: bitwise identical results" || fail "digests not identical"
-echo "$out" | grep -q "^  step " || fail "no step row"
+grep -q "^# digests: bitwise identical results" <<< "$out" || fail "digests not identical"
+grep -q "^  step " <<< "$out" || fail "no step row"
 echo "ok: identical runs compare, bitwise identical"
 
 # Under mpirun the table is printed once.
@@ -31,13 +31,13 @@ out=$(mpi 2 compare "$WORK/a.json" "$WORK/b.json" --metrics timing)
 echo "ok: under mpirun, one table"
 
 compare_rc 2 "$WORK/a.json" "$WORK/ep4.json"
-echo "$out" | grep -q "mesh.ep: 2 ($WORK/a.json) vs 4 ($WORK/ep4.json)" ||
+grep -q "mesh.ep: 2 ($WORK/a.json) vs 4 ($WORK/ep4.json)" <<< "$out" ||
   { echo "$out"; fail "refusal does not name mesh.ep"; }
 echo "ok (2): different mesh refused: $(echo "$out" | grep mesh.ep)"
 
 echo '{"name": "tiny"}' > "$WORK/config.json"
 compare_rc 2 "$WORK/a.json" "$WORK/config.json"
-echo "$out" | grep -q "config.json is not a moebench result" || { echo "$out"; fail "not refused"; }
+grep -q "config.json is not a moebench result" <<< "$out" || { echo "$out"; fail "not refused"; }
 echo "ok (2): non-result refused"
 
 # From run a: a tight copy (A) and one whose step is 3x slower (B), both with 1% spreads.
@@ -55,7 +55,7 @@ json.dump(r, open(f"{work}/slow.json", "w"), indent=2)
 EOF
 compare_rc 0 "$WORK/tight.json" "$WORK/slow.json" --metrics timing
 compare_rc 1 "$WORK/tight.json" "$WORK/slow.json" --fail-on-regression
-echo "$out" | grep -q "^# slower than A beyond the noise: B: step x3.000" ||
+grep -q "^# slower than A beyond the noise: B: step x3.000" <<< "$out" ||
   { echo "$out"; fail "verdict does not name the step"; }
 compare_rc 0 "$WORK/tight.json" "$WORK/tight.json" --fail-on-regression
 compare_rc 0 "$WORK/slow.json" "$WORK/tight.json" --fail-on-regression --threshold 5

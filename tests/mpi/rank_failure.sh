@@ -14,7 +14,7 @@ for how in throw exit; do
   [ $rc -ne 124 ] || { echo "$out"; fail "$how: the job hung"; }
   [ ! -e "$WORK/r.json" ] || fail "$how: a result file was written"
   if [ $how = throw ]; then
-    echo "$out" | grep -q "rank 2: check failed: .*fault injected" ||
+    grep -q "rank 2: check failed: .*fault injected" <<< "$out" ||
       { echo "$out"; fail "throw: the error does not name rank 2"; }
   fi
 done

@@ -9,7 +9,7 @@ sweep() {
 }
 AXES=(--axis "tokens_per_rank=16,32" --axis "mesh.ep=1,2")
 expect() {  # expect PATTERN TEXT: TEXT has a line matching PATTERN (grep -E)
-  echo "$2" | grep -qE -- "$1" || { echo "$2"; fail "output lacks /$1/"; }
+  grep -qE -- "$1" <<< "$2" || { echo "$2"; fail "output lacks /$1/"; }
 }
 
 out=$(sweep --name t "${AXES[@]}") || { echo "$out"; fail "the sweep failed"; }
@@ -105,16 +105,16 @@ grep -q "mesh.ep=3" "$WORK/report2/report.md" || fail "the failed point is not i
 set +e
 msg=$("$PY" "$SRC/scripts/report.py" "$DIR" "$FDIR" --out "$WORK/report3" 2>&1); rc=$?
 set -e
-[ $rc -eq 2 ] && echo "$msg" | grep -q 'has no axis tokens_per_rank' || { echo "$msg"; fail "axis check"; }
+[ $rc -eq 2 ] && grep -q 'has no axis tokens_per_rank' <<< "$msg" || { echo "$msg"; fail "axis check"; }
 # An empty or malformed folder is a clear error.
 mkdir "$WORK/empty"
 set +e
 msg=$("$PY" "$SRC/scripts/report.py" "$WORK/empty" 2>&1); rc=$?
 set -e
-[ $rc -eq 2 ] && echo "$msg" | grep -q 'no index.json' || { echo "$msg"; fail "empty folder"; }
+[ $rc -eq 2 ] && grep -q 'no index.json' <<< "$msg" || { echo "$msg"; fail "empty folder"; }
 echo '{"not": "a list"}' > "$WORK/empty/index.json"
 set +e
 msg=$("$PY" "$SRC/scripts/report.py" "$WORK/empty" 2>&1); rc=$?
 set -e
-[ $rc -eq 2 ] && echo "$msg" | grep -q 'malformed' || { echo "$msg"; fail "malformed index"; }
+[ $rc -eq 2 ] && grep -q 'malformed' <<< "$msg" || { echo "$msg"; fail "malformed index"; }
 echo "sweep_report: PASS"

@@ -1,0 +1,126 @@
+#include "app/calibrate.h"
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+// Rows of the calibration all-to-all: a size that divides the buffers of any EP width evenly.
+constexpr int64_t kA2aRowBytes = 4096;
+
+// Median over iterations of the slowest rank's time (ms) for one all-to-all of equal splits,
+// `rows_per_peer` rows to and from every EP rank. Every rank starts each iteration together, as
+// the step's phases do.
+double a2a_ms(Ops& ops, Comm& comm, MPI_Comm world, int64_t rows_per_peer, int warmup, int iters) {
+  const int ep = comm.size(Group::kEp);
+  const size_t bytes = size_t(rows_per_peer * ep * kA2aRowBytes);
+  void* send = ops.alloc(bytes);
+  void* recv = ops.alloc(bytes);
+  const std::vector<int64_t> rows(ep, rows_per_peer);
+  std::unique_ptr<PhaseTimer> timer = ops.make_timer(1);
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    ops.sync();
+    MPI_CHECK(MPI_Barrier(world));
+    timer->begin(0);
+    comm.alltoallv_rows(send, rows.data(), recv, rows.data(), kA2aRowBytes, Group::kEp);
+    timer->end(0);
+    double t = timer->read()[0];
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world));
+    if (i >= warmup) ms.push_back(t);
+  }
+  ops.release(send);
+  ops.release(recv);
+  return summarize(ms).median;
+}
+
+Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+  const CalibrationSizes s = calibration_sizes(ops.name());
+  Calibration c;
+  c.gemm_m = s.gemm_m;
+  c.gemm_n = s.gemm_n;
+  c.gemm_k = s.gemm_k;
+  c.dtype = dtype_name(dtype);
+  // All ranks compute at once, as in the step: ranks that share a host's cores (the CPU backend)
+  // then measure the rate they get while the others run too.
+  ops.sync();
+  MPI_CHECK(MPI_Barrier(world));
+  const double gemm_ms = ops.time_dense_gemm_ms(s.gemm_m, s.gemm_n, s.gemm_k, s.gemm_iters);
+  MOE_CHECK(gemm_ms > 0, "dense GEMM calibration took " << gemm_ms << " ms");
+  c.gemm_tflops = 2.0 * s.gemm_m * s.gemm_n * s.gemm_k / (gemm_ms * 1e-3) * 1e-12;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world));
+
+  c.ep = comm.size(Group::kEp);
+  if (c.ep > 1) {
+    const int64_t rows_per_peer =
+        std::max<int64_t>(1, s.a2a_bytes_per_rank / (c.ep * kA2aRowBytes));
+    c.a2a_bytes_per_rank = rows_per_peer * c.ep * kA2aRowBytes;
+    const double ms = a2a_ms(ops, comm, world, rows_per_peer, s.a2a_warmup, s.a2a_iters);
+    MOE_CHECK(ms > 0, "all-to-all calibration took " << ms << " ms");
+    c.a2a_algbw_gbps = c.a2a_bytes_per_rank / (ms * 1e-3) * 1e-9;
+    c.a2a_busbw_gbps = c.a2a_algbw_gbps * (c.ep - 1) / c.ep;
+  }
+  c.done = true;
+  return c;
+}
+
+}  // namespace
+
+CalibrationSizes calibration_sizes(const std::string& backend) {
+  CalibrationSizes s;
+  if (backend == "cuda") {
+    // 8192^3 keeps the tensor cores busy (about 1.1 TFLOP a call); 256 MiB per rank puts the
+    // all-to-all well past NCCL's latency-bound sizes.
+    s.gemm_m = s.gemm_n = s.gemm_k = 8192;
+    s.gemm_iters = 20;
+    s.a2a_bytes_per_rank = int64_t(256) << 20;
+    s.a2a_warmup = 5;
+    s.a2a_iters = 20;
+  } else {
+    // The CPU GEMM runs 512^3 in about 15 ms on one core; a few MiB per rank is past MPI's
+    // shared-memory latency.
+    s.gemm_m = s.gemm_n = s.gemm_k = 512;
+    s.gemm_iters = 5;
+    s.a2a_bytes_per_rank = int64_t(4) << 20;
+    s.a2a_warmup = 2;
+    s.a2a_iters = 10;
+  }
+  return s;
+}
+
+Calibration calibrate(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+  const auto start = std::chrono::steady_clock::now();
+  Calibration c;
+  try {
+    c = measure(ops, comm, dtype, world);
+  } catch (const UserError&) {
+    throw;
+  } catch (const Error& e) {
+    // Out of memory here would otherwise suggest fixes for the step's buffers.
+    throw Error(std::string(e.what()) +
+                "; this was the roofline calibration at start-up: --set roofline=false skips it");
+  }
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
+}
+
+std::string describe(const Calibration& c) {
+  if (!c.done) return "off (roofline=false)";
+  char gemm[160], a2a[160];
+  std::snprintf(gemm, sizeof gemm,
+                "dense GEMM %.3f TFLOP/s per rank (%ldx%ldx%ld %s, slowest rank)", c.gemm_tflops,
+                long(c.gemm_m), long(c.gemm_n), long(c.gemm_k), c.dtype.c_str());
+  std::snprintf(a2a, sizeof a2a,
+                "all-to-all over ep %d: algbw %.3f GB/s, busbw %.3f GB/s at %.1f MiB per rank",
+                c.ep, c.a2a_algbw_gbps, c.a2a_busbw_gbps, c.a2a_bytes_per_rank / 1048576.0);
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", c.seconds);
+  return std::string(gemm) + "; " + (c.has_a2a() ? a2a : "all-to-all not applicable (ep 1)") +
+         "; " + took;
+}
+
+}  // namespace moe

@@ -1,0 +1,47 @@
+#pragma once
+// The roofline calibration: a short measurement at start-up, on every rank and never inside the
+// timed step, of this machine's dense GEMM rate in the workload's storage dtype and of the EP
+// group's all-to-all bandwidth, both through the backend's own Ops and Comm. The report sets each
+// phase against the floor these give (app/roofline.h).
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "comm/comm.h"
+#include "core/ops.h"
+
+namespace moe {
+
+struct Calibration {
+  bool done = false;       // false: not run (roofline=false); every other field is then 0
+  double gemm_tflops = 0;  // dense GEMM rate of the slowest rank
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  std::string dtype;  // the GEMM's storage dtype (the workload's)
+  // nccl-tests conventions: algbw = bytes per rank / time (the slowest rank's), busbw = algbw *
+  // (ep-1)/ep. Both 0 when ep == 1: there is no all-to-all to measure.
+  double a2a_algbw_gbps = 0, a2a_busbw_gbps = 0;
+  int64_t a2a_bytes_per_rank = 0;  // each rank's send buffer, its own chunk included
+  int ep = 1;
+  double seconds = 0;  // wall time of the whole calibration
+  bool has_a2a() const { return a2a_algbw_gbps > 0; }
+};
+
+// What the calibration runs on a backend: sizes large enough to be compute or bandwidth bound
+// there, repetitions few enough that start-up stays short (well under a second on the CPU).
+struct CalibrationSizes {
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  int gemm_iters = 0;
+  int64_t a2a_bytes_per_rank = 0;
+  int a2a_warmup = 0, a2a_iters = 0;
+};
+CalibrationSizes calibration_sizes(const std::string& backend);
+
+// Collective over world (every rank calls it, after the backend is built). The GEMM rate is the
+// minimum over ranks; each all-to-all's time is the maximum over ranks, as the step's phases are.
+Calibration calibrate(Ops& ops, Comm& comm, DType dtype, MPI_Comm world);
+
+// One line for the log and the report: rate, sizes, bandwidths.
+std::string describe(const Calibration& c);
+
+}  // namespace moe

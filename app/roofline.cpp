@@ -1,0 +1,31 @@
+#include "app/roofline.h"
+
+#include <map>
+
+namespace moe {
+
+double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& phases) {
+  if (!c.done) return 0;
+  std::map<std::string, double> own;
+  for (PhaseResult& p : phases) {
+    p.floor_ms = 0;
+    if (p.flops > 0 && c.gemm_tflops > 0) p.floor_ms = p.flops / world / (c.gemm_tflops * 1e9);
+    // Only the all-to-all itself: the bytes of counts_exchange are latency, not bandwidth.
+    if (p.name.rfind("a2a_", 0) == 0 && p.bytes > 0 && c.has_a2a())
+      p.floor_ms = p.bytes / (c.a2a_algbw_gbps * 1e6);
+    own[p.name] = p.floor_ms;
+  }
+  // A phase that holds an all-to-all (dispatch_fwd holds a2a_dispatch_fwd) is bound by it.
+  double step = 0;
+  for (PhaseResult& p : phases) {
+    if (!p.in_step) continue;
+    if (p.floor_ms == 0) {
+      auto part = own.find("a2a_" + p.name);
+      if (part != own.end()) p.floor_ms = part->second;
+    }
+    step += p.floor_ms;
+  }
+  return step;
+}
+
+}  // namespace moe

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The roofline calibration on 2 ranks: a measured GEMM rate and all-to-all bandwidth, floors and
+# efficiencies in the result JSON and the report; none of the all-to-all's at ep 1; nothing with
+# roofline=false; and the calibration leaves the step untouched (digests, memory high-water).
+source "$(dirname "$0")/common.sh"
+args=(run --config "$TINY" -q --set mesh.ep=2)
+mpi 2 "${args[@]}" --out "$WORK/on.json" >"$WORK/on.txt"
+mpi 2 "${args[@]}" --set roofline=false --out "$WORK/off.json" >"$WORK/off.txt"
+mpi 2 run --config "$TINY" -q --set mesh.ep=1 --out "$WORK/ep1.json" >/dev/null
+
+grep -q "^# roofline: dense GEMM .* TFLOP/s per rank (512x512x512 bf16" "$WORK/on.txt" ||
+  { cat "$WORK/on.txt"; fail "no '# roofline:' line with the GEMM rate"; }
+grep -q "^# efficiency: step floor .* ms / step median .* ms = .*%" "$WORK/on.txt" ||
+  { cat "$WORK/on.txt"; fail "no '# efficiency:' footer"; }
+grep -q "^# roofline: off (roofline=false)" "$WORK/off.txt" ||
+  { cat "$WORK/off.txt"; fail "roofline=false does not say the calibration is off"; }
+grep -q "^# efficiency:" "$WORK/off.txt" && fail "an efficiency footer without a calibration"
+
+/usr/bin/python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+on, off, ep1 = (json.load(open(f"{work}/{n}.json")) for n in ("on", "off", "ep1"))
+def check(cond, what):
+    if not cond:
+        sys.exit(f"FAIL: {what}")
+
+rl = on["roofline"]
+check(rl["done"] is True, "roofline.done is not true")
+check(rl["gemm_tflops"] > 0, f"gemm_tflops {rl['gemm_tflops']}")
+check(rl["a2a_applicable"] is True and rl["ep"] == 2, "a2a not applicable at ep 2")
+check(rl["a2a_algbw_gbps"] > 0, f"a2a_algbw_gbps {rl['a2a_algbw_gbps']}")
+check(abs(rl["a2a_busbw_gbps"] - rl["a2a_algbw_gbps"] / 2) < 1e-9 * rl["a2a_algbw_gbps"],
+      "busbw is not algbw * (n-1)/n")
+# An efficiency well above 1 means a unit error; up to a few x is CPU noise between the
+# calibration and the step on a shared machine.
+check(0 < rl["step_efficiency"] <= 5, f"step_efficiency {rl['step_efficiency']}")
+step = on["timing"]["step"]["median"]
+check(abs(rl["step_efficiency"] - rl["step_floor_ms"] / step) < 1e-9, "step efficiency != floor/median")
+ph = on["timing"]["phases"]
+fwd = ph["experts_fwd"]
+check(fwd.get("floor_ms", 0) > 0, "experts_fwd has no floor_ms")
+check(abs(fwd["efficiency"] - fwd["floor_ms"] / fwd["median"]) < 1e-9, "experts_fwd efficiency")
+flops_floor = fwd["flops"] / on["mesh"]["world"] / (rl["gemm_tflops"] * 1e9)
+check(abs(fwd["floor_ms"] - flops_floor) < 1e-9 * flops_floor, "experts_fwd floor is not FLOPs/rate")
+a2a = ph["a2a_dispatch_fwd"]
+check(abs(a2a["floor_ms"] - a2a["bytes_per_rank"] / (rl["a2a_algbw_gbps"] * 1e6)) < 1e-12,
+      "a2a floor is not bytes/algbw")
+check(ph["dispatch_fwd"]["floor_ms"] == a2a["floor_ms"], "dispatch_fwd lacks its a2a floor")
+check("floor_ms" not in ph["layout"] and "floor_ms" not in ph["grad_sync"], "a floor without a rule")
+in_step = sum(p.get("floor_ms", 0) for p in ph.values() if p["in_step"])
+check(abs(in_step - rl["step_floor_ms"]) < 1e-9, "step floor is not the sum of the in-step floors")
+for n in ("a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"):
+    sent = ph[n]["bytes_sent_per_rank"]
+    check(0 < sent < ph[n]["bytes_per_rank"], f"{n} bytes_sent_per_rank {sent}")
+
+check(off["roofline"] == {"done": False}, f"roofline=false gave {off['roofline']}")
+check(off["config"]["roofline"] is False, "config.roofline is not false")
+check(all("floor_ms" not in p and "efficiency" not in p for p in off["timing"]["phases"].values()),
+      "floors without a calibration")
+
+rl1 = ep1["roofline"]
+check(rl1["done"] and rl1["ep"] == 1 and rl1["a2a_applicable"] is False, "ep 1 calibration")
+check(rl1["a2a_algbw_gbps"] == 0 and rl1["gemm_tflops"] > 0, "ep 1 rates")
+check("floor_ms" not in ep1["timing"]["phases"]["a2a_dispatch_fwd"], "an a2a floor at ep 1")
+check(ep1["timing"]["phases"]["a2a_dispatch_fwd"]["bytes_sent_per_rank"] == 0, "ep 1 sent bytes")
+
+# The calibration runs before the step and releases what it allocated.
+check(on["digests"] == off["digests"], "digests differ with roofline on and off")
+check(on["memory"]["high_water_bytes"] == off["memory"]["high_water_bytes"],
+      "the calibration's buffers count in the step's memory high-water mark")
+print(f"ok: gemm {rl['gemm_tflops']:.4f} TFLOP/s, a2a algbw {rl['a2a_algbw_gbps']:.3f} GB/s, "
+      f"step efficiency {100 * rl['step_efficiency']:.1f}%")
+PY
+echo "roofline: PASS"
