@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/init.h"
 #include "core/routing_modes.h"
+#include "kernels/cpu/permute.h"
 #include "kernels/cpu/router.h"
 
 namespace moe {
@@ -282,20 +283,17 @@ void MoeLayer::exchange_counts() {
 
   const int64_t El = d_.E_local;
   rows_received_ = 0;
-  std::fill(row_offsets_.begin(), row_offsets_.end(), 0);
   for (int64_t r = 0; r < d_.ep; ++r) {
     send_rows_[r] = recv_rows_[r] = 0;
     for (int64_t l = 0; l < El; ++l) {
       send_rows_[r] += expert_counts_host_[r * El + l];
       recv_rows_[r] += recv_counts_host_[r * El + l];
-      row_offsets_[l + 1] += recv_counts_host_[r * El + l];
     }
     rows_received_ += recv_rows_[r];
   }
-  // Each local expert's block padded to a multiple of align (zero rows, written by regroup).
-  for (int64_t l = 0; l < El; ++l)
-    row_offsets_[l + 1] =
-        row_offsets_[l] + (row_offsets_[l + 1] + d_.align - 1) / d_.align * d_.align;
+  // The expert-major layout the regroup writes: blocks padded to multiples of align. One
+  // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
+  cpu::expert_major_offsets(recv_counts_host_.data(), d_.ep, El, d_.align, row_offsets_.data());
   exchange_counts_grow_buffers_for(row_offsets_[El]);
 }
 

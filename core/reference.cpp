@@ -224,6 +224,21 @@ bool same_set(const int32_t* a, const int32_t* b, int64_t K) {
   return va == vb;
 }
 
+// The world's [world * n] of a per-rank [n] tensor, or empty when any rank has none (collective:
+// every rank takes the same branch).
+template <typename T>
+std::vector<T> allgather_if_all_have(const T* mine, int64_t n, MPI_Datatype type, MPI_Comm world) {
+  int have = mine != nullptr, all_have = 0;
+  MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, world));
+  std::vector<T> all;
+  if (!all_have) return all;
+  int world_size = 0;
+  MPI_CHECK(MPI_Comm_size(world, &world_size));
+  all.resize(size_t(n) * world_size);
+  MPI_CHECK(MPI_Allgather(mine, int(n), type, all.data(), int(n), type, world));
+  return all;
+}
+
 std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
@@ -451,23 +466,10 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   prob.dout = to_double(gathered);
   std::vector<float>().swap(gathered);
 
-  // Compare routing only when every rank has the backend's (the all-gather is collective).
-  int have_got = in.got_idx != nullptr, all_have_got = 0;
-  MPI_CHECK(MPI_Allreduce(&have_got, &all_have_got, 1, MPI_INT, MPI_MIN, world));
-  std::vector<int32_t> got;
-  if (all_have_got) {
-    got.resize(N * K);
-    MPI_CHECK(MPI_Allgather(in.got_idx, int(T * K), MPI_INT32_T, got.data(), int(T * K),
-                            MPI_INT32_T, world));
-  }
-  int have_dropped = in.got_dropped != nullptr, all_have_dropped = 0;
-  MPI_CHECK(MPI_Allreduce(&have_dropped, &all_have_dropped, 1, MPI_INT, MPI_MIN, world));
-  std::vector<uint8_t> got_dropped;
-  if (all_have_dropped) {
-    got_dropped.resize(N * K);
-    MPI_CHECK(MPI_Allgather(in.got_dropped, int(T * K), MPI_UINT8_T, got_dropped.data(), int(T * K),
-                            MPI_UINT8_T, world));
-  }
+  // The backend's routing and drops, compared only when every rank has them.
+  const std::vector<int32_t> got = allgather_if_all_have(in.got_idx, T * K, MPI_INT32_T, world);
+  const std::vector<uint8_t> got_dropped =
+      allgather_if_all_have(in.got_dropped, T * K, MPI_UINT8_T, world);
 
   // Weights from the seed, one expert at a time to keep the float staging small.
   std::vector<float> buf(H * E);
