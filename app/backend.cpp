@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/reference.h"
 #endif
 
 namespace moe {
@@ -72,16 +73,31 @@ std::string resolve_backend(const std::string& asked) {
 }
 
 void check_backend_supports(const std::string& name, const Workload& w) {
+  MOE_USER_CHECK(w.reference != "gpu" || name == "cuda",
+                 "reference = \"gpu\" needs --backend cuda (this run uses "
+                     << name << "); set reference=cpu or reference=auto");
   if (name != "cuda") return;
   // The CUDA twins of these land once they have run on a GPU against the reference.
   const char* later = " is on the cpu backend only so far; run with --backend cpu";
-  MOE_USER_CHECK(w.routing.mode == "learned", "routing.mode = \""
-                                                  << w.routing.mode << "\"" << later
-                                                  << ", or set routing.mode=learned");
   MOE_USER_CHECK(w.capacity_factor == 0,
                  "capacity_factor = " << w.capacity_factor << later
                                       << ", or set capacity_factor=null (dropless)");
   MOE_USER_CHECK(w.align == 1, "align = " << w.align << later << ", or set align=1");
+}
+
+std::string reference_device(const std::string& backend, const Workload& w) {
+  if (w.reference != "auto") return w.reference;
+  return backend == "cuda" ? "gpu" : "cpu";
+}
+
+ReferenceMathFactory reference_math_factory(const std::string& backend, const Workload& w) {
+#ifdef MOE_HAVE_CUDA
+  if (reference_device(backend, w) == "gpu") return cuda::gpu_reference_math;
+#else
+  (void)backend;
+  (void)w;
+#endif
+  return cpu_reference_math_from_seed;
 }
 
 int64_t backend_memory_available(const std::string& name, MPI_Comm world) {

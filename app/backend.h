@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 #include "core/mesh.h"
 #include "core/ops.h"
+#include "core/reference.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -26,6 +27,11 @@ std::string resolve_backend(const std::string& asked);
 
 // Throws UserError, naming the key and the fix, for a workload feature this backend lacks.
 void check_backend_supports(const std::string& name, const Workload& w);
+
+// Where the check's reference math runs for this backend: "cpu" or "gpu" (workload key
+// `reference`; auto follows the backend).
+std::string reference_device(const std::string& backend, const Workload& w);
+ReferenceMathFactory reference_math_factory(const std::string& backend, const Workload& w);
 
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
 // 0 when unknown.

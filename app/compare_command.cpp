@@ -156,8 +156,9 @@ void flatten(const json& j, const std::string& path, std::map<std::string, json>
 // (results from before that key lack it). config.mesh is the requested mesh; the resolved one
 // (mesh.*) is compared instead, so a difference is named once.
 bool changes_work(const std::string& key) {
-  static const std::set<std::string> ignored = {"config.name", "config.steps", "config.warmup",
-                                                "config.check", "config.roofline"};
+  static const std::set<std::string> ignored = {"config.name",      "config.steps",
+                                                "config.warmup",    "config.check",
+                                                "config.reference", "config.roofline"};
   return !ignored.count(key) && key.rfind("config.mesh.", 0) != 0;
 }
 
@@ -247,7 +248,7 @@ void check_same_work(const std::vector<CompareRun>& runs) {
     for (const std::string& d : work_differences(runs[0], runs[i])) msg += "\n  " + d;
   MOE_USER_CHECK(msg.empty(),
                  "cannot compare: the runs did different work (only name, steps, "
-                 "warmup, check and roofline may differ), the keys that differ:"
+                 "warmup, check, reference and roofline may differ), the keys that differ:"
                      << msg);
 }
 
@@ -444,7 +445,8 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
       "step's for throughput), at least 1%; --threshold PCT replaces it with a fixed PCT%. A\n"
       "change counts when X/A > 1 + noise or X/A < 1 / (1 + noise).\n"
       "The runs must have done the same work: every config key except name, steps, warmup,\n"
-      "check and roofline, and mesh.*, must be equal, else compare refuses, naming the keys.\n"
+      "check, reference and roofline, and mesh.*, must be equal, else compare refuses, naming\n"
+      "the keys.\n"
       "Exit status: 0 compared; 1 with --fail-on-regression, when any run is slower than A\n"
       "beyond the noise in the step, a phase, throughput or bandwidth; 2 bad input (unreadable,\n"
       "not a moebench result, or different work).");

@@ -205,6 +205,8 @@ json result_to_json(const RunResult& r) {
       tensors[t.name] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs},     {"tol", t.tol},
                          {"count", t.count},   {"nonfinite", t.nonfinite}, {"pass", t.pass}};
     checks.push_back({{"step", c.step},
+                      {"reference", c.reference},
+                      {"reference_seconds", c.reference_seconds},
                       {"tensors", tensors},
                       {"routing",
                        {{"tokens", c.routing.tokens},
@@ -307,7 +309,8 @@ void print_summary(const RunResult& r) {
     return;
   }
   const CheckResult& c = r.checks.front();
-  std::printf("#\n# correctness at step %ld vs float64 reference\n", long(c.step));
+  std::printf("#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
+              c.reference.c_str(), c.reference_seconds);
   std::printf("# %-8s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
   int passed = 0, total = 0;
   for (const TensorCheck& t : c.tensors) {

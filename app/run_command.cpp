@@ -48,31 +48,33 @@ bool on_all_ranks(MPI_Comm world, Fn fn) {
   return false;
 }
 
-// Refuses a workload whose buffers cannot fit before allocating anything. The float64 reference
-// lives in host memory whichever backend runs the step.
+// Refuses a workload whose buffers cannot fit before allocating anything. The reference lives in
+// host memory (float64, every expert), or with reference on the GPU mostly in device memory.
 void check_memory(const Workload& w, int world_size, const std::string& backend, MPI_Comm world) {
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
-  const int64_t step_need = estimate_rank_bytes(no_check, world_size, storage);
-  const int64_t ref_need =
-      estimate_rank_bytes(w, world_size, 4) - estimate_rank_bytes(no_check, world_size, 4);
+  const bool ref_on_gpu = reference_device(backend, w) == "gpu";
+  ReferenceBytes ref_need;
+  if (w.check != CheckMode::kOff) ref_need = estimate_reference_bytes(w, world_size, ref_on_gpu);
+  const int64_t step_need = estimate_rank_bytes(no_check, world_size, storage) + ref_need.device;
   const int64_t step_avail = backend_memory_available(backend, world);
   const int64_t host_avail = backend_memory_available("cpu", world);
-  const int64_t host_need = backend == "cpu" ? step_need + ref_need : ref_need;
+  const int64_t host_need = backend == "cpu" ? step_need + ref_need.host : ref_need.host;
   MOE_USER_CHECK(backend == "cpu" || step_avail == 0 || step_need <= step_avail,
-                 "workload needs about " << (step_need >> 20) << " MiB of GPU memory per rank but "
-                                         << (step_avail >> 20)
-                                         << " MiB is free: lower tokens_per_rank or raise "
-                                            "mesh.ep");
+                 "workload needs about "
+                     << (step_need >> 20) << " MiB of GPU memory per rank ("
+                     << (ref_need.device >> 20) << " MiB of it the GPU reference) but "
+                     << (step_avail >> 20)
+                     << " MiB is free: lower tokens_per_rank, raise mesh.ep, or set check=off");
   MOE_USER_CHECK(host_avail == 0 || host_need <= host_avail,
                  "workload needs about "
                      << (host_need >> 20) << " MiB of host memory per rank "
-                     << (backend == "cpu" ? "" : "(the float64 reference) ") << "but only "
+                     << (backend == "cpu" ? "" : "(the reference) ") << "but only "
                      << (host_avail >> 20)
-                     << " MiB per rank is available: lower "
-                        "tokens_per_rank, raise mesh.ep, or set check to \"off\" (the reference "
-                        "holds every expert in float64)");
+                     << " MiB per rank is available: lower tokens_per_rank, raise mesh.ep, "
+                     << (ref_on_gpu || backend == "cpu" ? "" : "set reference=gpu, ")
+                     << "or set check to \"off\" (the float64 reference holds every expert)");
 }
 
 uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
@@ -132,14 +134,17 @@ std::vector<double> ref_p_in_backend_order(const std::vector<int32_t>& got_idx,
 }
 
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
-                       const StepOutputs& o) {
+                       const StepOutputs& o, const ReferenceMathFactory& make_math) {
   ReferenceInputs in;
   in.x = o.x.data();
   in.dout = o.dout.data();
   in.got_idx = o.idx.data();
   in.got_dropped = o.dropped.data();
   in.step = step;
-  const ReferenceResult ref = compute_reference(w, mesh, world, in);
+  double seconds = MPI_Wtime();
+  const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
+  seconds = MPI_Wtime() - seconds;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world));
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk, El = mesh.experts_per_rank;
   // Replicated tensors are counted once: dw_gate on rank 0, expert grads on fsdp_rank 0.
@@ -151,6 +156,8 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
 
   CheckResult c;
   c.step = step;
+  c.reference = ref.math;
+  c.reference_seconds = seconds;
   c.tensors.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
                                      tolerance_for("out", w.dtype), world));
   c.tensors.push_back(
@@ -199,7 +206,7 @@ struct A2aSent {
 void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, double rows_kept,
                      const A2aSent& sent, std::vector<PhaseResult>& phases) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
-               F = double(w.model.ffn), E = double(w.model.experts), K = double(w.model.topk);
+               F = double(w.model.ffn), E = double(w.model.experts);
   const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
                sb = double(storage_bytes);
   const double a2a_bytes = rows_kept / m.world * H * sb;
@@ -286,6 +293,7 @@ int run_command(const RunOptions& opt) {
     if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
   }
   MoeLayer layer(w, mesh, ops, *be.comm);
+  const ReferenceMathFactory make_math = reference_math_factory(backend, w);
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
@@ -341,7 +349,7 @@ int run_command(const RunOptions& opt) {
       StepOutputs o = layer.download_outputs();
       o.loss = world_loss(o, world);
       if (check_now) {
-        r.checks.push_back(check_step(w, mesh, world, s, o));
+        r.checks.push_back(check_step(w, mesh, world, s, o, make_math));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
       }

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/hd.h"
+
 namespace moe {
 
-inline uint16_t float_to_bf16_bits(float f) {
+MOE_HD inline uint16_t float_to_bf16_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
@@ -16,13 +18,13 @@ inline uint16_t float_to_bf16_bits(float f) {
   return uint16_t(u >> 16);
 }
 
-inline float bf16_bits_to_float(uint16_t b) {
+MOE_HD inline float bf16_bits_to_float(uint16_t b) {
   uint32_t u = uint32_t(b) << 16;
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
 
-inline float round_to_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
+MOE_HD inline float round_to_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
 
 }  // namespace moe

@@ -30,6 +30,8 @@ struct RoutingCheck {
 
 struct CheckResult {
   int64_t step = 0;
+  std::string reference;         // the reference math: "cpu float64" or "gpu fp32"
+  double reference_seconds = 0;  // wall time of the reference, slowest rank
   std::vector<TensorCheck> tensors;
   RoutingCheck routing;
   bool pass = false;  // every tensor and the routing passed

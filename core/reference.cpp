@@ -147,19 +147,7 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
       }
 }
 
-// The expert FFNs of the routing idx / p [N, K], expert by expert: every pair of an own token
-// [token_begin, token_end) gives out [T, H], dp [T, K] and (backward) dx [T, H]; every pair of a
-// local expert [expert_begin, expert_end), own token or not, adds to dw_in / dw_out [E_local, ...].
-struct ExpertsPass {
-  int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
-  bool backward = false;
-  double* out = nullptr;
-  double* dp = nullptr;
-  double* dx = nullptr;
-  double* dw_in = nullptr;
-  double* dw_out = nullptr;
-};
-
+// The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass).
 void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
                  const double* p, const ExpertsPass& ps) {
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
@@ -200,12 +188,51 @@ void check_problem(const ReferenceProblem& prob) {
             "bad shape N " << N << " H " << H << " F " << F << " E " << E << " K " << m.topk);
   MOE_CHECK(int64_t(prob.x.size()) == N * H && int64_t(prob.dout.size()) == N * H,
             "x / dout must hold N * H = " << N * H << " values");
-  MOE_CHECK(int64_t(prob.w_gate.size()) == H * E, "w_gate must hold H * E = " << H * E);
-  MOE_CHECK(int64_t(prob.w_in.size()) == E * H * 2 * F, "w_in must hold E * H * 2F");
-  MOE_CHECK(int64_t(prob.w_out.size()) == E * F * H, "w_out must hold E * F * H");
   MOE_CHECK(!prob.router.expert_bias || int64_t(prob.expert_bias.size()) == E,
             "expert_bias must hold E = " << E << " values");
 }
+
+void check_weights(const ReferenceProblem& prob) {
+  const auto& m = prob.model;
+  const int64_t H = m.hidden, F = m.ffn, E = m.experts;
+  MOE_CHECK(int64_t(prob.w_gate.size()) == H * E, "w_gate must hold H * E = " << H * E);
+  MOE_CHECK(int64_t(prob.w_in.size()) == E * H * 2 * F, "w_in must hold E * H * 2F");
+  MOE_CHECK(int64_t(prob.w_out.size()) == E * F * H, "w_out must hold E * F * H");
+}
+
+class CpuMath : public ReferenceMath {
+ public:
+  explicit CpuMath(const ReferenceProblem& prob) : prob_(prob) {
+    check_problem(prob);
+    check_weights(prob);
+  }
+  std::string name() const override { return "cpu float64"; }
+  std::vector<double> logits() override { return all_logits(prob_); }
+  void experts(const int32_t* idx, const uint8_t* dropped, const double* p,
+               const ExpertsPass& pass) override {
+    run_experts(prob_, idx, dropped, p, pass);
+  }
+  void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits, double* dx,
+                       double* dw_gate) override {
+    const int64_t H = prob_.model.hidden, E = prob_.model.experts;
+    for (int64_t t = token_begin; t < token_end; ++t) {
+      const double* x = &prob_.x[t * H];
+      const double* dl = &dlogits[(t - token_begin) * E];
+      double* dxt = &dx[(t - token_begin) * H];
+      for (int64_t h = 0; h < H; ++h) {
+        double acc = 0;
+        for (int64_t e = 0; e < E; ++e) {
+          acc += dl[e] * prob_.w_gate[h * E + e];
+          dw_gate[h * E + e] += x[h] * dl[e];
+        }
+        dxt[h] += acc;
+      }
+    }
+  }
+
+ private:
+  const ReferenceProblem& prob_;
+};
 
 // Whether got [K] names K distinct experts in [0, E); a backend's idx is taken only if it does.
 bool valid_set(const int32_t* got, int64_t E, int64_t K) {
@@ -306,9 +333,22 @@ std::vector<uint8_t> capacity_drops(const ReferenceProblem& prob, const int32_t*
 
 }  // namespace
 
+std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob) {
+  return std::make_unique<CpuMath>(prob);
+}
+
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
                                const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
                                int64_t expert_begin, int64_t expert_end) {
+  CpuMath math(prob);
+  return reference_step(prob, math, got_idx, got_dropped, token_begin, token_end, expert_begin,
+                        expert_end);
+}
+
+ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
+                               const int32_t* got_idx, const uint8_t* got_dropped,
+                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
+                               int64_t expert_end) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
@@ -322,7 +362,9 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
 
   // Routing for all N tokens: the aux counts and the near-tie decisions need the world's tokens.
   ReferenceResult res;
-  const std::vector<double> logits = all_logits(prob);
+  res.math = math.name();
+  const std::vector<double> logits = math.logits();
+  MOE_CHECK(int64_t(logits.size()) == N * E, math.name() << " gave " << logits.size() << " logits");
   std::vector<int32_t> idx(N * K);
   std::vector<double> p(N * K);
   const bool forced = !prob.forced_idx.empty();
@@ -374,42 +416,33 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
   pass.dx = res.dx.data();
   pass.dw_in = res.dw_in.data();
   pass.dw_out = res.dw_out.data();
-  run_experts(prob, idx.data(), dropped.data(), p.data(), pass);
+  math.experts(idx.data(), dropped.data(), p.data(), pass);
 
   // Own tokens: the loss's part, and the router's backward from dp plus aux and z.
   res.idx.assign(idx.begin() + token_begin * K, idx.begin() + token_end * K);
   res.p.assign(p.begin() + token_begin * K, p.begin() + token_end * K);
   res.dropped.assign(dropped.begin() + token_begin * K, dropped.begin() + token_end * K);
   res.dw_gate.assign(H * E, 0.0);
-  std::vector<double> dlogits(E);
+  std::vector<double> dlogits(T * E, 0.0);
   double dot = 0;
   for (int64_t t = token_begin; t < token_end; ++t) {
-    const double* x = &prob.x[t * H];
     const double* dout = &prob.dout[t * H];
     const double* out = &res.out[(t - token_begin) * H];
-    double* dx = &res.dx[(t - token_begin) * H];
     for (int64_t h = 0; h < H; ++h) dot += out[h] * dout[h];
-
-    std::fill(dlogits.begin(), dlogits.end(), 0.0);
+    double* dl = &dlogits[(t - token_begin) * E];
     reference_topk_weights_bwd(rc, E, K, &logits[t * E], &idx[t * K], &dp[(t - token_begin) * K],
-                               dlogits.data());
-    reference_router_losses_bwd(rc, N, E, K, &logits[t * E], counts.data(), dlogits.data());
-    // dx += dlogits @ w_gate^T;  dw_gate += x^T dlogits.
-    for (int64_t h = 0; h < H; ++h) {
-      double acc = 0;
-      for (int64_t e = 0; e < E; ++e) {
-        acc += dlogits[e] * prob.w_gate[h * E + e];
-        res.dw_gate[h * E + e] += x[h] * dlogits[e];
-      }
-      dx[h] += acc;
-    }
+                               dl);
+    reference_router_losses_bwd(rc, N, E, K, &logits[t * E], counts.data(), dl);
   }
+  // dx += dlogits @ w_gate^T;  dw_gate += x^T dlogits.
+  math.router_backward(token_begin, token_end, dlogits.data(), res.dx.data(), res.dw_gate.data());
   res.loss = dot + res.aux + res.z;
   return res;
 }
 
 double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped) {
   check_problem(prob);
+  check_weights(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden;
   const int64_t E = prob.model.experts, K = prob.model.topk;
@@ -431,13 +464,33 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const ui
   return dot + aux + z;
 }
 
+std::unique_ptr<ReferenceMath> cpu_reference_math_from_seed(const Workload& w,
+                                                            ReferenceProblem& prob) {
+  const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
+  // One expert at a time, to keep the float staging small.
+  std::vector<float> buf(H * E);
+  init_w_gate(w, buf.data());
+  prob.w_gate = to_double(buf);
+  prob.w_in.resize(E * H * 2 * F);
+  prob.w_out.resize(E * F * H);
+  buf.assign(H * 2 * F, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    init_w_in_range(w, e * H * 2 * F, (e + 1) * H * 2 * F, buf.data());
+    std::copy(buf.begin(), buf.begin() + H * 2 * F, prob.w_in.begin() + e * H * 2 * F);
+    init_w_out_range(w, e * F * H, (e + 1) * F * H, buf.data());
+    std::copy(buf.begin(), buf.begin() + F * H, prob.w_out.begin() + e * F * H);
+  }
+  return cpu_reference_math(prob);
+}
+
 ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm world,
-                                  const ReferenceInputs& in) {
+                                  const ReferenceInputs& in,
+                                  const ReferenceMathFactory& make_math) {
   int world_size = 0, rank = 0;
   MPI_CHECK(MPI_Comm_size(world, &world_size));
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   const ModelShape& m = w.model;
-  const int64_t T = w.tokens_per_rank, H = m.hidden, F = m.ffn, E = m.experts, K = m.topk;
+  const int64_t T = w.tokens_per_rank, H = m.hidden, E = m.experts, K = m.topk;
   const int64_t N = T * world_size;
   MOE_CHECK(in.x && in.dout, "reference needs x and dout");
   MOE_CHECK(mesh.experts == E && mesh.experts_end - mesh.experts_begin == mesh.experts_per_rank,
@@ -471,28 +524,16 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   const std::vector<uint8_t> got_dropped =
       allgather_if_all_have(in.got_dropped, T * K, MPI_UINT8_T, world);
 
-  // Weights from the seed, one expert at a time to keep the float staging small.
-  std::vector<float> buf(H * E);
-  init_w_gate(w, buf.data());
-  prob.w_gate = to_double(buf);
   if (w.router.expert_bias) {
-    buf.assign(E, 0.0f);
-    init_expert_bias(w, buf.data());
-    prob.expert_bias = to_double(buf);
+    std::vector<float> bias(E);
+    init_expert_bias(w, bias.data());
+    prob.expert_bias = to_double(bias);
   }
-  prob.w_in.resize(E * H * 2 * F);
-  prob.w_out.resize(E * F * H);
-  buf.assign(H * 2 * F, 0.0f);
-  for (int64_t e = 0; e < E; ++e) {
-    init_w_in_range(w, e * H * 2 * F, (e + 1) * H * 2 * F, buf.data());
-    std::copy(buf.begin(), buf.begin() + H * 2 * F, prob.w_in.begin() + e * H * 2 * F);
-    init_w_out_range(w, e * F * H, (e + 1) * F * H, buf.data());
-    std::copy(buf.begin(), buf.begin() + F * H, prob.w_out.begin() + e * F * H);
-  }
-
-  ReferenceResult res = reference_step(
-      prob, got.empty() ? nullptr : got.data(), got_dropped.empty() ? nullptr : got_dropped.data(),
-      int64_t(rank) * T, int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
+  std::unique_ptr<ReferenceMath> math = make_math(w, prob);
+  ReferenceResult res =
+      reference_step(prob, *math, got.empty() ? nullptr : got.data(),
+                     got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
+                     int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   MPI_CHECK(

@@ -5,6 +5,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/mesh.h"
@@ -40,10 +43,22 @@ struct ReferenceResult {
   // at a near tie in p at the capacity boundary (allowed, the backend's drops used).
   int64_t drop_mismatches = 0;
   int64_t drop_near_ties = 0;
+  std::string math;  // ReferenceMath::name() of the math that ran
 };
 
-ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm world,
-                                  const ReferenceInputs& in);
+struct ReferenceProblem;
+class ReferenceMath;
+// Builds the dense arithmetic for a problem whose tokens, routing and capacity are set (the
+// weights come from w's seed). The CPU's fills prob's float64 weights; the GPU's (kernels/cuda/
+// reference.h) generates them on the device and leaves prob's empty.
+using ReferenceMathFactory =
+    std::function<std::unique_ptr<ReferenceMath>(const Workload& w, ReferenceProblem& prob)>;
+std::unique_ptr<ReferenceMath> cpu_reference_math_from_seed(const Workload& w,
+                                                            ReferenceProblem& prob);
+
+ReferenceResult compute_reference(
+    const Workload& w, const Mesh& mesh, MPI_Comm world, const ReferenceInputs& in,
+    const ReferenceMathFactory& make_math = cpu_reference_math_from_seed);
 
 // ---- The world-free core (what compute_reference runs on every rank), exposed for tests ----
 
@@ -53,8 +68,9 @@ struct ReferenceProblem {
   ModelShape model;
   RouterConfig router;
   std::vector<double> x, dout;      // [N, H]
-  std::vector<double> w_gate;       // [H, E]
   std::vector<double> expert_bias;  // [E]; read only when router.expert_bias
+  // The weights, read by the CPU math only (the GPU math generates its own from the seed).
+  std::vector<double> w_gate;       // [H, E]
   std::vector<double> w_in;         // [E, H, 2F]
   std::vector<double> w_out;        // [E, F, H]
   std::vector<int32_t> forced_idx;  // [N, K] a forced routing.mode's experts; empty: learned
@@ -63,6 +79,43 @@ struct ReferenceProblem {
   int64_t capacity = 0, capacity_group = 0;
   bool drop_by_position = false;
 };
+
+// One pass of the expert FFNs (MATH.md step 7, and with `backward` its gradients) over the rows
+// (t, k) of a routing that are not dropped. Every row of an own token [token_begin, token_end)
+// gives out [T, H] (+= p * y), dp [T, K] (= <y, dout>) and, backward, dx [T, H] (+= the expert
+// path's gradient); every row of a local expert [expert_begin, expert_end), own token or not,
+// adds to dw_in [E_local, H, 2F] and dw_out [E_local, F, H]. Null outputs are not computed.
+struct ExpertsPass {
+  int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
+  bool backward = false;
+  double* out = nullptr;
+  double* dp = nullptr;
+  double* dx = nullptr;
+  double* dw_in = nullptr;
+  double* dw_out = nullptr;
+};
+
+// The reference's dense arithmetic, where almost all of its time goes: the router GEMMs and the
+// expert FFNs. The routing, capacity, losses and the near-tie logic stay in float64 on the host in
+// reference_step whichever math runs; this is the only part that moves to the GPU (in fp32,
+// without tensor cores), so that a large workload is checked in seconds.
+class ReferenceMath {
+ public:
+  virtual ~ReferenceMath() = default;
+  virtual std::string name() const = 0;
+  // [N, E]: logits = x @ w_gate for all N tokens.
+  virtual std::vector<double> logits() = 0;
+  // idx, p [N, K]; dropped [N, K] or nullptr.
+  virtual void experts(const int32_t* idx, const uint8_t* dropped, const double* p,
+                       const ExpertsPass& pass) = 0;
+  // For tokens [token_begin, token_end) and dlogits [T, E]: dx [T, H] += dlogits @ w_gate^T and
+  // dw_gate [H, E] += x^T dlogits.
+  virtual void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits,
+                               double* dx, double* dw_gate) = 0;
+};
+
+// The float64 loops over prob's own weights (which must be filled), pair by pair.
+std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob);
 
 // The step for "own" tokens [token_begin, token_end) and "local" experts [expert_begin,
 // expert_end). Routing, the near-tie handling against got_idx ([N, K], or nullptr: no comparison),
@@ -74,6 +127,11 @@ struct ReferenceProblem {
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
                                const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
                                int64_t expert_begin, int64_t expert_end);
+// The same with a given math (reference_step above uses cpu_reference_math(prob)).
+ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
+                               const int32_t* got_idx, const uint8_t* got_dropped,
+                               int64_t token_begin, int64_t token_end, int64_t expert_begin,
+                               int64_t expert_end);
 
 // L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx
 // [N, K] (the counts c_e come from idx) and the rows in dropped ([N, K] or nullptr) left out. p is

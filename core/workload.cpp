@@ -72,6 +72,7 @@ const std::vector<KeySpec>& schema() {
       {"warmup", Kind::kInt, {}},
       {"seed", Kind::kUint, {}},
       {"check", Kind::kEnum, {"first", "every", "off"}},
+      {"reference", Kind::kEnum, {"auto", "cpu", "gpu"}},
       {"roofline", Kind::kBool, {}},
   };
   return keys;
@@ -365,6 +366,7 @@ Workload from_json(const json& root, const std::string& source) {
               : choice == "every" ? CheckMode::kEvery
                                   : CheckMode::kOff;
   }
+  r.get_choice("reference", w.reference);
   r.get("roofline", w.roofline);
   return w;
 }
@@ -684,16 +686,38 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   add({6, R, H, S});     // send, recv, expert input and output, and their grads
   add({2, R, 2, F, S});  // h, dh
   add({2, R, F, S});     // a, da
-  if (w.check != CheckMode::kOff) {
-    add({E, 3, H, F, 8});  // every expert's weights, float64
-    add({2, W, T, H, 8});  // the world's x and dout
-    add({W, T, K, 16});    // the world's routing: idx, p, the backend's idx
-    add({W, T, E, 8});     // the world's logits
-    add({2, T, H, 8});     // out, dx
-    add({P, 8});           // dw_in, dw_out of this rank's experts
-    add({H, E, 8});        // dw_gate
-  }
+  if (w.check != CheckMode::kOff) bytes = sum({bytes, estimate_reference_bytes(w, W, false).host});
   return bytes;
+}
+
+ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bool on_gpu) {
+  Workload w = w_in;
+  if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
+  const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
+  const int64_t T = w.tokens_per_rank, W = world_size, E_local = E / w.mesh.ep;
+  const int64_t P = prod({E_local, 3, H, F});
+  ReferenceBytes b;
+  auto add = [](int64_t& to, std::initializer_list<int64_t> factors) {
+    to = sum({to, prod(factors)});
+  };
+  if (!on_gpu) add(b.host, {E, 3, H, F, 8});  // every expert's weights, float64
+  add(b.host, {2, W, T, H, 8});               // the world's x and dout
+  add(b.host, {W, T, K, 16});                 // the world's routing: idx, p, the backend's idx
+  add(b.host, {W, T, E, 8});                  // the world's logits
+  add(b.host, {2, T, H, 8});                  // out, dx
+  add(b.host, {P, 8});                        // dw_in, dw_out of this rank's experts
+  add(b.host, {H, E, 8});                     // dw_gate
+  if (on_gpu) {
+    add(b.device, {2, W, T, H, 4});  // the world's x and dout, fp32
+    add(b.device, {W, T, E, 4});     // logits
+    add(b.device, {H, E, 8});        // w_gate and its gradient
+    add(b.device, {4, 3, H, F});     // one expert's weights, fp32
+    add(b.device, {4, 3, H, F});     // and their gradients
+    add(b.device, {2, T, H, 4});     // out, dx
+    // A chunk of one expert's rows: at most 2 GiB of activations (kernels/cuda/reference.cu).
+    add(b.device, {int64_t(2) << 30});
+  }
+  return b;
 }
 
 int64_t estimate_rank_bytes(const Workload& w, int world_size) {
@@ -735,6 +759,7 @@ json workload_to_json(const Workload& w) {
       {"warmup", w.warmup},
       {"seed", w.seed},
       {"check", check_mode_name(w.check)},
+      {"reference", w.reference},
       {"roofline", w.roofline},
   };
 }

@@ -65,6 +65,9 @@ struct Workload {
   int64_t warmup = 3;
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
+  // Where the reference's dense arithmetic runs: "cpu" (float64 on the host), "gpu" (fp32 on the
+  // GPU; cuda backend only) or "auto" (the backend's own device).
+  std::string reference = "auto";
   // Measure the GEMM rate and all-to-all bandwidth at start-up, for the report's floors.
   bool roofline = true;
 };
@@ -88,6 +91,13 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size);
 // The same with storage_bytes per stored element (4: the CPU backend's floats; 2: bf16 storage).
 // The formula is in workload.cpp. A workload whose mesh is still "auto" is resolved on a copy.
 int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes);
+
+// The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
+// it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.
+struct ReferenceBytes {
+  int64_t host = 0, device = 0;
+};
+ReferenceBytes estimate_reference_bytes(const Workload& w, int world_size, bool on_gpu);
 
 nlohmann::json workload_to_json(const Workload& w);
 

@@ -55,7 +55,9 @@ TEST(RoutingModes, DistinctSortedAndIndependentOfTheSplit) {
       for (int64_t k = 0; k < K; ++k) {
         EXPECT_GE(it[k], 0);
         EXPECT_LT(it[k], E);
-        if (k > 0) EXPECT_LT(it[k - 1], it[k]) << "token " << t;
+        if (k > 0) {
+          EXPECT_LT(it[k - 1], it[k]) << "token " << t;
+        }
       }
     }
   }

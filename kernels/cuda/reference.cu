@@ -1,0 +1,404 @@
+// The GPU reference math: plain fp32 kernels. Speed matters only so far as a large workload is
+// checked in seconds rather than hours; every kernel is kept simple enough to read at a glance.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/reference.h"
+
+namespace moe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(int64_t n) {
+  return int(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 1 << 16)));
+}
+
+// ---- SGEMM: 64x64 tiles of C per block, 16 deep; 256 threads, each a 4x4 patch. ----
+constexpr int kTile = 64, kDepth = 16;
+
+template <bool kTransA, bool kTransB>
+__global__ void sgemm_kernel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                             const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+  __shared__ float As[kDepth][kTile];  // As[k][m]
+  __shared__ float Bs[kDepth][kTile];  // Bs[k][n]
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+    // Each thread loads 4 elements of each tile; consecutive threads read consecutive addresses.
+    for (int j = 0; j < 4; ++j) {
+      const int i = tid + j * kThreads;
+      const int am = kTransA ? i % kTile : i / kDepth, ak = kTransA ? i / kTile : i % kDepth;
+      const int64_t gm = m0 + am, gk = k0 + ak;
+      As[ak][am] = gm < M && gk < K ? (kTransA ? A[gk * lda + gm] : A[gm * lda + gk]) : 0.0f;
+      const int bn = kTransB ? i / kDepth : i % kTile, bk = kTransB ? i % kDepth : i / kTile;
+      const int64_t gn = n0 + bn, gk2 = k0 + bk;
+      Bs[bk][bn] = gn < N && gk2 < K ? (kTransB ? B[gn * ldb + gk2] : B[gk2 * ldb + gn]) : 0.0f;
+    }
+    __syncthreads();
+    for (int k = 0; k < kDepth; ++k) {
+      float a[4], b[4];
+      for (int r = 0; r < 4; ++r) a[r] = As[k][ty * 4 + r];
+      for (int c = 0; c < 4; ++c) b[c] = Bs[k][tx * 4 + c];
+      for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+    }
+    __syncthreads();
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const int64_t gm = m0 + ty * 4 + r, gn = n0 + tx * 4 + c;
+      if (gm >= M || gn >= N) continue;
+      float& dst = C[gm * ldc + gn];
+      dst = accumulate ? dst + acc[r][c] : acc[r][c];
+    }
+}
+
+__global__ void generate_kernel(InitRule rule, int64_t begin, int64_t n, float* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = rule.value(uint64_t(begin + i));
+}
+
+// dst [n, H] = src[rows[r]] for each listed row.
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, int64_t H,
+                                   float* dst) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x)
+    for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
+      dst[r * H + h] = src[int64_t(rows[r]) * H + h];
+}
+
+__device__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
+// a [n, F] = silu(g) * u, h = [g | u] of [n, 2F].
+__global__ void swiglu_kernel(const float* h, int64_t n, int64_t F, float* a) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * F;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / F, f = i % F;
+    a[i] = silu(h[r * 2 * F + f]) * h[r * 2 * F + F + f];
+  }
+}
+
+// dh [n, 2F] from da [n, F] and h: dg = da * u * silu'(g), du = da * silu(g).
+__global__ void swiglu_grad_kernel(const float* da, const float* h, int64_t n, int64_t F,
+                                   float* dh) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * F;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / F, f = i % F;
+    const float g = h[r * 2 * F + f], u = h[r * 2 * F + F + f];
+    const float sig = 1.0f / (1.0f + expf(-g));
+    dh[r * 2 * F + f] = da[i] * u * sig * (1.0f + g * (1.0f - sig));
+    dh[r * 2 * F + F + f] = da[i] * g * sig;
+  }
+}
+
+// For each row r of one expert (block r): own rows (slot >= 0, the (t, k) of an own token) add
+// p * y to out[slot / K] and set dp[slot] = <y, dout>; then y becomes dy = p * dout for the
+// backward. An expert sees a token at most once, so the adds to out never race.
+__global__ void combine_rows_kernel(float* y, const float* d, const float* p, const int32_t* slot,
+                                    int64_t n, int64_t H, int64_t K, float* out, float* dp) {
+  __shared__ float part[kThreads];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const int s = slot[r];
+    float dot = 0;
+    for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+      const float yv = y[r * H + h], dv = d[r * H + h];
+      if (s >= 0) out[int64_t(s / K) * H + h] += p[r] * yv;
+      dot += yv * dv;
+      y[r * H + h] = p[r] * dv;
+    }
+    part[threadIdx.x] = dot;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0 && s >= 0) dp[s] = part[0];
+    __syncthreads();
+  }
+}
+
+// dx[slot / K] += dxr[r] for own rows.
+__global__ void scatter_add_rows_kernel(const float* dxr, const int32_t* slot, int64_t n, int64_t H,
+                                        int64_t K, float* dx) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const int s = slot[r];
+    if (s < 0) continue;
+    for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
+      dx[int64_t(s / K) * H + h] += dxr[r * H + h];
+  }
+}
+
+void* device_alloc(int64_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, size_t(std::max<int64_t>(bytes, 1)));
+  if (rc == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    MOE_USER_CHECK(false, "out of GPU memory for the GPU reference's "
+                              << what << " (" << (bytes >> 20)
+                              << " MiB): set reference=cpu, lower tokens_per_rank, or set "
+                                 "check=off");
+  }
+  CUDA_CHECK(rc);
+  return p;
+}
+
+// A grow-only device array (the reference runs between timed steps, so it may allocate).
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  int64_t count = 0;
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr); }
+  void ensure(int64_t n, const char* what) {
+    if (n <= count) return;
+    cudaFree(ptr);
+    ptr = nullptr;
+    count = 0;
+    ptr = static_cast<T*>(device_alloc(n * int64_t(sizeof(T)), what));
+    count = n;
+  }
+};
+using DeviceBuffer = DeviceArray<float>;
+
+std::vector<float> to_float(const double* v, int64_t n) { return std::vector<float>(v, v + n); }
+
+class GpuMath : public ReferenceMath {
+ public:
+  GpuMath(const Workload& w, const ReferenceProblem& prob)
+      : N_(prob.tokens),
+        H_(w.model.hidden),
+        F_(w.model.ffn),
+        E_(w.model.experts),
+        K_(w.model.topk),
+        w_in_rule_(w_in_rule(w)),
+        w_out_rule_(w_out_rule(w)) {
+    MOE_CHECK(int64_t(prob.x.size()) == N_ * H_ && int64_t(prob.dout.size()) == N_ * H_,
+              "the GPU reference needs the world's x and dout");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    x_.ensure(N_ * H_, "tokens");
+    dout_.ensure(N_ * H_, "tokens");
+    upload(prob.x.data(), N_ * H_, x_.ptr);
+    upload(prob.dout.data(), N_ * H_, dout_.ptr);
+    w_gate_.ensure(H_ * E_, "router weight");
+    generate_weights(w_gate_rule(w), 0, H_ * E_, w_gate_.ptr, stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  ~GpuMath() override { cudaStreamDestroy(stream_); }
+
+  std::string name() const override { return "gpu fp32"; }
+
+  std::vector<double> logits() override {
+    DeviceBuffer logits;
+    logits.ensure(N_ * E_, "logits");
+    reference_sgemm(false, false, N_, E_, H_, x_.ptr, H_, w_gate_.ptr, E_, false, logits.ptr, E_,
+                    stream_);
+    return download(logits.ptr, N_ * E_);
+  }
+
+  void experts(const int32_t* idx, const uint8_t* dropped, const double* p,
+               const ExpertsPass& ps) override {
+    const int64_t H = H_, F = F_, K = K_, T = ps.token_end - ps.token_begin;
+    // Per expert, the rows that matter: those of own tokens, and all of a local expert's.
+    std::vector<std::vector<int32_t>> tok(E_), slot(E_);
+    std::vector<std::vector<float>> pr(E_);
+    for (int64_t t = 0; t < N_; ++t) {
+      const bool own = t >= ps.token_begin && t < ps.token_end;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t e = idx[t * K + k];
+        const bool local = e >= ps.expert_begin && e < ps.expert_end;
+        if ((!own && !local) || (dropped && dropped[t * K + k])) continue;
+        tok[e].push_back(int32_t(t));
+        slot[e].push_back(own ? int32_t((t - ps.token_begin) * K + k) : -1);
+        pr[e].push_back(float(p[t * K + k]));
+      }
+    }
+    int64_t most = 0;
+    for (const auto& v : tok) most = std::max<int64_t>(most, int64_t(v.size()));
+    // Rows per chunk: bounded so that the chunk's activations stay near 2 GiB.
+    const int64_t row_bytes = (3 * H + 6 * F) * 4;
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>(most, (int64_t(2) << 30) / row_bytes));
+
+    w_in_.ensure(H * 2 * F, "expert weights");
+    w_out_.ensure(F * H, "expert weights");
+    dw_in_.ensure(H * 2 * F, "expert weight gradients");
+    dw_out_.ensure(F * H, "expert weight gradients");
+    xr_.ensure(chunk * H, "expert activations");
+    dr_.ensure(chunk * H, "expert activations");
+    yr_.ensure(chunk * H, "expert activations");
+    hr_.ensure(chunk * 2 * F, "expert activations");
+    dhr_.ensure(chunk * 2 * F, "expert activations");
+    ar_.ensure(chunk * F, "expert activations");
+    dar_.ensure(chunk * F, "expert activations");
+    rows_tok_.ensure(chunk, "row lists");
+    rows_slot_.ensure(chunk, "row lists");
+    rows_p_.ensure(chunk, "row lists");
+    DeviceBuffer out, dp, dx;
+    out.ensure(T * H, "out");
+    dp.ensure(T * K, "dp");
+    dx.ensure(T * H, "dx");
+    CUDA_CHECK(cudaMemsetAsync(out.ptr, 0, T * H * 4, stream_));
+    CUDA_CHECK(cudaMemsetAsync(dp.ptr, 0, T * K * 4, stream_));
+    CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0, T * H * 4, stream_));
+
+    std::vector<float> dw_host;
+    for (int64_t e = 0; e < E_; ++e) {
+      const int64_t rows = int64_t(tok[e].size());
+      const bool local = e >= ps.expert_begin && e < ps.expert_end && ps.backward;
+      if (rows == 0) continue;  // a local expert without rows keeps its zero gradients
+      generate_weights(w_in_rule_, e * H * 2 * F, H * 2 * F, w_in_.ptr, stream_);
+      generate_weights(w_out_rule_, e * F * H, F * H, w_out_.ptr, stream_);
+      if (local) {
+        CUDA_CHECK(cudaMemsetAsync(dw_in_.ptr, 0, H * 2 * F * 4, stream_));
+        CUDA_CHECK(cudaMemsetAsync(dw_out_.ptr, 0, F * H * 4, stream_));
+      }
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = std::min(chunk, rows - r0);
+        run_chunk(&tok[e][r0], &slot[e][r0], &pr[e][r0], n, local, ps.backward, out.ptr, dp.ptr,
+                  dx.ptr);
+      }
+      if (local) {
+        const int64_t el = e - ps.expert_begin;
+        dw_host = download_f(dw_in_.ptr, H * 2 * F);
+        add_to(dw_host, ps.dw_in + el * H * 2 * F);
+        dw_host = download_f(dw_out_.ptr, F * H);
+        add_to(dw_host, ps.dw_out + el * F * H);
+      }
+    }
+    if (ps.out) add_to(download_f(out.ptr, T * H), ps.out);
+    if (ps.dp) {
+      const std::vector<float> v = download_f(dp.ptr, T * K);
+      for (int64_t i = 0; i < T * K; ++i) ps.dp[i] = v[i];
+    }
+    if (ps.backward && ps.dx) add_to(download_f(dx.ptr, T * H), ps.dx);
+  }
+
+  void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits, double* dx,
+                       double* dw_gate) override {
+    const int64_t T = token_end - token_begin, H = H_, E = E_;
+    if (T == 0) return;
+    DeviceBuffer dl, dxr, dwg;
+    dl.ensure(T * E, "dlogits");
+    dxr.ensure(T * H, "dx");
+    dwg.ensure(H * E, "dw_gate");
+    upload(dlogits, T * E, dl.ptr);
+    // dx [T, H] = dlogits [T, E] @ w_gate^T;  dw_gate [H, E] = x_own^T [H, T] @ dlogits.
+    reference_sgemm(false, true, T, H, E, dl.ptr, E, w_gate_.ptr, E, false, dxr.ptr, H, stream_);
+    reference_sgemm(true, false, H, E, T, x_.ptr + token_begin * H, H, dl.ptr, E, false, dwg.ptr, E,
+                    stream_);
+    add_to(download_f(dxr.ptr, T * H), dx);
+    add_to(download_f(dwg.ptr, H * E), dw_gate);
+  }
+
+ private:
+  // One chunk of n rows of the expert whose weights are in w_in_ / w_out_.
+  void run_chunk(const int32_t* tok, const int32_t* slot, const float* p, int64_t n, bool local,
+                 bool backward, float* out, float* dp, float* dx) {
+    const int64_t H = H_, F = F_, F2 = 2 * F_;
+    int32_t* d_tok = rows_tok_.ptr;
+    int32_t* d_slot = rows_slot_.ptr;
+    CUDA_CHECK(cudaMemcpyAsync(d_tok, tok, n * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(d_slot, slot, n * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(rows_p_.ptr, p, n * 4, cudaMemcpyHostToDevice, stream_));
+    const int grid = int(std::min<int64_t>(n, 1 << 16));
+    gather_rows_kernel<<<grid, kThreads, 0, stream_>>>(x_.ptr, d_tok, n, H, xr_.ptr);
+    gather_rows_kernel<<<grid, kThreads, 0, stream_>>>(dout_.ptr, d_tok, n, H, dr_.ptr);
+    CUDA_CHECK(cudaGetLastError());
+    // h = x @ w_in;  a = swiglu(h);  y = a @ w_out.
+    reference_sgemm(false, false, n, F2, H, xr_.ptr, H, w_in_.ptr, F2, false, hr_.ptr, F2, stream_);
+    swiglu_kernel<<<grid_for(n * F), kThreads, 0, stream_>>>(hr_.ptr, n, F, ar_.ptr);
+    CUDA_CHECK(cudaGetLastError());
+    reference_sgemm(false, false, n, H, F, ar_.ptr, F, w_out_.ptr, H, false, yr_.ptr, H, stream_);
+    // out += p * y and dp = <y, dout> for own rows; yr_ then holds dy = p * dout.
+    combine_rows_kernel<<<grid, kThreads, 0, stream_>>>(yr_.ptr, dr_.ptr, rows_p_.ptr, d_slot, n, H,
+                                                        K_, out, dp);
+    CUDA_CHECK(cudaGetLastError());
+    if (!backward) return;
+    // da = dy @ w_out^T;  dw_out += a^T dy;  dh = swiglu'(h) da;  dw_in += x^T dh;  dx += dh
+    // w_in^T.
+    reference_sgemm(false, true, n, F, H, yr_.ptr, H, w_out_.ptr, H, false, dar_.ptr, F, stream_);
+    if (local)
+      reference_sgemm(true, false, F, H, n, ar_.ptr, F, yr_.ptr, H, true, dw_out_.ptr, H, stream_);
+    swiglu_grad_kernel<<<grid_for(n * F), kThreads, 0, stream_>>>(dar_.ptr, hr_.ptr, n, F,
+                                                                  dhr_.ptr);
+    CUDA_CHECK(cudaGetLastError());
+    if (local)
+      reference_sgemm(true, false, H, F2, n, xr_.ptr, H, dhr_.ptr, F2, true, dw_in_.ptr, F2,
+                      stream_);
+    reference_sgemm(false, true, n, H, F2, dhr_.ptr, F2, w_in_.ptr, F2, false, xr_.ptr, H, stream_);
+    scatter_add_rows_kernel<<<grid, kThreads, 0, stream_>>>(xr_.ptr, d_slot, n, H, K_, dx);
+    CUDA_CHECK(cudaGetLastError());
+  }
+
+  void upload(const double* v, int64_t n, float* dst) {
+    const std::vector<float> f = to_float(v, n);
+    CUDA_CHECK(cudaMemcpyAsync(dst, f.data(), n * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  std::vector<float> download_f(const float* src, int64_t n) {
+    std::vector<float> v(n);
+    CUDA_CHECK(cudaMemcpyAsync(v.data(), src, n * 4, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return v;
+  }
+  std::vector<double> download(const float* src, int64_t n) {
+    const std::vector<float> v = download_f(src, n);
+    return std::vector<double>(v.begin(), v.end());
+  }
+  static void add_to(const std::vector<float>& v, double* dst) {
+    for (size_t i = 0; i < v.size(); ++i) dst[i] += v[i];
+  }
+
+  int64_t N_, H_, F_, E_, K_;
+  InitRule w_in_rule_, w_out_rule_;
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer x_, dout_, w_gate_;
+  DeviceBuffer w_in_, w_out_, dw_in_, dw_out_;
+  DeviceBuffer xr_, dr_, yr_, hr_, dhr_, ar_, dar_;
+  DeviceArray<int32_t> rows_tok_, rows_slot_;
+  DeviceBuffer rows_p_;
+};
+
+}  // namespace
+
+void generate_weights(const InitRule& rule, int64_t begin, int64_t n, float* dst,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  generate_kernel<<<grid_for(n), kThreads, 0, stream>>>(rule, begin, n, dst);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void reference_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                     int64_t lda, const float* B, int64_t ldb, bool accumulate, float* C,
+                     int64_t ldc, cudaStream_t stream) {
+  if (M == 0 || N == 0) return;
+  MOE_CHECK((N + kTile - 1) / kTile < (int64_t(1) << 31) && (M + kTile - 1) / kTile < 65536,
+            "reference GEMM too large: M " << M << " N " << N);
+  const dim3 grid(unsigned((N + kTile - 1) / kTile), unsigned((M + kTile - 1) / kTile));
+  if (!trans_a && !trans_b)
+    sgemm_kernel<false, false>
+        <<<grid, kThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  else if (!trans_a && trans_b)
+    sgemm_kernel<false, true>
+        <<<grid, kThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  else if (trans_a && !trans_b)
+    sgemm_kernel<true, false>
+        <<<grid, kThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  else
+    sgemm_kernel<true, true>
+        <<<grid, kThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+std::unique_ptr<ReferenceMath> gpu_reference_math(const Workload& w, ReferenceProblem& prob) {
+  return std::make_unique<GpuMath>(w, prob);
+}
+
+}  // namespace moe::cuda
