@@ -76,13 +76,6 @@ void check_backend_supports(const std::string& name, const Workload& w) {
   MOE_USER_CHECK(w.reference != "gpu" || name == "cuda",
                  "reference = \"gpu\" needs --backend cuda (this run uses "
                      << name << "); set reference=cpu or reference=auto");
-  if (name != "cuda") return;
-  // The CUDA twins of these land once they have run on a GPU against the reference.
-  const char* later = " is on the cpu backend only so far; run with --backend cpu";
-  MOE_USER_CHECK(w.capacity_factor == 0,
-                 "capacity_factor = " << w.capacity_factor << later
-                                      << ", or set capacity_factor=null (dropless)");
-  MOE_USER_CHECK(w.align == 1, "align = " << w.align << later << ", or set align=1");
 }
 
 std::string reference_device(const std::string& backend, const Workload& w) {

@@ -141,16 +141,21 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   in.got_idx = o.idx.data();
   in.got_dropped = o.dropped.data();
   in.step = step;
+  // The fsdp ranks of one EP position hold the same experts: each checks its own share of them.
+  const int64_t El = mesh.experts_per_rank;
+  in.expert_begin = mesh.experts_begin + El * mesh.fsdp_rank / mesh.fsdp;
+  in.expert_end = mesh.experts_begin + El * (mesh.fsdp_rank + 1) / mesh.fsdp;
+  const int64_t part = in.expert_begin - mesh.experts_begin,
+                E_part = in.expert_end - in.expert_begin;
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world));
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
-                K = w.model.topk, El = mesh.experts_per_rank;
-  // Replicated tensors are counted once: dw_gate on rank 0, expert grads on fsdp_rank 0.
+                K = w.model.topk;
+  // Replicated tensors are counted once: dw_gate on rank 0, each expert's grads on one fsdp rank.
   const int64_t n_gate = mesh.rank == 0 ? H * E : 0;
-  const int64_t n_in = mesh.fsdp_rank == 0 ? El * H * 2 * F : 0;
-  const int64_t n_out = mesh.fsdp_rank == 0 ? El * F * H : 0;
+  const int64_t n_in = E_part * H * 2 * F, n_out = E_part * F * H;
   const std::vector<double> ref_p = ref_p_in_backend_order(o.idx, ref, T, K);
   const double tol_act = tolerance_for("out", w.dtype);
 
@@ -164,10 +169,10 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
       compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H, tolerance_for("dx", w.dtype), world));
   c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
                                      tolerance_for("dw_gate", w.dtype), world));
-  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data(), ref.dw_in.data(), n_in,
-                                     tolerance_for("dw_in", w.dtype), world));
-  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data(), ref.dw_out.data(), n_out,
-                                     tolerance_for("dw_out", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data() + part * H * 2 * F, ref.dw_in.data(),
+                                     n_in, tolerance_for("dw_in", w.dtype), world));
+  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + part * F * H, ref.dw_out.data(),
+                                     n_out, tolerance_for("dw_out", w.dtype), world));
   c.tensors.push_back(compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world));
   c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
   c.tensors.push_back(compare_scalar("z", o.z, ref.z, tol_act));

@@ -497,6 +497,12 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
             "mesh experts " << mesh.experts << " vs model experts " << E);
   MOE_CHECK(T * H <= INT_MAX && T * K <= INT_MAX, "per-rank tensors too large for one MPI count");
 
+  const int64_t expert_begin = in.expert_begin >= 0 ? in.expert_begin : mesh.experts_begin;
+  const int64_t expert_end = in.expert_end >= 0 ? in.expert_end : mesh.experts_end;
+  MOE_CHECK(mesh.experts_begin <= expert_begin && expert_begin <= expert_end &&
+                expert_end <= mesh.experts_end,
+            "experts [" << expert_begin << ", " << expert_end << ") are not this rank's");
+
   ReferenceProblem prob;
   prob.tokens = N;
   prob.model = m;
@@ -533,7 +539,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   ReferenceResult res =
       reference_step(prob, *math, got.empty() ? nullptr : got.data(),
                      got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
-                     int64_t(rank + 1) * T, mesh.experts_begin, mesh.experts_end);
+                     int64_t(rank + 1) * T, expert_begin, expert_end);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   MPI_CHECK(

@@ -21,14 +21,17 @@ struct ReferenceInputs {
   const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
   const uint8_t* got_dropped = nullptr;  // [T, K] the backend's capacity drops: likewise
   int64_t step = 0;                      // for the forced routing of routing.mode
+  // The local experts whose weight gradients to compute, a part of this rank's [experts_begin,
+  // experts_end) (FSDP ranks hold the same experts and split this work); -1: all of them.
+  int64_t expert_begin = -1, expert_end = -1;
 };
 
 struct ReferenceResult {
   std::vector<double> out;      // [T, H] this rank's tokens
   std::vector<double> dx;       // [T, H]
   std::vector<double> dw_gate;  // [H, E] summed over the world's tokens
-  std::vector<double> dw_in;    // [E_local, H, 2F] this rank's experts, over the world's tokens
-  std::vector<double> dw_out;   // [E_local, F, H]
+  std::vector<double> dw_in;    // [E_part, H, 2F] the asked experts, over the world's tokens
+  std::vector<double> dw_out;   // [E_part, F, H]
   std::vector<int32_t>
       idx;                // [T, K] routing used (the reference's, or the backend's at a near tie)
   std::vector<double> p;  // [T, K]

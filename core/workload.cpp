@@ -695,7 +695,8 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
   const int64_t T = w.tokens_per_rank, W = world_size, E_local = E / w.mesh.ep;
-  const int64_t P = prod({E_local, 3, H, F});
+  // The fsdp ranks of one EP position split the weight gradients of their experts.
+  const int64_t P = prod({(E_local + w.mesh.fsdp - 1) / w.mesh.fsdp, 3, H, F});
   ReferenceBytes b;
   auto add = [](int64_t& to, std::initializer_list<int64_t> factors) {
     to = sum({to, prod(factors)});

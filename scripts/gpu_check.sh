@@ -2,9 +2,14 @@
 # One call on the GPU machine: build, run the GPU test suite, run the distributed step on 1..N GPUs
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
-#   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--skip-tests] [--filter F]
+#   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
+#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
-# tensor (scripts/compare_dumps.py). --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
+# tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
+# backend with the check on, and the two references (cpu, gpu) on one run. --models: every
+# committed model and bench workload with the check on (the GPU reference), on each mesh of
+# --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's).
+# --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
 # against one cublasGemmGroupedBatchedEx call, on many-expert shapes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,12 +19,17 @@ OUTDIR=${1:?usage: scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filte
 FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
-BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0
+BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
+MODEL_TOKENS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
     --agree) AGREE=1 ;;
     --gemm-methods) GEMM_METHODS=1 ;;
+    --controls) CONTROLS=1 ;;
+    --models) MODELS=1 ;;
+    --meshes) MESHES=$2; shift ;;
+    --model-tokens) MODEL_TOKENS=$2; shift ;;
     --skip-tests) SKIP_TESTS=1 ;;
     --filter) FILTER=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -101,18 +111,57 @@ fi
 
 SIGG="--set router.score=sigmoid --set router.groups=4 --set router.group_topk=2 \
 --set router.normalize_topk=true --set router.scaling=2.5 --set router.expert_bias=true"
-if [ $AGREE -eq 1 ]; then
-  agree() {  # agree NAME NP ARGS...: the same run on both backends, dumps compared
-    local name=$1 np=$2; shift 2
-    [ "$np" -le "$NGPU" ] || { note "$name: skipped (needs $np GPUs)"; return; }
-    for be in cpu cuda; do
-      timeout 900 mpirun --oversubscribe -np "$np" "$BIN" run --backend $be -q "$@" \
-        --dump "$OUTDIR/agree_${name}_$be" > "$OUTDIR/agree_${name}_$be.log" 2>&1
+agree() {  # agree NAME NP ARGS...: the same run on both backends, dumps compared
+  local name=$1 np=$2; shift 2
+  [ "$np" -le "$NGPU" ] || { note "$name: skipped (needs $np GPUs)"; return; }
+  for be in cpu cuda; do
+    timeout 900 mpirun --oversubscribe -np "$np" "$BIN" run --backend $be -q "$@" \
+      --dump "$OUTDIR/agree_${name}_$be" > "$OUTDIR/agree_${name}_$be.log" 2>&1
+  done
+  python3 scripts/compare_dumps.py "$OUTDIR/agree_${name}_cpu" "$OUTDIR/agree_${name}_cuda" \
+    > "$OUTDIR/agree_$name.log" 2>&1
+  note "$(printf '%-40s rc=%-3s %s' "agree_$name" "$?" "$(tail -1 "$OUTDIR/agree_$name.log")")"
+}
+
+if [ $CONTROLS -eq 1 ]; then
+  TINY=configs/tiny.json
+  for mode in uniform balanced "powerlaw --set routing.skew=1.5" "hot --set routing.hot_fraction=0.6"; do
+    run_case "ctl_np4_routing_${mode%% *}" 4 --config $TINY --set mesh.ep=4 --set routing.mode=$mode
+  done
+  run_case ctl_np4_capacity_prob_2x2_sigmoid 4 --config $TINY --set mesh.ep=2 --set mesh.fsdp=2 \
+    $SIGG --set capacity_factor=1.0
+  run_case ctl_np4_capacity_position_hot 4 --config $TINY --set mesh.ep=4 --set capacity_factor=1.0 \
+    --set drop_policy=position --set routing.mode=hot
+  run_case ctl_np4_align16_capacity_powerlaw 4 --config $TINY --set mesh.ep=4 --set align=16 \
+    --set capacity_factor=1.0 --set routing.mode=powerlaw
+  run_case ctl_np4_align128_quickstart 4 --config configs/quickstart.json --set mesh.ep=4 --set align=128
+  # Both references on one medium run: each must pass, and the report names which ran.
+  for ref in gpu cpu; do
+    run_case "ctl_np4_medium_reference_$ref" 4 --config configs/quickstart.json --set mesh.ep=4 \
+      --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIGG \
+      --set capacity_factor=1.25 --set reference=$ref --steps 2 --warmup 1
+    grep -h '^# correctness' "$OUTDIR/ctl_np4_medium_reference_$ref.log" | tee -a "$SUMMARY"
+  done
+  agree tiny_capacity_align 2 --config $TINY --set mesh.ep=2 $SIGG --set capacity_factor=1.0 \
+    --set align=16 --set routing.mode=powerlaw
+fi
+
+if [ $MODELS -eq 1 ]; then
+  TOK=""
+  [ -n "$MODEL_TOKENS" ] && TOK="--set tokens_per_rank=$MODEL_TOKENS"
+  for mesh in $MESHES; do
+    ep=${mesh%x*} fsdp=${mesh#*x}
+    for cfg in configs/models/*.json configs/bench/*.json configs/quickstart.json; do
+      name=$(basename "$cfg" .json)
+      [ "$cfg" = "configs/bench/$name.json" ] && name="bench_$name"
+      run_case "model_${name}_ep${ep}_fsdp${fsdp}" $((ep * fsdp)) --config "$cfg" \
+        --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps 5 --warmup 2
+      grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}.log" | tee -a "$SUMMARY"
     done
-    python3 scripts/compare_dumps.py "$OUTDIR/agree_${name}_cpu" "$OUTDIR/agree_${name}_cuda" \
-      > "$OUTDIR/agree_$name.log" 2>&1
-    note "$(printf '%-40s rc=%-3s %s' "agree_$name" "$?" "$(tail -1 "$OUTDIR/agree_$name.log")")"
-  }
+  done
+fi
+
+if [ $AGREE -eq 1 ]; then
   agree tiny_softmax 1 --config configs/tiny.json --set router.aux_coeff=0.01 --set router.z_coeff=0.001
   agree tiny_sigmoid_fp32 1 --config configs/tiny.json --set dtype=fp32 $SIGG
   agree quickstart_sigmoid 1 --config configs/quickstart.json --set model.experts=16 \

@@ -17,7 +17,7 @@
 namespace moe {
 namespace {
 
-enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets };
+enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets, kLayoutScratch };
 
 // Phase times from CUDA events recorded on the backend's stream.
 class EventTimer : public PhaseTimer {
@@ -255,8 +255,13 @@ void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, 
 
 void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                               int32_t* expert_counts, int32_t* send_pos) {
+  // Only dropping by probability uses scratch: T, K and E are fixed, so the first (warm-up) step
+  // allocates it and later steps reuse it, as with the router's.
+  void* tmp = d.capacity > 0 && !d.drop_by_position
+                  ? scratch(kLayoutScratch, cuda::dispatch_layout_scratch_bytes(d.T, d.K, d.E))
+                  : nullptr;
   cuda::dispatch_layout(idx, p, d.T, d.K, d.E, d.capacity, d.drop_by_position, expert_counts,
-                        send_pos, stream_);
+                        send_pos, tmp, stream_);
 }
 
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {

@@ -80,7 +80,7 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  Scratch scratch_[4];
+  Scratch scratch_[5];                       // one per ScratchSlot (cuda_ops.cu)
   std::unordered_map<void*, size_t> sizes_;  // allocation sizes, for the exact high-water mark
 };
 

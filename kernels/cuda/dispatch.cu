@@ -16,36 +16,140 @@ int blocks_for(int64_t n, int threads = kThreads) {
 
 // ---- layout: one block per expert scans the routing in (t, k) order, so positions inside an
 // expert's block follow t*K + k exactly as on the CPU, with no atomics. ----
-__global__ void layout_count_kernel(const int32_t* idx, int64_t n, int32_t* expert_counts) {
+
+// expert_counts gets the rows kept (at most `limit` of them); raw_counts, when given, the rows
+// routed before drops, which the probability policy needs to find each expert's segment.
+__global__ void layout_count_kernel(const int32_t* idx, int64_t n, int32_t limit,
+                                    int32_t* expert_counts, int32_t* raw_counts) {
   using Reduce = cub::BlockReduce<int, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   const int e = blockIdx.x;
   int c = 0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) c += idx[i] == e;
   c = Reduce(tmp).Sum(c);
-  if (threadIdx.x == 0) expert_counts[e] = c;
+  if (threadIdx.x == 0) {
+    expert_counts[e] = min(c, limit);
+    if (raw_counts) raw_counts[e] = c;
+  }
 }
 
-__global__ void layout_position_kernel(const int32_t* idx, int64_t n, int64_t E,
-                                       const int32_t* expert_counts, int32_t* send_pos) {
+// Sum of v[0..e) over the block (the result is valid in thread 0 only).
+__device__ int block_prefix(const int32_t* v, int e) {
+  using Reduce = cub::BlockReduce<int, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int s = 0;
+  for (int j = threadIdx.x; j < e; j += kThreads) s += v[j];
+  s = Reduce(tmp).Sum(s);
+  __syncthreads();  // tmp is reused by the next call
+  return s;
+}
+
+// The drop-by-probability order as one unique integer per row: larger key = kept first. The high
+// half orders p (the CPU compares p[a] > p[b] in fp32, so -0 and +0 are one value); the low half
+// puts the lower t*K + k first among equal p, as the CPU's stable sort does.
+__device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
+  uint32_t b = __float_as_uint(p[i]);
+  if ((b << 1) == 0) b = 0;
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (uint64_t(b) << 32) | (0xffffffffu - uint32_t(i));
+}
+
+// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
+// order, tile by tile; the whole block must call it.
+template <class Row>
+__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
-  __shared__ int base;
-  const int e = blockIdx.x;
-  if (threadIdx.x == 0) {
-    int off = 0;
-    for (int j = 0; j < e; ++j) off += expert_counts[j];
-    base = off;
-  }
+  __shared__ int seen;
+  if (threadIdx.x == 0) seen = 0;
   __syncthreads();
   for (int64_t start = 0; start < n; start += kThreads) {
     const int64_t i = start + threadIdx.x;
     const int mine = (i < n && idx[i] == e) ? 1 : 0;
     int before = 0, total = 0;
     Scan(tmp).ExclusiveSum(mine, before, total);
-    if (mine) send_pos[i] = base + before;
+    if (mine) row(int32_t(i), seen + before);
     __syncthreads();
-    if (threadIdx.x == 0) base += total;
+    if (threadIdx.x == 0) seen += total;
+    __syncthreads();
+  }
+}
+
+// The key of the limit-th largest of the expert's rows rows[0..m), m > limit: a most-significant-
+// digit-first radix select, 8 bits a pass, on exact integer counts (deterministic).
+__device__ uint64_t select_threshold(const int32_t* rows, int m, const float* p, int limit) {
+  __shared__ int hist[256];
+  __shared__ uint64_t s_prefix;
+  __shared__ int s_rank;  // rank, from the top, of the wanted key among those matching s_prefix
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_rank = limit - 1;
+  }
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kThreads) hist[b] = 0;
+    __syncthreads();
+    const uint64_t prefix = s_prefix;
+    const uint64_t high = shift == 56 ? 0 : ~uint64_t(0) << (shift + 8);
+    for (int r = threadIdx.x; r < m; r += kThreads) {
+      const uint64_t k = drop_key(p, rows[r]);
+      if ((k & high) == prefix) atomicAdd(&hist[(k >> shift) & 0xff], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int rank = s_rank, b = 255;
+      while (rank >= hist[b]) rank -= hist[b--];  // terminates: rank < the keys counted
+      s_rank = rank;
+      s_prefix = prefix | (uint64_t(b) << shift);
+    }
+    __syncthreads();
+  }
+  return s_prefix;
+}
+
+// Positions: an expert's kept rows fill its block in t*K + k order from base = the rows kept by
+// the experts before it. By position the first `limit` rows are kept. By probability, when the
+// expert has more than `limit` rows, they are gathered (in t*K + k order) into its segment of
+// `rows`, the `limit` largest drop keys are found by a radix select, and a second scan over the
+// segment places the rows at or above the threshold.
+__global__ void layout_position_kernel(const int32_t* idx, const float* p, int64_t n, int32_t limit,
+                                       bool by_probability, const int32_t* expert_counts,
+                                       const int32_t* raw_counts, int32_t* rows,
+                                       int32_t* send_pos) {
+  __shared__ int s_base, s_segment;
+  const int e = blockIdx.x;
+  const int base = block_prefix(expert_counts, e);
+  const int segment = by_probability ? block_prefix(raw_counts, e) : 0;
+  if (threadIdx.x == 0) {
+    s_base = base;
+    s_segment = segment;
+  }
+  __syncthreads();
+  const int b0 = s_base;
+  if (!by_probability || raw_counts[e] <= limit) {
+    for_each_expert_row(idx, n, e,
+                        [&](int32_t i, int r) { send_pos[i] = r < limit ? b0 + r : -1; });
+    return;
+  }
+  int32_t* seg = rows + s_segment;
+  const int m = raw_counts[e];
+  for_each_expert_row(idx, n, e, [&](int32_t i, int r) { seg[r] = i; });
+  __syncthreads();  // seg is read by other threads below
+  const uint64_t threshold = select_threshold(seg, m, p, limit);
+
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int placed;
+  if (threadIdx.x == 0) placed = 0;
+  __syncthreads();
+  for (int start = 0; start < m; start += kThreads) {
+    const int r = start + threadIdx.x;
+    const int32_t i = r < m ? seg[r] : 0;
+    const int keep = (r < m && drop_key(p, i) >= threshold) ? 1 : 0;
+    int before = 0, total = 0;
+    Scan(tmp).ExclusiveSum(keep, before, total);
+    if (r < m) send_pos[i] = keep ? b0 + placed + before : -1;
+    __syncthreads();
+    if (threadIdx.x == 0) placed += total;
     __syncthreads();
   }
 }
@@ -65,15 +169,28 @@ __device__ void copy_row(T* dst, const T* src, int64_t H) {
 }
 
 template <class T>
+__device__ void zero_row(T* dst, int64_t H) {
+  if ((H * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t j = threadIdx.x; j < int64_t(H * sizeof(T) / 16); j += blockDim.x)
+      d[j] = make_uint4(0, 0, 0, 0);
+  } else {
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) store_f(dst + j, 0.0f);
+  }
+}
+
+template <class T>
 __global__ void permute_rows_kernel(const T* src, const int32_t* send_pos, int64_t K, int64_t H,
                                     int64_t rows, T* dst) {
   for (int64_t i = blockIdx.x; i < rows; i += gridDim.x)
-    copy_row(dst + int64_t(send_pos[i]) * H, src + (i / K) * H, H);
+    if (send_pos[i] >= 0)  // -1: dropped by the capacity, not sent
+      copy_row(dst + int64_t(send_pos[i]) * H, src + (i / K) * H, H);
 }
 
 // Block b = s*E_local + l: offsets[b] in source-rank-major order, offsets[nb + b] in
-// expert-major order; prefix sums over the same counts, as in the CPU twin.
-__global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_t El,
+// expert-major order; prefix sums over the same counts, each expert's rows rounded up to a
+// multiple of align, as in cpu::expert_major_offsets.
+__global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_t El, int64_t align,
                                        int64_t* offsets) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const int64_t nb = ep * El;
@@ -83,11 +200,27 @@ __global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_
     off += counts[b];
   }
   off = 0;
-  for (int64_t l = 0; l < El; ++l)
+  for (int64_t l = 0; l < El; ++l) {
+    const int64_t start = off;
     for (int64_t s = 0; s < ep; ++s) {
       offsets[nb + s * El + l] = off;
       off += counts[s * El + l];
     }
+    off = start + (off - start + align - 1) / align * align;
+  }
+}
+
+// The padding rows of local expert blockIdx.x, between its last block's end and the next multiple
+// of align, must be zeros: the GEMMs run over them and the weight gradients sum over them. Its
+// first block (s = 0) starts the expert; its last (s = ep - 1) ends the rows.
+template <class T>
+__global__ void regroup_zero_padding_kernel(const int32_t* counts, const int64_t* offsets,
+                                            int64_t ep, int64_t El, int64_t H, int64_t align,
+                                            T* dst) {
+  const int64_t l = blockIdx.x, nb = ep * El, last = (ep - 1) * El + l;
+  const int64_t start = offsets[nb + l], end = offsets[nb + last] + counts[last];
+  const int64_t padded = start + (end - start + align - 1) / align * align;
+  for (int64_t r = end + blockIdx.y; r < padded; r += gridDim.y) zero_row(dst + r * H, H);
 }
 
 template <class T>
@@ -120,8 +253,10 @@ __global__ void unpermute_combine_kernel(const T* y_send, const int32_t* send_po
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
     for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
       float acc = 0.0f;
-      for (int64_t k = 0; k < K; ++k)
-        acc += p[t * K + k] * load_f(y_send + int64_t(send_pos[t * K + k]) * H + h);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = send_pos[t * K + k];
+        if (row >= 0) acc += p[t * K + k] * load_f(y_send + row * H + h);  // -1: dropped
+      }
       store_f(out + t * H + h, acc);
     }
 }
@@ -134,6 +269,10 @@ __global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
   __shared__ typename Reduce::TempStorage tmp;
   for (int64_t tk = blockIdx.x; tk < T_ * K; tk += gridDim.x) {
     const int64_t t = tk / K, row = send_pos[tk];
+    if (row < 0) {  // dropped: the output does not depend on its weight (block-uniform branch)
+      if (threadIdx.x == 0) dp[tk] = 0.0f;
+      continue;
+    }
     const float w = p[tk];
     float dot = 0.0f;
     for (int64_t h = threadIdx.x; h < H; h += kThreads) {
@@ -153,7 +292,10 @@ __global__ void unpermute_sum_kernel(const T* dx_send, const int32_t* send_pos, 
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
     for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
       float acc = 0.0f;
-      for (int64_t k = 0; k < K; ++k) acc += load_f(dx_send + int64_t(send_pos[t * K + k]) * H + h);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = send_pos[t * K + k];
+        if (row >= 0) acc += load_f(dx_send + row * H + h);  // -1: dropped
+      }
       dx_acc[t * H + h] = acc;
     }
 }
@@ -201,14 +343,27 @@ int row_grid(int64_t rows) { return int(std::max<int64_t>(1, std::min<int64_t>(r
 
 }  // namespace
 
-void dispatch_layout(const int32_t* idx, const float*, int64_t T, int64_t K, int64_t E,
-                     int64_t capacity, bool, int32_t* expert_counts, int32_t* send_pos,
-                     cudaStream_t stream) {
-  MOE_CHECK(capacity == 0,
-            "the CUDA dispatch layout has no capacity drops yet (capacity " << capacity << ")");
-  layout_count_kernel<<<int(E), kThreads, 0, stream>>>(idx, T * K, expert_counts);
+size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E) {
+  return sizeof(int32_t) * size_t(E + T * K);
+}
+
+void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool drop_by_position, int32_t* expert_counts,
+                     int32_t* send_pos, void* scratch, cudaStream_t stream) {
+  const int64_t n = T * K;
+  MOE_CHECK(n < (int64_t(1) << 31), "dispatch_layout: T*K = " << n << " rows overflow int32");
+  MOE_CHECK(capacity >= 0, "dispatch_layout: capacity " << capacity);
+  // A capacity of n or more drops nothing; 0 is dropless.
+  const int32_t limit = capacity > 0 && capacity < n ? int32_t(capacity) : INT32_MAX;
+  const bool by_probability = limit != INT32_MAX && !drop_by_position;
+  MOE_CHECK(!by_probability || (p && scratch),
+            "dispatch_layout: dropping by probability needs p and scratch");
+  int32_t* raw_counts = by_probability ? static_cast<int32_t*>(scratch) : nullptr;
+  int32_t* rows = by_probability ? raw_counts + E : nullptr;
+  layout_count_kernel<<<int(E), kThreads, 0, stream>>>(idx, n, limit, expert_counts, raw_counts);
   CUDA_CHECK(cudaGetLastError());
-  layout_position_kernel<<<int(E), kThreads, 0, stream>>>(idx, T * K, E, expert_counts, send_pos);
+  layout_position_kernel<<<int(E), kThreads, 0, stream>>>(
+      idx, p, n, limit, by_probability, expert_counts, raw_counts, rows, send_pos);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -226,12 +381,17 @@ void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
                   int64_t align, int64_t rows, bool to_expert_major, DType dtype,
                   int64_t* block_offsets, void* dst, cudaStream_t stream) {
-  MOE_CHECK(align == 1, "the CUDA regroup has no expert alignment yet (align " << align << ")");
-  regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, block_offsets);
+  MOE_CHECK(align >= 1, "regroup_rows: align " << align);
+  regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, align, block_offsets);
   CUDA_CHECK(cudaGetLastError());
-  if (rows == 0) return;
+  if (rows == 0) return;  // no rows: no padding either
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
+    if (to_expert_major && align > 1) {
+      const dim3 grid(unsigned(E_local), unsigned(std::min<int64_t>(align - 1, 64)));
+      regroup_zero_padding_kernel<<<grid, 128, 0, stream>>>(counts, block_offsets, ep, E_local, H,
+                                                            align, static_cast<S*>(dst));
+    }
     regroup_rows_kernel<<<row_grid(rows), 128, 0, stream>>>(static_cast<const S*>(src), counts,
                                                             block_offsets, ep * E_local, H, rows,
                                                             to_expert_major, static_cast<S*>(dst));

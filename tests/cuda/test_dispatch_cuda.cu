@@ -181,9 +181,145 @@ TEST(DispatchCudaLayout, MatchesCpu) {
     DevBuf<int32_t> idx(c.idx), counts(std::vector<int32_t>(c.E, -1));
     DevBuf<int32_t> send_pos(std::vector<int32_t>(c.T * c.K, -1));
     cuda::dispatch_layout(idx.ptr, nullptr, c.T, c.K, c.E, 0, false, counts.ptr, send_pos.ptr,
-                          stream.s);
+                          nullptr, stream.s);
     expect_identical(counts.host(), want.counts, c.name + " expert_counts");
     expect_identical(send_pos.host(), want.send_pos, c.name + " send_pos");
+  }
+}
+
+// ---- dispatch_layout with a capacity ----
+
+Layout cpu_layout_capacity(const std::vector<int32_t>& idx, const std::vector<float>& p, int64_t T,
+                           int64_t K, int64_t E, int64_t capacity, bool by_position) {
+  Layout l{std::vector<int32_t>(E), std::vector<int32_t>(T * K)};
+  cpu::dispatch_layout(idx.data(), p.data(), T, K, E, capacity, by_position, l.counts.data(),
+                       l.send_pos.data());
+  return l;
+}
+
+struct CapacityCase {
+  std::string name;
+  int64_t T, K, E;
+  std::vector<int32_t> idx;
+  std::vector<float> p;
+};
+
+// p with exact ties: `levels` distinct values in [0, 1) (levels 0: continuous).
+std::vector<float> tied_weights(int64_t n, int levels, uint64_t seed) {
+  std::vector<float> p = random_values(n, DType::kFp32, 0.0f, 1.0f, seed);
+  if (levels > 0)
+    for (float& v : p) v = std::floor(v * float(levels)) / float(levels);
+  return p;
+}
+
+std::vector<CapacityCase> capacity_cases() {
+  std::vector<CapacityCase> cases;
+  auto add = [&](std::string name, int64_t T, int64_t K, int64_t E, std::vector<int32_t> idx,
+                 std::vector<float> p) {
+    cases.push_back({std::move(name), T, K, E, std::move(idx), std::move(p)});
+  };
+  add("T=4096 K=8 E=256", 4096, 8, 256, random_routing(4096, 8, first_experts(256), 31),
+      tied_weights(4096 * 8, 0, 32));
+  add("T=4096 K=8 E=256, 4 levels of p", 4096, 8, 256,
+      random_routing(4096, 8, first_experts(256), 33), tied_weights(4096 * 8, 4, 34));
+  add("T=37 K=2 E=8", 37, 2, 8, random_routing(37, 2, first_experts(8), 35),
+      tied_weights(37 * 2, 0, 36));
+  add("T=1000 K=6 E=64, all p equal", 1000, 6, 64, random_routing(1000, 6, first_experts(64), 37),
+      std::vector<float>(1000 * 6, 0.125f));
+  // 60 of 64 experts get nothing; the 4 used get about 150 rows each.
+  add("experts {5,6,30,41} of 64, 3 levels", 200, 3, 64, random_routing(200, 3, {5, 6, 30, 41}, 38),
+      tied_weights(200 * 3, 3, 39));
+  {
+    // Every token to experts 0..K-1: segments of T rows, many scan tiles each.
+    CapacityCase c{"every token to experts 0..7 of 256, T=4096, 16 levels", 4096, 8, 256, {}, {}};
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int32_t k = 0; k < c.K; ++k) c.idx.push_back(k);
+    c.p = tied_weights(c.T * c.K, 16, 40);
+    cases.push_back(c);
+  }
+  // One expert takes every row (capacity n - 1 drops exactly one).
+  add("every row to expert 3 of 8, T=300 K=1", 300, 1, 8, std::vector<int32_t>(300, 3),
+      tied_weights(300, 5, 47));
+  // T*K = 32768 rows on 4 experts (about 8192 each), K = 1.
+  add("T=32768 K=1 E=4, 1000 levels", 32768, 1, 4, random_routing(32768, 1, first_experts(4), 41),
+      tied_weights(32768, 1000, 42));
+  {
+    // Signed zeros (equal in fp32), negatives, infinities and subnormals: the order is the fp32
+    // comparison's, not the bit patterns'.
+    CapacityCase c{
+        "special p, T=512 K=2 E=4", 512, 2, 4, random_routing(512, 2, first_experts(4), 43), {}};
+    const float special[] = {0.0f,      -0.0f,  1.0f,    -1.0f,           INFINITY,
+                             -INFINITY, 1e-45f, -1e-45f, 1.17549435e-38f, -1.17549435e-38f,
+                             0.5f,      -0.5f};
+    std::mt19937_64 rng(44);
+    for (int64_t i = 0; i < c.T * c.K; ++i) c.p.push_back(special[rng() % 12]);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+TEST(DispatchCudaLayout, CapacityMatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  for (const CapacityCase& c : capacity_cases()) {
+    const int64_t n = c.T * c.K;
+    const int64_t balanced = (n + c.E - 1) / c.E;
+    // 1; below, at and above the balanced load; n - 1 (drops only where one expert has every
+    // row); n and more (nothing dropped).
+    const int64_t capacities[] = {
+        1, std::max<int64_t>(1, balanced / 2), balanced, balanced + 3, n - 1, n, int64_t(1) << 40};
+    DevBuf<int32_t> idx(c.idx);
+    DevBuf<float> p(c.p);
+    // Scratch starts as garbage: the kernels must not depend on it.
+    DevBuf<int32_t> scratch(std::vector<int32_t>(
+        cuda::dispatch_layout_scratch_bytes(c.T, c.K, c.E) / sizeof(int32_t), -7));
+    for (int64_t capacity : capacities)
+      for (bool by_position : {true, false}) {
+        const std::string what = c.name + " capacity=" + std::to_string(capacity) +
+                                 (by_position ? " by position" : " by probability");
+        SCOPED_TRACE(what);
+        const Layout want = cpu_layout_capacity(c.idx, c.p, c.T, c.K, c.E, capacity, by_position);
+        DevBuf<int32_t> counts(std::vector<int32_t>(c.E, -5));
+        DevBuf<int32_t> send_pos(std::vector<int32_t>(n, -5));
+        cuda::dispatch_layout(idx.ptr, p.ptr, c.T, c.K, c.E, capacity, by_position, counts.ptr,
+                              send_pos.ptr, scratch.ptr, stream.s);
+        expect_identical(counts.host(), want.counts, what + " expert_counts");
+        expect_identical(send_pos.host(), want.send_pos, what + " send_pos");
+        // The CPU twin itself: every expert keeps min(rows, capacity).
+        std::vector<int64_t> rows(c.E, 0);
+        for (int32_t e : c.idx) ++rows[e];
+        for (int64_t e = 0; e < c.E; ++e)
+          ASSERT_EQ(want.counts[e], std::min(rows[e], capacity)) << what << " expert " << e;
+      }
+  }
+}
+
+// Position drops need neither p nor scratch; probability drops run twice bitwise the same.
+TEST(DispatchCudaLayout, CapacityByPositionWithoutPAndRepeatable) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const int64_t T = 777, K = 4, E = 32, capacity = 60;
+  const std::vector<int32_t> h_idx = random_routing(T, K, first_experts(int32_t(E)), 45);
+  const std::vector<float> h_p = tied_weights(T * K, 8, 46);
+  DevBuf<int32_t> idx(h_idx);
+  DevBuf<float> p(h_p);
+  const Layout want = cpu_layout_capacity(h_idx, h_p, T, K, E, capacity, true);
+  DevBuf<int32_t> counts(E), send_pos(T * K);
+  cuda::dispatch_layout(idx.ptr, nullptr, T, K, E, capacity, true, counts.ptr, send_pos.ptr,
+                        nullptr, stream.s);
+  expect_identical(counts.host(), want.counts, "by position expert_counts");
+  expect_identical(send_pos.host(), want.send_pos, "by position send_pos");
+
+  DevBuf<int32_t> scratch(cuda::dispatch_layout_scratch_bytes(T, K, E) / sizeof(int32_t));
+  std::vector<int32_t> first;
+  for (int run = 0; run < 2; ++run) {
+    cuda::dispatch_layout(idx.ptr, p.ptr, T, K, E, capacity, false, counts.ptr, send_pos.ptr,
+                          scratch.ptr, stream.s);
+    std::vector<int32_t> got = send_pos.host();
+    if (run == 0)
+      first = got;
+    else
+      expect_identical(got, first, "by probability, second run");
   }
 }
 
@@ -267,6 +403,77 @@ TEST(DispatchCudaRegroup, BothDirectionsMatchCpu) {
               expect_identical(dst.host(), want, what);
             }
           }
+}
+
+// Expert-major blocks padded to multiples of align: random counts (zeros included, and blocks of
+// up to 300 rows so that some experts end exactly on a multiple), both directions. Going to
+// expert-major the padding rows (NaN before) must come out zero; coming back the padding of the
+// source (random, not zero) must be skipped.
+TEST(DispatchCudaRegroup, AlignedBothDirectionsMatchCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  uint64_t seed = 350;
+  for (DType dtype : kDTypes)
+    for (int64_t align : {16, 128})
+      for (int64_t ep : {1, 2, 8})
+        for (int64_t El : {1, 3, 32})
+          for (int pattern = 0; pattern < 4; ++pattern)
+            for (int64_t H : {40, 5}) {
+              std::vector<int32_t> counts;
+              if (pattern < 3) {
+                counts = regroup_counts(pattern, ep, El, seed++);
+              } else {
+                // Large blocks; local expert 0's total is a multiple of align (no padding).
+                std::mt19937_64 rng(seed++);
+                std::uniform_int_distribution<int32_t> dist(-100, 300);
+                counts.resize(ep * El);
+                for (int32_t& v : counts) v = std::max(0, dist(rng));
+                int64_t rows0 = 0;
+                for (int64_t s = 0; s < ep; ++s) rows0 += counts[s * El];
+                counts[(ep - 1) * El] += int32_t((align - rows0 % align) % align);
+              }
+              const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
+              std::vector<int64_t> offsets(El + 1);
+              cpu::expert_major_offsets(counts.data(), ep, El, align, offsets.data());
+              const int64_t padded_rows = offsets[El];
+              DevBuf<int32_t> d_counts(counts);
+              DevBuf<int64_t> block_offsets(2 * ep * El);
+              for (bool to_expert_major : {true, false}) {
+                const std::string what =
+                    std::string(dtype_name(dtype)) + " align=" + std::to_string(align) +
+                    " ep=" + std::to_string(ep) + " E_local=" + std::to_string(El) +
+                    " pattern=" + std::to_string(pattern) + " H=" + std::to_string(H) +
+                    " rows=" + std::to_string(rows) + " padded=" + std::to_string(padded_rows) +
+                    (to_expert_major ? " to expert-major" : " to rank-major");
+                SCOPED_TRACE(what);
+                // One spare row past each side's rows: dst's must stay NaN.
+                const int64_t src_rows = to_expert_major ? rows : padded_rows;
+                const int64_t dst_rows = to_expert_major ? padded_rows : rows;
+                const std::vector<float> x =
+                    random_values((src_rows + 1) * H, dtype, -1.0f, 1.0f, seed++);
+                std::vector<float> want((dst_rows + 1) * H, NAN);
+                cpu::regroup_rows(x.data(), counts.data(), ep, El, H, align, to_expert_major,
+                                  want.data());
+                StorageBuf src(dtype, x), dst(dtype, std::vector<float>((dst_rows + 1) * H, NAN));
+                cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, align, rows, to_expert_major,
+                                   dtype, block_offsets.ptr, dst.ptr, stream.s);
+                CUDA_CHECK(cudaStreamSynchronize(stream.s));
+                const std::vector<float> got = dst.host();
+                expect_identical(got, want, what);
+                if (!to_expert_major) continue;
+                int64_t nonzero = 0;
+                for (int64_t l = 0; l < El; ++l) {
+                  int64_t n = 0;
+                  for (int64_t s = 0; s < ep; ++s) n += counts[s * El + l];
+                  for (int64_t r = offsets[l] + n; r < offsets[l + 1]; ++r)
+                    for (int64_t h = 0; h < H; ++h) {
+                      const float v = got[r * H + h];
+                      nonzero += !(v == 0.0f && !std::signbit(v));
+                    }
+                }
+                EXPECT_EQ(nonzero, 0) << what << ": padding elements not +0";
+              }
+            }
 }
 
 // ---- combine and its backward ----
@@ -358,6 +565,71 @@ TEST(DispatchCudaCombine, UnpermuteSumMatchesCpu) {
       DevBuf<float> dx_acc(std::vector<float>(r.T * H, NAN));
       cuda::unpermute_sum(d_dx_send.ptr, send_pos.ptr, r.T, r.K, H, dtype, dx_acc.ptr, stream.s);
       EXPECT_EQ(count_mismatches(dx_acc.host(), want, 1e-6, what.c_str()), 0);
+    }
+}
+
+// Rows dropped by a capacity (send_pos -1): permute does not send them, the combine leaves them
+// out with dp = 0, unpermute_sum skips them; everything else as on the CPU.
+TEST(DispatchCudaCombine, DroppedRowsMatchCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const int64_t T = 45, K = 6, E = 32, capacity = 5;
+  const std::vector<int32_t> idx = random_routing(T, K, first_experts(int32_t(E)), 1000);
+  const std::vector<float> p = random_values(T * K, DType::kFp32, 0.0f, 1.0f, 1001);
+  const Layout layout = cpu_layout_capacity(idx, p, T, K, E, capacity, false);
+  const int64_t kept = std::accumulate(layout.counts.begin(), layout.counts.end(), int64_t(0));
+  ASSERT_LT(kept, T * K) << "the case must drop rows";
+  DevBuf<int32_t> send_pos(layout.send_pos);
+  DevBuf<float> d_p(p);
+  uint64_t seed = 1010;
+  for (DType dtype : kDTypes)
+    for (int64_t H : {100, 256}) {
+      const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
+      SCOPED_TRACE(what);
+      // permute: the kept rows, then one spare row that must stay NaN.
+      const std::vector<float> x = random_values(T * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want_send((kept + 1) * H, NAN);
+      cpu::permute_rows(x.data(), layout.send_pos.data(), T, K, H, want_send.data());
+      StorageBuf d_x(dtype, x), send(dtype, std::vector<float>((kept + 1) * H, NAN));
+      cuda::permute_rows(d_x.ptr, send_pos.ptr, T, K, H, dtype, send.ptr, stream.s);
+      expect_identical(send.host(), want_send, what + " permute");
+
+      const std::vector<float> y = random_values(kept * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want_out(T * H);
+      cpu::unpermute_combine(y.data(), layout.send_pos.data(), p.data(), T, K, H, dtype,
+                             want_out.data());
+      StorageBuf d_y(dtype, y), out(dtype, std::vector<float>(T * H, NAN));
+      cuda::unpermute_combine(d_y.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, out.ptr, stream.s);
+      expect_storage_close(out.host(), want_out, dtype, 2 + T * H / 1000, 1e-6, what + " out");
+
+      const std::vector<float> dout = random_values(T * H, dtype, -1.0f, 1.0f, seed++);
+      std::vector<float> want_dy((kept + 1) * H, NAN), want_dp(T * K);
+      cpu::unpermute_combine_bwd(dout.data(), y.data(), layout.send_pos.data(), p.data(), T, K, H,
+                                 dtype, want_dy.data(), want_dp.data());
+      StorageBuf d_dout(dtype, dout), dy(dtype, std::vector<float>((kept + 1) * H, NAN));
+      DevBuf<float> dp(std::vector<float>(T * K, NAN));
+      cuda::unpermute_combine_bwd(d_dout.ptr, d_y.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype,
+                                  dy.ptr, dp.ptr, stream.s);
+      expect_identical(dy.host(), want_dy, what + " dy_send");
+      const std::vector<float> got_dp = dp.host();
+      double scale = 0.0;
+      for (float v : want_dp) scale = std::max(scale, std::fabs(double(v)));
+      int64_t bad = 0;
+      for (size_t i = 0; i < got_dp.size(); ++i) {
+        if (layout.send_pos[i] < 0) {
+          EXPECT_EQ(got_dp[i], 0.0f) << what << " dp of dropped row " << i;
+          continue;
+        }
+        if (std::fabs(double(got_dp[i]) - want_dp[i]) <= 1e-5 * scale) continue;
+        if (bad++ < 5) std::printf("  dp[%zu]: got %.9g want %.9g\n", i, got_dp[i], want_dp[i]);
+      }
+      EXPECT_EQ(bad, 0) << what << " dp: " << bad << " beyond 1e-5 of max |dp| = " << scale;
+
+      std::vector<float> want_dx(T * H);
+      cpu::unpermute_sum(y.data(), layout.send_pos.data(), T, K, H, want_dx.data());
+      DevBuf<float> dx_acc(std::vector<float>(T * H, NAN));
+      cuda::unpermute_sum(d_y.ptr, send_pos.ptr, T, K, H, dtype, dx_acc.ptr, stream.s);
+      EXPECT_EQ(count_mismatches(dx_acc.host(), want_dx, 1e-6, what.c_str()), 0) << what;
     }
 }
 
@@ -497,7 +769,8 @@ ChainResult run_chain(DType dtype, cudaStream_t stream) {
   DevBuf<float> d_p(p), dp(T * K);
   StorageBuf d_x(dtype, x), x_send(dtype, T * K * H), out(dtype, T * H), d_dout(dtype, dout);
   StorageBuf dy(dtype, T * K * H);
-  cuda::dispatch_layout(d_idx.ptr, nullptr, T, K, E, 0, false, counts.ptr, send_pos.ptr, stream);
+  cuda::dispatch_layout(d_idx.ptr, nullptr, T, K, E, 0, false, counts.ptr, send_pos.ptr, nullptr,
+                        stream);
   cuda::permute_rows(d_x.ptr, send_pos.ptr, T, K, H, dtype, x_send.ptr, stream);
   // The permuted tokens stand in for the expert outputs.
   cuda::unpermute_combine(x_send.ptr, send_pos.ptr, d_p.ptr, T, K, H, dtype, out.ptr, stream);
