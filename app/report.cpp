@@ -46,16 +46,20 @@ json provenance(const RunResult& r) {
   if (auto nl = mpi_version.find('\n'); nl != std::string::npos) mpi_version.resize(nl);
   // Asked of git at run time: a build configured at one commit may run after later edits.
   const std::string src = MOE_SOURCE_DIR;
-  // A copy of the tree without git history (a lent GPU machine) gets both from the environment,
-  // set by scripts/gpu_check.sh from the commit it was sent at.
-  std::string commit = shell_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
-  std::string dirty =
-      shell_output("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
-  if (commit.size() != 40) {
-    const char* env_commit = std::getenv("MOE_GIT_COMMIT");
-    const char* env_dirty = std::getenv("MOE_GIT_DIRTY");
-    commit = env_commit ? env_commit : MOE_GIT_COMMIT;
+  // A copy of the tree sent to a lent GPU machine gets both from the environment, set by
+  // scripts/gpu_check.sh and sweep.sh from the commit it was sent at (BUILD_COMMIT): the copy's
+  // own git metadata, where it has any, can name an older commit.
+  const char* env_commit = std::getenv("MOE_GIT_COMMIT");
+  const char* env_dirty = std::getenv("MOE_GIT_DIRTY");
+  std::string commit, dirty;
+  if (env_commit && std::strlen(env_commit) == 40) {
+    commit = env_commit;
     dirty = env_dirty && std::string(env_dirty) != "0" ? "dirty" : "";
+  } else {
+    commit = shell_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+    dirty =
+        shell_output("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
+    if (commit.size() != 40) commit = MOE_GIT_COMMIT;
   }
   nlohmann::json j = {{"time_utc", when},
                       {"moebench_version", MOE_VERSION},

@@ -50,13 +50,12 @@ TensorCheck compare_tensor(const std::string& name, const float* got, const doub
   return c;
 }
 
-TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol,
-                           double scale) {
+TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol) {
   TensorCheck c;
   c.name = name;
   c.count = 1;
   c.tol = tol;
-  c.ref_norm = std::max(std::fabs(ref), scale);
+  c.ref_norm = std::fabs(ref);
   if (!std::isfinite(got) || !std::isfinite(ref)) {
     c.nonfinite = 1;
     c.rel_l2 = NAN;
@@ -67,6 +66,15 @@ TensorCheck compare_scalar(const std::string& name, double got, double ref, doub
   c.max_abs = std::fabs(got - ref);
   c.rel_l2 = c.ref_norm != 0 ? c.max_abs / c.ref_norm : c.max_abs;
   c.pass = c.rel_l2 <= tol;
+  return c;
+}
+
+TensorCheck compare_loss(double got, double ref, double bound, double scale) {
+  TensorCheck c = compare_scalar("loss", got, ref, 0.0);
+  if (c.nonfinite) return c;
+  const double allowed = bound + 1e-12 * scale;
+  c.tol = c.ref_norm != 0 ? allowed / c.ref_norm : allowed;
+  c.pass = std::isfinite(allowed) && c.max_abs <= allowed;
   return c;
 }
 

@@ -45,10 +45,15 @@ double tolerance_for(const std::string& tensor_name, DType dtype);
 // on every rank. Collective over `comm`.
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
                            double tol, MPI_Comm comm);
-// For a global scalar that every rank holds: rel error |got-ref| / max(|ref|, scale) (abs error
-// when both are 0). A sum with cancellation (the loss <out, dout>) passes its scale: the size of
-// its terms, against which the rounding of the terms is measured.
-TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol,
-                           double scale = 0.0);
+// For a global scalar that every rank holds: rel error |got-ref| / |ref| (abs error when ref is
+// 0).
+TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol);
+
+// The loss, L = <out, dout> + aux + z, is assembled on the host from tensors that have their own
+// checks. Its error must be what theirs explain: |dL| <= bound = ||d out|| * ||dout|| + |d aux| +
+// |d z| (Cauchy-Schwarz), with float64 rounding on top (1e-12 of `scale`, the size of its terms).
+// Unlike a tolerance on |L|, this holds however much <out, dout> cancels, and fails when the loss
+// is put together wrongly. Reported: rel_l2 = |dL| / |L|, tol = bound / |L|.
+TensorCheck compare_loss(double got, double ref, double bound, double scale);
 
 }  // namespace moe

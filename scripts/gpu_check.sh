@@ -37,9 +37,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 mkdir -p "$OUTDIR"
-# Provenance where the tree arrived without git history: BUILD_COMMIT holds "<sha> <dirty 0|1>",
-# written beside the tree by whoever sent it (see README, "GPU machine").
-if ! git rev-parse HEAD >/dev/null 2>&1 && [ -f BUILD_COMMIT ]; then
+# Provenance: BUILD_COMMIT holds "<sha> <dirty 0|1>", written beside the tree by whoever sent it
+# (see README, "GPU machine"); it wins over any git metadata the copy has, which can be older.
+if [ -f BUILD_COMMIT ]; then
   read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT
   export MOE_GIT_COMMIT MOE_GIT_DIRTY
 fi

@@ -142,13 +142,14 @@ for p in "${POINTS[@]}"; do
   SEEN+="$point "
 done
 
-# Commit: as moebench records it (git at the source tree, else BUILD_COMMIT "<sha> <dirty 0|1>").
-if SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
-  DIRTY=0
-  [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || DIRTY=1
-elif [ -f "$ROOT/BUILD_COMMIT" ]; then
+# Commit: as moebench records it. A tree sent to a GPU machine names its commit in BUILD_COMMIT
+# ("<sha> <dirty 0|1>"), which wins over whatever git metadata the copy has; else git.
+if [ -f "$ROOT/BUILD_COMMIT" ]; then
   read -r SHA DIRTY < "$ROOT/BUILD_COMMIT"
   export MOE_GIT_COMMIT=$SHA MOE_GIT_DIRTY=$DIRTY
+elif SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
+  DIRTY=0
+  [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || DIRTY=1
 else
   SHA=unknown DIRTY=0
 fi

@@ -155,7 +155,10 @@ def model(X, DOUT, Wg, Win, Wout, idx, c, grad=True):
 # ----------------------------------------------------------------------------------------------------
 # Loading a dump
 
-def load_dump(d):
+def load_dump(d, allow_controls=False):
+    """Loads a dump. A dump of a routing control (a forced routing.mode, a capacity) is refused
+    with Unsupported unless allow_controls: compare_dumps can compare two such dumps, this verifier
+    cannot recompute them."""
     if not os.path.isdir(d):
         raise Malformed(f"{d}: not a directory")
     dirs = {int(n[4:]): os.path.join(d, n) for n in os.listdir(d)
@@ -189,7 +192,9 @@ def load_dump(d):
             raise Malformed(f"rank{rk}/meta.json disagrees with rank{min(metas)} on {diff}")
     # The routing controls (README "Routing controls") are moebench's, not MATH.md's: this verifier
     # implements MATH.md only. Dumps from before these keys existed are learned and dropless.
-    if m0.get("routing", {}).get("mode", "learned") != "learned" or m0.get("capacity_factor") is not None:
+    controls = m0.get("routing", {}).get("mode", "learned") != "learned" or \
+        m0.get("capacity_factor") is not None
+    if controls and not allow_controls:
         raise Unsupported(f"{d}: routing.mode={m0.get('routing', {}).get('mode')}, capacity_factor="
                           f"{m0.get('capacity_factor')}: this verifier covers MATH.md's learned, dropless "
                           "layer only (the in-process reference checks the routing controls); dump a run "

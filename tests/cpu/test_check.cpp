@@ -84,16 +84,23 @@ TEST(CheckScalar, RelativeAndAbsolute) {
   EXPECT_TRUE(c.pass);
 }
 
-// A cancelling sum is measured against its scale, not its (small) value; a scale smaller than
-// |ref| changes nothing, and an error beyond the scale still fails.
-TEST(CheckScalar, ScaleOfACancellingSum) {
-  TensorCheck c = compare_scalar("loss", 0.5, 0.1, 1e-2, 100.0);
-  EXPECT_NEAR(c.rel_l2, 0.004, 1e-15);
+// The loss passes exactly when its error is within what out, aux and z explain, however small
+// |L| is; it fails beyond that bound even when the error is tiny relative to |L|.
+TEST(CheckLoss, BoundFromTheComponents) {
+  TensorCheck c = compare_loss(0.5, 0.1, 0.4, 100.0);  // cancelling: |dL| = 4 |L|, explained
+  EXPECT_DOUBLE_EQ(c.max_abs, 0.4);
   EXPECT_TRUE(c.pass);
-  c = compare_scalar("loss", 2.1, 0.1, 1e-2, 100.0);
+  EXPECT_NEAR(c.tol, 4.0 + 1e-9, 1e-12);
+  c = compare_loss(0.6, 0.1, 0.4, 100.0);  // 0.1 more than explained
   EXPECT_FALSE(c.pass);
-  c = compare_scalar("loss", 102.0, 100.0, 1e-2, 1.0);
-  EXPECT_NEAR(c.rel_l2, 0.02, 1e-15);
+  c = compare_loss(100.001, 100.0, 0.0, 100.0);  // 1e-5 relative, but nothing explains it
+  EXPECT_FALSE(c.pass);
+  c = compare_loss(100.0 + 1e-11, 100.0, 0.0, 100.0);  // float64 rounding of the sums
+  EXPECT_TRUE(c.pass);
+  c = compare_loss(1.0, 1.0, NAN, 1.0);
+  EXPECT_FALSE(c.pass);
+  c = compare_loss(INFINITY, 1.0, 1.0, 1.0);
+  EXPECT_EQ(c.nonfinite, 1);
   EXPECT_FALSE(c.pass);
 }
 

@@ -27,4 +27,7 @@ expect_error 2 "no-such-file.json" run --config "$WORK/no-such-file.json"
 expect_error 2 "--dump-limit-mib" run --config "$TINY" --dump "$WORK/dump" --dump-limit-mib 1 \
   --set tokens_per_rank=4096
 expect_error 2 "--backend cuda" run --config "$TINY" --backend cuda
+expect_error 2 'reference = "gpu" needs --backend cuda' run --config "$TINY" --backend cpu \
+  --set reference=gpu
+expect_error 2 "reference" run --config "$TINY" --set reference=fpga
 echo "bad_input: PASS"

@@ -46,6 +46,9 @@ moe_mpi_case(np4_sparse_tokens 4 --set mesh.ep=4 --set tokens_per_rank=3 --set m
 moe_mpi_case(np8_ep8_sigmoid_groups 8 --set mesh.ep=8 --set mesh.fsdp=1 ${MOE_SIGMOID_GROUPS})
 moe_mpi_case(np8_ep4_fsdp2_sigmoid_groups 8 --set mesh.ep=4 --set mesh.fsdp=2
              ${MOE_SIGMOID_GROUPS})
+# And the Mixtral-8x7B run of that issue (E 8, K 2, softmax after top-k) at EP=8: one expert a rank.
+moe_mpi_case(np8_ep8_mixtral_style 8 --set mesh.ep=8 --set mesh.fsdp=1
+             --set router.softmax_after_topk=true)
 
 # Routing controls (CPU backend): forced modes, capacity drops by both policies, align padding;
 # the reference applies the same drops, so the check must pass.

@@ -26,6 +26,22 @@ mpi 4 run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --set seed=9 --d
 if "$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d1" "$WORK/d3" >/dev/null; then
   fail "dumps of different seeds agree"
 fi
+# compare_dumps compares two dumps of a routing control too (the verifier cannot): they agree,
+# and a wrong loss (out, aux and z untouched) is caught by the loss bound.
+for d in d6 d6b; do
+  mpi 4 run --config "$TINY" -q --set mesh.ep=4 --set routing.mode=hot --set capacity_factor=1.0 \
+    --set router.aux_coeff=0.01 --dump "$WORK/$d" >/dev/null
+done
+"$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d6" "$WORK/d6b" >/dev/null || fail "controlled dumps disagree"
+"$PY" - "$WORK/d6b" <<'PYEOF'
+import json, os, sys
+for r in sorted(os.listdir(sys.argv[1])):
+    p = os.path.join(sys.argv[1], r, "meta.json")
+    m = json.load(open(p)); m["loss"] += 1e-3 * (abs(m["loss"]) + 1); json.dump(m, open(p, "w"))
+PYEOF
+if "$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d6" "$WORK/d6b" >/dev/null; then
+  fail "a loss off by 1e-3 relative passed compare_dumps"
+fi
 # Corrupt one gradient value: the verifier must fail.
 "$PY" - "$WORK/d2/rank1/dw_out.npy" <<'PYEOF'
 import sys, numpy as np
