@@ -22,9 +22,15 @@ InitRule rule(const Workload& w, uint64_t stream, float std_dev) {
   return r;
 }
 
+uint64_t token_stream(uint64_t base, int rank, int64_t step) {
+  return base | (uint64_t(step) << 8) | (uint64_t(rank) << 40);
+}
+
+}  // namespace
+
 // Every element is independent, so large ranges (a DeepSeek-V3 rank holds billions) are split
 // over threads.
-void fill(const InitRule& r, int64_t begin, int64_t end, float* out) {
+void init_range(const InitRule& r, int64_t begin, int64_t end, float* out) {
   auto part = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i - begin] = r.value(uint64_t(i));
   };
@@ -38,12 +44,6 @@ void fill(const InitRule& r, int64_t begin, int64_t end, float* out) {
   for (std::thread& th : pool) th.join();
 }
 
-uint64_t token_stream(uint64_t base, int rank, int64_t step) {
-  return base | (uint64_t(step) << 8) | (uint64_t(rank) << 40);
-}
-
-}  // namespace
-
 InitRule w_gate_rule(const Workload& w) {
   return rule(w, kWGate, 1.0f / std::sqrt(float(w.model.hidden)));
 }
@@ -53,9 +53,15 @@ InitRule w_in_rule(const Workload& w) {
 InitRule w_out_rule(const Workload& w) {
   return rule(w, kWOut, 1.0f / std::sqrt(float(w.model.ffn)));
 }
+InitRule x_rule(const Workload& w, int rank, int64_t step) {
+  return rule(w, token_stream(kX, rank, step), 1.0f);
+}
+InitRule dout_rule(const Workload& w, int rank, int64_t step) {
+  return rule(w, token_stream(kDout, rank, step), 1.0f);
+}
 
 void init_w_gate(const Workload& w, float* out) {
-  fill(w_gate_rule(w), 0, w.model.hidden * w.model.experts, out);
+  init_range(w_gate_rule(w), 0, w.model.hidden * w.model.experts, out);
 }
 
 void init_expert_bias(const Workload& w, float* out) {
@@ -63,19 +69,19 @@ void init_expert_bias(const Workload& w, float* out) {
 }
 
 void init_w_in_range(const Workload& w, int64_t begin, int64_t end, float* out) {
-  fill(w_in_rule(w), begin, end, out);
+  init_range(w_in_rule(w), begin, end, out);
 }
 
 void init_w_out_range(const Workload& w, int64_t begin, int64_t end, float* out) {
-  fill(w_out_rule(w), begin, end, out);
+  init_range(w_out_rule(w), begin, end, out);
 }
 
 void init_x(const Workload& w, int rank, int64_t step, float* out) {
-  fill(rule(w, token_stream(kX, rank, step), 1.0f), 0, w.tokens_per_rank * w.model.hidden, out);
+  init_range(x_rule(w, rank, step), 0, w.tokens_per_rank * w.model.hidden, out);
 }
 
 void init_dout(const Workload& w, int rank, int64_t step, float* out) {
-  fill(rule(w, token_stream(kDout, rank, step), 1.0f), 0, w.tokens_per_rank * w.model.hidden, out);
+  init_range(dout_rule(w, rank, step), 0, w.tokens_per_rank * w.model.hidden, out);
 }
 
 }  // namespace moe

@@ -38,6 +38,11 @@ struct InitRule {
 InitRule w_gate_rule(const Workload& w);
 InitRule w_in_rule(const Workload& w);
 InitRule w_out_rule(const Workload& w);
+InitRule x_rule(const Workload& w, int rank, int64_t step);
+InitRule dout_rule(const Workload& w, int rank, int64_t step);
+
+// out[i - begin] = rule.value(i) for i in [begin, end), on the host's threads.
+void init_range(const InitRule& rule, int64_t begin, int64_t end, float* out);
 
 // [H, E]: router weight, std 1/sqrt(H).
 void init_w_gate(const Workload& w, float* out);

@@ -75,37 +75,25 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
     dw_out_shard_ = dw_out_full_;
   }
 
-  {
-    std::vector<float> host(H * E);
-    init_w_gate(w, host.data());
-    ops.upload_storage(w_gate_, host.data(), H * E);
-    if (w.router.expert_bias) {
-      expert_bias_ = static_cast<float*>(fixed(4 * E));
-      std::vector<float> bias(E);
-      init_expert_bias(w, bias.data());
-      ops.copy_to_device(expert_bias_, bias.data(), 4 * E);
-    }
-    // Generated and uploaded in chunks: a shard can be far larger than host memory should hold.
-    auto load_shard = [&](int64_t local_elems, int64_t shard, bool is_in, void* dst) {
-      const int64_t base = mesh.experts_begin * (local_elems / El);
-      const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
-      const int64_t end = std::min(local_elems, begin + shard);
-      const int64_t chunk = int64_t(1) << 26;
-      std::vector<float> v(std::min(shard, chunk));
-      for (int64_t c = 0; c < shard; c += chunk) {
-        const int64_t n = std::min(chunk, shard - c);
-        const int64_t b = std::min(begin + c, end), e = std::min(begin + c + n, end);
-        std::fill(v.begin(), v.end(), 0.0f);  // padding past the last expert stays zero
-        if (is_in)
-          init_w_in_range(w, base + b, base + e, v.data());
-        else
-          init_w_out_range(w, base + b, base + e, v.data());
-        ops.upload_storage(static_cast<char*>(dst) + sb * c, v.data(), n);
-      }
-    };
-    load_shard(in_elems, shard_in_, true, w_in_shard_);
-    load_shard(out_elems, shard_out_, false, w_out_shard_);
+  // The weights are generated where they live (on the GPU, from the seed), each global element
+  // from its global index, so that they do not depend on the mesh.
+  ops.fill_seeded(w_gate_, w_gate_rule(w), 0, H * E);
+  if (w.router.expert_bias) {
+    expert_bias_ = static_cast<float*>(fixed(4 * E));
+    std::vector<float> bias(E);
+    init_expert_bias(w, bias.data());
+    ops.copy_to_device(expert_bias_, bias.data(), 4 * E);
   }
+  // This rank's FSDP shard of its experts' flattened weights; padding past the last expert stays
+  // zero (the buffer is allocated zero-filled).
+  auto load_shard = [&](int64_t local_elems, int64_t shard, const InitRule& rule, void* dst) {
+    const int64_t base = mesh.experts_begin * (local_elems / El);
+    const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
+    const int64_t end = std::min(local_elems, begin + shard);
+    ops.fill_seeded(dst, rule, base + begin, end - begin);
+  };
+  load_shard(in_elems, shard_in_, w_in_rule(w), w_in_shard_);
+  load_shard(out_elems, shard_out_, w_out_rule(w), w_out_shard_);
 
   x_ = fixed(sb * T * H);
   dout_ = fixed(sb * T * H);
@@ -171,11 +159,8 @@ void MoeLayer::exchange_counts_grow_buffers_for(int64_t rows) {
 
 void MoeLayer::load_step_inputs(int64_t step) {
   const int64_t n = d_.T * d_.H;
-  std::vector<float> host(n);
-  init_x(w_, mesh_.rank, step, host.data());
-  ops_.upload_storage(x_, host.data(), n);
-  init_dout(w_, mesh_.rank, step, host.data());
-  ops_.upload_storage(dout_, host.data(), n);
+  ops_.fill_seeded(x_, x_rule(w_, mesh_.rank, step), 0, n);
+  ops_.fill_seeded(dout_, dout_rule(w_, mesh_.rank, step), 0, n);
   if (forced_idx_) {
     std::vector<int32_t> idx(d_.T * d_.K);
     forced_routing(w_, step, int64_t(mesh_.rank) * d_.T, d_.T, idx.data());

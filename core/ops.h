@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/init.h"
 #include "core/stats.h"
 #include "core/workload.h"
 
@@ -64,6 +65,9 @@ class Ops {
   virtual void upload_storage(void* dst, const float* src,
                               int64_t n) = 0;  // host floats -> storage
   virtual void download_storage(float* dst, const void* src, int64_t n) = 0;
+  // dst [n] storage elements = rule.value(begin + i): seeded data made where it lives, so that
+  // set-up neither generates billions of weights on the host nor uploads them.
+  virtual void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // raw bytes, blocking
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void sync() = 0;

@@ -149,6 +149,10 @@ void CudaOps::sync() {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void CudaOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
+  cuda::fill_seeded(rule, begin, n, dtype_, dst, stream_);
+}
+
 void CudaOps::upload_storage(void* dst, const float* src, int64_t n) {
   if (dtype_ == DType::kBf16) {
     // Converted on several threads: set-up uploads billions of weights for large expert counts.

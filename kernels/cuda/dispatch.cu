@@ -339,6 +339,13 @@ __global__ void f32_to_storage_kernel(const float* src, int64_t n, T* dst) {
     store_f(dst + i, src[i]);
 }
 
+template <class T>
+__global__ void fill_seeded_kernel(InitRule rule, int64_t begin, int64_t n, T* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    store_f(dst + i, rule.value(uint64_t(begin + i)));
+}
+
 int row_grid(int64_t rows) { return int(std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 16))); }
 
 }  // namespace
@@ -449,6 +456,17 @@ void f32_to_storage(const float* src, int64_t n, DType dtype, void* dst, cudaStr
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     f32_to_storage_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, n, static_cast<S*>(dst));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_seeded(const InitRule& rule, int64_t begin, int64_t n, DType dtype, void* dst,
+                 cudaStream_t stream) {
+  if (n == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    fill_seeded_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rule, begin, n,
+                                                               static_cast<S*>(dst));
   });
   CUDA_CHECK(cudaGetLastError());
 }

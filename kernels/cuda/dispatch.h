@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/init.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -41,6 +42,9 @@ void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int6
 // the final dx).
 void storage_to_f32(const void* src, int64_t n, DType dtype, float* dst, cudaStream_t stream);
 void f32_to_storage(const float* src, int64_t n, DType dtype, void* dst, cudaStream_t stream);
+// dst [n] = rule.value(begin + i) in the storage type (the value is already rounded to it).
+void fill_seeded(const InitRule& rule, int64_t begin, int64_t n, DType dtype, void* dst,
+                 cudaStream_t stream);
 void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaStream_t stream);
 void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype, void* dh,
                 cudaStream_t stream);

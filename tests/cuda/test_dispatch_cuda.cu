@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/init.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
 #include "kernels/cpu/layout.h"
@@ -792,6 +793,31 @@ TEST(DispatchCudaDeterminism, LayoutPermuteCombineTwiceBitwise) {
     expect_identical(second.x_send, first.x_send, what + " x_send");
     expect_identical(second.out, first.out, what + " out");
     expect_identical(second.dp, first.dp, what + " dp");
+  }
+}
+
+// The backend's weights and tokens are generated on the device: the same values, bit for bit, as
+// the host's init (which the reference and the CPU backend use), for every tensor's rule.
+TEST(SeededFillCuda, MatchesHostInitBitwise) {
+  MOE_REQUIRE_GPU();
+  for (DType dt : {DType::kBf16, DType::kFp32}) {
+    Workload w;
+    w.model.hidden = 96;
+    w.model.ffn = 40;
+    w.model.experts = 6;
+    w.model.topk = 2;
+    w.tokens_per_rank = 8;
+    w.dtype = dt;
+    w.seed = 99;
+    for (const InitRule& rule :
+         {w_gate_rule(w), w_in_rule(w), w_out_rule(w), x_rule(w, 3, 7), dout_rule(w, 0, 2)}) {
+      const int64_t begin = 12345, n = 70001;
+      std::vector<float> want(n);
+      init_range(rule, begin, begin + n, want.data());
+      StorageBuf got(dt, n);
+      cuda::fill_seeded(rule, begin, n, dt, got.ptr, nullptr);
+      EXPECT_EQ(got.host(), want) << dtype_name(dt) << " stream " << rule.stream;
+    }
   }
 }
 
