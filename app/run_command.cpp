@@ -14,6 +14,7 @@
 #include "app/backend.h"
 #include "app/calibrate.h"
 #include "app/dump.h"
+#include "app/gemm_choice.h"
 #include "app/report.h"
 #include "app/roofline.h"
 #include "app/run_result.h"
@@ -319,8 +320,11 @@ int run_command(const RunOptions& opt) {
   auto last_progress = std::chrono::steady_clock::now();
   const int64_t total = w.warmup + w.steps;
 
+  GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
   for (int64_t s = 0; s < total; ++s) {
     inject_fault(rank, s);
+    if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
+      ops.set_expert_gemm_method(m);
     layer.load_step_inputs(s);
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
@@ -328,6 +332,11 @@ int run_command(const RunOptions& opt) {
     MPI_CHECK(MPI_Barrier(world));
     layer.run_step(ms);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world));
+    gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
+    if (gemm_choice.active() && s + 1 == w.warmup) {
+      r.backend_info["gemm_method"] = gemm_choice.summary();
+      if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
+    }
     const bool timed = s >= w.warmup;
     if (timed) {
       for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);

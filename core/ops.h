@@ -79,6 +79,10 @@ class Ops {
   // Start-up calibration, never called in the timed step: the median ms of one dense
   // C [M,N] = A [M,K] @ B [K,N], storage-dtype inputs and output, fp32 accumulation, over `iters`
   // calls after a warm-up call, on the backend's clock. Allocates its operands and frees them.
+  // The expert GEMM methods the backend can switch between (empty: one fixed way). The run
+  // chooses among them per workload in its warm-up steps (app/gemm_choice.h).
+  virtual std::vector<std::string> expert_gemm_methods() const { return {}; }
+  virtual void set_expert_gemm_method(const std::string& name) { (void)name; }
   virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the

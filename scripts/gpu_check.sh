@@ -101,6 +101,17 @@ if [ $SKIP_TESTS -eq 0 ]; then
   # A medium shape the float64 reference still checks in seconds.
   run_case gpu_np4_medium 4 --config configs/quickstart.json --set mesh.ep=4 \
     --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIG $LOSS --set check=every --steps 3
+  # A rank that throws, or dies outright, mid-run under NCCL: the job must end non-zero within
+  # about --timeout-s (no rank waits forever in a collective).
+  if [ "$NGPU" -ge 2 ]; then
+    for how in throw exit; do
+      t0=$SECONDS
+      MOE_FAULT=1:4:$how timeout 300 mpirun --oversubscribe -np 2 "$BIN" run --backend cuda -q \
+        --config $TINY --set mesh.ep=2 --steps 10 --timeout-s 20 > "$OUTDIR/fault_$how.log" 2>&1
+      note "$(printf '%-40s rc=%-3s after %ds (want rc != 0 and about 20 s or less)' \
+        "fault_np2_rank1_$how" "$?" $((SECONDS - t0)))"
+    done
+  fi
   run_case gpu_np1_dump 1 --config $TINY --dump "$OUTDIR/dump_np1"
   if [ "$NGPU" -ge 2 ]; then
     run_case gpu_np2_dump 2 --config $TINY --set mesh.ep=2 $SIG $LOSS --dump "$OUTDIR/dump_np2"

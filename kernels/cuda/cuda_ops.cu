@@ -92,15 +92,31 @@ CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<cuda::GemmRunner>();
-  // MOE_GEMM_METHOD=grouped_batched switches the expert GEMMs to one cublasGemmGroupedBatchedEx
-  // call where cuBLAS supports the dtypes, to measure it against the per-expert cuBLASLt loop.
+  // MOE_GEMM_METHOD fixes the expert GEMM method (lt_multistream: a cuBLASLt call per expert
+  // over side streams; grouped_batched: one cublasGemmGroupedBatchedEx call where cuBLAS supports
+  // the dtypes); unset or auto, the run chooses per workload in warm-up.
   if (const char* m = std::getenv("MOE_GEMM_METHOD")) {
     const std::string method = m;
-    MOE_USER_CHECK(method == "lt_multistream" || method == "grouped_batched",
-                   "MOE_GEMM_METHOD=" << method << ": use lt_multistream or grouped_batched");
-    gemm_->set_method(method == "grouped_batched" ? cuda::GemmMethod::kGroupedBatched
-                                                  : cuda::GemmMethod::kLtMultiStream);
+    MOE_USER_CHECK(method == "lt_multistream" || method == "grouped_batched" || method == "auto",
+                   "MOE_GEMM_METHOD=" << method << ": use auto, lt_multistream or grouped_batched");
+    fixed_gemm_method_ = method != "auto";
+    if (fixed_gemm_method_) set_expert_gemm_method(method);
   }
+}
+
+std::vector<std::string> CudaOps::expert_gemm_methods() const {
+  if (fixed_gemm_method_) return {};
+  return {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream),
+          cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched)};
+}
+
+void CudaOps::set_expert_gemm_method(const std::string& name) {
+  for (cuda::GemmMethod m : {cuda::GemmMethod::kLtMultiStream, cuda::GemmMethod::kGroupedBatched})
+    if (name == cuda::gemm_method_name(m)) {
+      gemm_->set_method(m);
+      return;
+    }
+  MOE_CHECK(false, "unknown expert GEMM method " << name);
 }
 
 CudaOps::~CudaOps() {

@@ -35,6 +35,8 @@ class CudaOps : public Ops {
   size_t storage_bytes() const override { return dtype_ == DType::kBf16 ? 2 : 4; }
   void upload_storage(void* dst, const float* src, int64_t n) override;
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
+  std::vector<std::string> expert_gemm_methods() const override;
+  void set_expert_gemm_method(const std::string& name) override;
   void download_storage(float* dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
@@ -76,6 +78,7 @@ class CudaOps : public Ops {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::GemmRunner> gemm_;
   std::function<void(const char*)> waiter_;
+  bool fixed_gemm_method_ = false;  // MOE_GEMM_METHOD named one: no choice in warm-up
   int64_t in_use_ = 0, high_water_ = 0;
   struct Scratch {
     void* ptr = nullptr;

@@ -1,0 +1,36 @@
+#pragma once
+// Which expert GEMM method a workload runs with, where the backend has several (the CUDA
+// backend's per-expert cuBLASLt loop and its one grouped call: neither wins on every shape).
+// The warm-up steps try each in turn; the timed steps use the one whose experts phases were
+// fastest. Times are the steps' max over ranks, so every rank picks the same method.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+class GemmMethodChoice {
+ public:
+  // methods: the backend's (empty or one: nothing to choose). The last 2 * n warm-up steps try
+  // the n methods twice in turn, keeping each one's better try; with fewer warm-up steps, the
+  // last n try each once; with fewer than n, there is no choice.
+  GemmMethodChoice(std::vector<std::string> methods, int64_t warmup);
+
+  bool active() const { return first_try_ >= 0; }
+  // The method to set before step s, or "" to leave the current one.
+  std::string method_for_step(int64_t s) const;
+  // experts_ms: step s's experts_fwd + experts_bwd (ms, max over ranks).
+  void record(int64_t s, double experts_ms);
+  // The fastest method once the tries are done ("" when not active).
+  std::string winner() const;
+  // For the report: "grouped_batched (chosen in warm-up: lt_multistream 12.31 ms,
+  // grouped_batched 8.10 ms experts fwd+bwd)".
+  std::string summary() const;
+
+ private:
+  std::vector<std::string> methods_;
+  std::vector<double> best_ms_;
+  int64_t first_try_ = -1, warmup_ = 0;
+};
+
+}  // namespace moe
