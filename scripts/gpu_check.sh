@@ -3,12 +3,17 @@
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
 #   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
-#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--skip-tests] [--filter F]
+#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--sweeps] [--deadline S]
+#                        [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
 # backend with the check on, and the two references (cpu, gpu) on one run. --models: every
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's).
+# --sweeps: the README's sweep example (Mixtral-8x7B at 1, 2, 4 GPUs, each expert GEMM method),
+# its report with plots, and a compare of the two methods at 4 GPUs. --deadline S (default 540):
+# cases that would start after S seconds are skipped, so that the results still come back within
+# the device's per-call limit.
 # --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
 # against one cublasGemmGroupedBatchedEx call, on many-expert shapes.
 set -uo pipefail
@@ -20,7 +25,7 @@ FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
 BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
-MODEL_TOKENS=""
+MODEL_TOKENS="" SWEEPS=0 DEADLINE=540
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
@@ -30,6 +35,8 @@ while [ $# -gt 0 ]; do
     --models) MODELS=1 ;;
     --meshes) MESHES=$2; shift ;;
     --model-tokens) MODEL_TOKENS=$2; shift ;;
+    --sweeps) SWEEPS=1 ;;
+    --deadline) DEADLINE=$2; shift ;;
     --skip-tests) SKIP_TESTS=1 ;;
     --filter) FILTER=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -67,6 +74,7 @@ BIN=build-gpu/moebench
 run_case() {  # run_case NAME NP ARGS... -> result JSON in OUTDIR/NAME.json, log in NAME.log
   local name=$1 np=$2; shift 2
   if [ "$np" -gt "$NGPU" ]; then note "$name: skipped (needs $np GPUs)"; return; fi
+  if [ $SECONDS -gt "$DEADLINE" ]; then note "$name: skipped (past --deadline $DEADLINE s)"; return; fi
   local t0=$SECONDS
   timeout 900 mpirun --oversubscribe -np "$np" "$BIN" run --backend cuda -q \
     --out "$OUTDIR/$name.json" "$@" > "$OUTDIR/$name.log" 2>&1
@@ -170,6 +178,24 @@ if [ $MODELS -eq 1 ]; then
       grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}.log" | tee -a "$SUMMARY"
     done
   done
+fi
+
+if [ $SWEEPS -eq 1 ] && [ $SECONDS -le "$DEADLINE" ]; then
+  # The README's example: a sweep per variant, one report over both, a compare at 4 GPUs.
+  SW=$OUTDIR/sweeps
+  for m in lt_multistream grouped_batched; do
+    MOE_GEMM_METHOD=$m scripts/sweep.sh --name mixtral_8x7b_$m --config configs/bench/mixtral_8x7b.json \
+      --axis np=1,2,4 --set mesh.fsdp=1 --bin "$BIN" --out "$SW" --backend cuda --timeout 300 \
+      > "$OUTDIR/sweep_$m.log" 2>&1
+    note "sweep mixtral_8x7b_$m: rc=$? ($(tail -1 "$OUTDIR/sweep_$m.log"))"
+  done
+  python3 scripts/report.py "$SW"/mixtral_8x7b_lt_multistream/* "$SW"/mixtral_8x7b_grouped_batched/* \
+    --x np --out "$SW/report" > "$OUTDIR/report.log" 2>&1
+  note "report: rc=$? ($SW/report)"
+  "$BIN" compare "$SW"/mixtral_8x7b_lt_multistream/*/np=4.json \
+    "$SW"/mixtral_8x7b_grouped_batched/*/np=4.json > "$SW/compare_np4.txt" 2>&1
+  note "compare np=4 lt_multistream vs grouped_batched: rc=$?"
+  mkdir -p "$FINAL" && tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps
 fi
 
 if [ $AGREE -eq 1 ]; then
