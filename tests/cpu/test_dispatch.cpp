@@ -18,6 +18,7 @@
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/layout.h"
 #include "kernels/cpu/permute.h"
+#include "tests/common/expect_close.h"
 
 namespace moe {
 namespace {
@@ -77,21 +78,7 @@ void expect_equal(const char* what, const std::vector<T>& got, const std::vector
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ" << os.str();
 }
 
-// |got - ref| <= rel * |ref| + slack[i] elementwise; slack covers fp32 cancellation.
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref,
-                  double rel, const std::vector<double>& slack) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  std::ostringstream os;
-  int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - ref[i]);
-    if (err <= rel * std::fabs(ref[i]) + slack[i]) continue;  // false for NaN
-    if (bad++ < kShow)
-      os << "\n  [" << i << "] got " << got[i] << " want " << ref[i] << " (err " << err << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " out of tolerance"
-                    << os.str();
-}
+using test::expect_close;
 
 void expect_bf16_representable(const char* what, const std::vector<float>& v) {
   int64_t bad = 0;

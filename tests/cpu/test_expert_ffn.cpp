@@ -15,6 +15,7 @@
 #include "core/bf16.h"
 #include "core/workload.h"
 #include "kernels/cpu/expert_ffn.h"
+#include "tests/common/expect_close.h"
 
 namespace moe {
 namespace {
@@ -35,21 +36,7 @@ double dsilu(double g) {
   return s * (1.0 + g * (1.0 - s));
 }
 
-// |got - ref| <= rel * |ref| + slack[i] elementwise.
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref,
-                  double rel, const std::vector<double>& slack) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  std::ostringstream os;
-  int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - ref[i]);
-    if (err <= rel * std::fabs(ref[i]) + slack[i]) continue;  // false for NaN
-    if (bad++ < kShow)
-      os << "\n  [" << i << "] got " << got[i] << " want " << ref[i] << " (err " << err << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " out of tolerance"
-                    << os.str();
-}
+using test::expect_close;
 
 // rel_l2 = ||got - ref|| / ||ref|| < tol over [begin, end), and every value finite. On failure
 // prints the first elements whose error exceeds tol times the reference's rms.

@@ -14,9 +14,12 @@
 
 #include "core/workload.h"
 #include "kernels/cpu/router.h"
+#include "tests/common/router_config.h"
 
 namespace moe {
 namespace {
+
+using test::make_cfg;
 
 struct Variant {
   std::string name;
@@ -24,18 +27,6 @@ struct Variant {
   int64_t E, K;
   bool bias;
 };
-
-RouterConfig make_cfg(const std::string& score, bool after_topk, bool normalize, double scaling,
-                      int64_t groups, int64_t group_topk) {
-  RouterConfig c;
-  c.score = score;
-  c.softmax_after_topk = after_topk;
-  c.normalize_topk = normalize;
-  c.scaling = scaling;
-  c.groups = groups;
-  c.group_topk = group_topk;
-  return c;
-}
 
 std::vector<Variant> variants() {
   return {

@@ -13,6 +13,7 @@
 #include "core/reference.h"
 #include "core/workload.h"
 #include "kernels/cuda/reference.h"
+#include "tests/common/router_config.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace moe::test {
@@ -95,26 +96,15 @@ struct StepCase {
   bool by_position;
 };
 
-RouterConfig router(const std::string& score, int64_t groups, int64_t group_topk, bool normalize,
-                    double scaling, bool bias) {
-  RouterConfig r;
-  r.score = score;
-  r.groups = groups;
-  r.group_topk = group_topk;
-  r.normalize_topk = normalize;
-  r.scaling = scaling;
-  r.expert_bias = bias;
-  r.aux_coeff = 0.01;
-  r.z_coeff = 0.001;
-  return r;
-}
-
 TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
   MOE_REQUIRE_GPU();
+  RouterConfig sigmoid_groups = make_cfg("sigmoid", false, true, 2.5, 4, 2, 0.01, 0.001);
+  sigmoid_groups.expert_bias = true;
   const std::vector<StepCase> cases = {
-      {"softmax", router("softmax", 1, 1, false, 1.0, false), 8, 2, 0, false},
-      {"sigmoid_groups_capacity", router("sigmoid", 4, 2, true, 2.5, true), 16, 4, 5, false},
-      {"softmax_capacity_position", router("softmax", 1, 1, true, 1.0, false), 8, 3, 4, true},
+      {"softmax", make_cfg("softmax", false, false, 1.0, 1, 1, 0.01, 0.001), 8, 2, 0, false},
+      {"sigmoid_groups_capacity", sigmoid_groups, 16, 4, 5, false},
+      {"softmax_capacity_position", make_cfg("softmax", false, true, 1.0, 1, 1, 0.01, 0.001), 8, 3,
+       4, true},
   };
   const int64_t N = 48, H = 72, F = 40;
   for (const StepCase& c : cases) {

@@ -19,6 +19,7 @@
 #include "core/workload.h"
 #include "kernels/cpu/router.h"
 #include "kernels/cuda/router.h"
+#include "tests/common/router_config.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace moe::test {
@@ -31,20 +32,6 @@ struct Variant {
   bool bias;
   bool forced = false;  // the selection given (routing.mode), not computed
 };
-
-RouterConfig make_cfg(const std::string& score, bool after_topk, bool normalize, double scaling,
-                      int64_t groups, int64_t group_topk, double aux = 0.0, double z = 0.0) {
-  RouterConfig c;
-  c.score = score;
-  c.softmax_after_topk = after_topk;
-  c.normalize_topk = normalize;
-  c.scaling = scaling;
-  c.groups = groups;
-  c.group_topk = group_topk;
-  c.aux_coeff = aux;
-  c.z_coeff = z;
-  return c;
-}
 
 std::vector<float> uniform(int64_t n, float lo, float hi, uint64_t seed) {
   std::mt19937_64 rng(seed);
