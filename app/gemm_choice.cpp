@@ -19,7 +19,7 @@ GemmMethodChoice::GemmMethodChoice(std::vector<std::string> methods, int64_t war
 
 std::string GemmMethodChoice::method_for_step(int64_t s) const {
   if (!active() || s < first_try_) return "";
-  if (s >= warmup_) return winner();
+  if (s >= warmup_) return s == warmup_ ? winner() : "";  // set once, before the timed steps
   return methods_[size_t((s - first_try_) % int64_t(methods_.size()))];
 }
 

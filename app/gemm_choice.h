@@ -17,7 +17,8 @@ class GemmMethodChoice {
   GemmMethodChoice(std::vector<std::string> methods, int64_t warmup);
 
   bool active() const { return first_try_ >= 0; }
-  // The method to set before step s, or "" to leave the current one.
+  // The method to set before step s (a try, or the winner before the first timed step), or ""
+  // to leave the current one.
   std::string method_for_step(int64_t s) const;
   // experts_ms: step s's experts_fwd + experts_bwd (ms, max over ranks).
   void record(int64_t s, double experts_ms);

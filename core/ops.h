@@ -62,8 +62,6 @@ class Ops {
   virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws moe::Error naming the size on OOM
   virtual void release(void* p) = 0;
   virtual size_t storage_bytes() const = 0;  // bytes per storage element
-  virtual void upload_storage(void* dst, const float* src,
-                              int64_t n) = 0;  // host floats -> storage
   virtual void download_storage(float* dst, const void* src, int64_t n) = 0;
   // dst [n] storage elements = rule.value(begin + i): seeded data made where it lives, so that
   // set-up neither generates billions of weights on the host nor uploads them.

@@ -60,9 +60,6 @@ void CpuOps::release(void* p) {
   std::free(raw);
 }
 
-void CpuOps::upload_storage(void* dst, const float* src, int64_t n) {
-  std::memcpy(dst, src, sizeof(float) * n);
-}
 void CpuOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
   init_range(rule, begin, begin + n, static_cast<float*>(dst));  // storage is float here
 }

@@ -14,7 +14,6 @@ class CpuOps : public Ops {
   void* alloc(size_t bytes) override;
   void release(void* p) override;
   size_t storage_bytes() const override { return sizeof(float); }
-  void upload_storage(void* dst, const float* src, int64_t n) override;
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
   void download_storage(float* dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;

@@ -1,7 +1,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdlib>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -167,28 +166,6 @@ void CudaOps::sync() {
 
 void CudaOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
   cuda::fill_seeded(rule, begin, n, dtype_, dst, stream_);
-}
-
-void CudaOps::upload_storage(void* dst, const float* src, int64_t n) {
-  if (dtype_ == DType::kBf16) {
-    // Converted on several threads: set-up uploads billions of weights for large expert counts.
-    std::vector<uint16_t> b(n);
-    const int64_t threads =
-        std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
-    auto part = [&](int64_t t) {
-      for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i)
-        b[i] = float_to_bf16_bits(src[i]);
-    };
-    std::vector<std::thread> pool;
-    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
-    part(0);
-    for (std::thread& th : pool) th.join();
-    CUDA_CHECK(cudaMemcpyAsync(dst, b.data(), 2 * n, cudaMemcpyHostToDevice, stream_));
-    sync();  // b goes out of scope
-  } else {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, 4 * n, cudaMemcpyHostToDevice, stream_));
-    sync();
-  }
 }
 
 void CudaOps::download_storage(float* dst, const void* src, int64_t n) {

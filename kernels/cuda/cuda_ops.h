@@ -33,7 +33,6 @@ class CudaOps : public Ops {
   void* alloc(size_t bytes) override;
   void release(void* p) override;
   size_t storage_bytes() const override { return dtype_ == DType::kBf16 ? 2 : 4; }
-  void upload_storage(void* dst, const float* src, int64_t n) override;
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
   std::vector<std::string> expert_gemm_methods() const override;
   void set_expert_gemm_method(const std::string& name) override;

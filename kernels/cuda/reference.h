@@ -19,6 +19,8 @@ namespace moe::cuda {
 std::unique_ptr<ReferenceMath> gpu_reference_math(const Workload& w, ReferenceProblem& prob);
 
 // dst[i] = rule.value(begin + i) for i < n, on the device: the same values as core/init.cpp.
+// Deliberately not the backend's cuda::fill_seeded: a GPU-reference check then also catches a
+// backend that filled its weights wrongly (an offset, a shard boundary, the storage conversion).
 void generate_weights(const InitRule& rule, int64_t begin, int64_t n, float* dst,
                       cudaStream_t stream);
 
