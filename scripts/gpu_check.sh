@@ -10,8 +10,8 @@
 # backend with the check on, and the two references (cpu, gpu) on one run. --models: every
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's).
-# --sweeps: the README's sweep example (Mixtral-8x7B at 1, 2, 4 GPUs, each expert GEMM method),
-# its report with plots, and a compare of the two methods at 4 GPUs. --deadline S (default 540):
+# --sweeps: the README's sweep example (Mixtral-8x7B, tokens per rank 2048..8192 x 1, 2, 4 GPUs as
+# the machine has, each expert GEMM method), its report with plots, and a compare of the methods. --deadline S (default 540):
 # cases that would start after S seconds are skipped, so that the results still come back within
 # the device's per-call limit.
 # --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
@@ -181,20 +181,24 @@ if [ $MODELS -eq 1 ]; then
 fi
 
 if [ $SWEEPS -eq 1 ] && [ $SECONDS -le "$DEADLINE" ]; then
-  # The README's example: a sweep per variant, one report over both, a compare at 4 GPUs.
-  SW=$OUTDIR/sweeps
+  # The README's example: a sweep per variant (tokens per rank x the GPUs this machine has), one
+  # report over both, a compare of the two at the most GPUs and 4096 tokens per rank.
+  SW=$OUTDIR/sweeps NPS="" NMAX=1
+  for np in 1 2 4 8; do
+    [ "$np" -le "$NGPU" ] && NPS=${NPS:+$NPS,}$np && NMAX=$np
+  done
   for m in lt_multistream grouped_batched; do
     MOE_GEMM_METHOD=$m scripts/sweep.sh --name mixtral_8x7b_$m --config configs/bench/mixtral_8x7b.json \
-      --axis np=1,2,4 --set mesh.fsdp=1 --bin "$BIN" --out "$SW" --backend cuda --timeout 300 \
-      > "$OUTDIR/sweep_$m.log" 2>&1
+      --axis np=$NPS --axis tokens_per_rank=2048,4096,8192 --set mesh.fsdp=1 --set check=first \
+      --bin "$BIN" --out "$SW" --backend cuda --timeout 300 > "$OUTDIR/sweep_$m.log" 2>&1
     note "sweep mixtral_8x7b_$m: rc=$? ($(tail -1 "$OUTDIR/sweep_$m.log"))"
   done
   python3 scripts/report.py "$SW"/mixtral_8x7b_lt_multistream/* "$SW"/mixtral_8x7b_grouped_batched/* \
-    --x np --out "$SW/report" > "$OUTDIR/report.log" 2>&1
+    --x tokens_per_rank --out "$SW/report" > "$OUTDIR/report.log" 2>&1
   note "report: rc=$? ($SW/report)"
-  "$BIN" compare "$SW"/mixtral_8x7b_lt_multistream/*/np=4.json \
-    "$SW"/mixtral_8x7b_grouped_batched/*/np=4.json > "$SW/compare_np4.txt" 2>&1
-  note "compare np=4 lt_multistream vs grouped_batched: rc=$?"
+  "$BIN" compare "$SW"/mixtral_8x7b_lt_multistream/*/"np=$NMAX,tokens_per_rank=4096.json" \
+    "$SW"/mixtral_8x7b_grouped_batched/*/"np=$NMAX,tokens_per_rank=4096.json" > "$SW/compare.txt" 2>&1
+  note "compare np=$NMAX lt_multistream vs grouped_batched: rc=$?"
   mkdir -p "$FINAL" && tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps
 fi
 
