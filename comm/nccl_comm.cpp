@@ -1,6 +1,7 @@
 #include "comm/nccl_comm.h"
 
 #include <chrono>
+#include <exception>
 #include <thread>
 
 #include "kernels/cuda/cuda_check.h"
@@ -30,6 +31,10 @@ NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, cudaStream_t stream, double
 }
 
 NcclComm::~NcclComm() {
+  // Unwinding from an error on this rank, on the way to MPI_Abort: ncclCommDestroy of split
+  // communicators can wait for the peers, and a peer may sit in MPI_Barrier waiting for this rank,
+  // so the job would hang (seen on H200 with MOE_FAULT=1:4:throw). Leave them to process exit.
+  if (std::uncaught_exceptions() > 0) return;
   for (ncclComm_t c : {fsdp_, ep_, world_})
     if (c) ncclCommDestroy(c);
 }

@@ -3,7 +3,8 @@
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
 #   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
-#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--sweeps] [--deadline S]
+#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--sweeps] [--sweep-methods L]
+#                        [--deadline S]
 #                        [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
@@ -11,7 +12,8 @@
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's).
 # --sweeps: the README's sweep example (Mixtral-8x7B, tokens per rank 2048..8192 x 1, 2, 4 GPUs as
-# the machine has, each expert GEMM method), its report with plots, and a compare of the methods. --deadline S (default 540):
+# the machine has, each expert GEMM method of --sweep-methods LIST), its report with plots, and a
+# compare of the methods. --deadline S (default 540):
 # cases that would start after S seconds are skipped, so that the results still come back within
 # the device's per-call limit.
 # --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
@@ -25,7 +27,7 @@ FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
 BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
-MODEL_TOKENS="" SWEEPS=0 DEADLINE=540
+MODEL_TOKENS="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
@@ -36,6 +38,7 @@ while [ $# -gt 0 ]; do
     --meshes) MESHES=$2; shift ;;
     --model-tokens) MODEL_TOKENS=$2; shift ;;
     --sweeps) SWEEPS=1 ;;
+    --sweep-methods) SWEEP_METHODS=$2; shift ;;
     --deadline) DEADLINE=$2; shift ;;
     --skip-tests) SKIP_TESTS=1 ;;
     --filter) FILTER=$2; shift ;;
@@ -54,7 +57,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on the shared hosts (../shared/GPU.md)
 SUMMARY="$OUTDIR/summary.txt"
 : > "$SUMMARY"
-note() { echo "$*" | tee -a "$SUMMARY"; }
+mkdir -p "$FINAL"
+# summary.txt is copied to OUTDIR after every line, so that a call cut short still returns it.
+note() { echo "$*" | tee -a "$SUMMARY"; cp "$SUMMARY" "$FINAL/"; }
 
 nvidia-smi -L > "$OUTDIR/gpus.txt" 2>&1
 NGPU=$(grep -c '^GPU' "$OUTDIR/gpus.txt")
@@ -114,7 +119,7 @@ if [ $SKIP_TESTS -eq 0 ]; then
   if [ "$NGPU" -ge 2 ]; then
     for how in throw exit; do
       t0=$SECONDS
-      MOE_FAULT=1:4:$how timeout 300 mpirun --oversubscribe -np 2 "$BIN" run --backend cuda -q \
+      MOE_FAULT=1:4:$how timeout 120 mpirun --oversubscribe -np 2 "$BIN" run --backend cuda -q \
         --config $TINY --set mesh.ep=2 --steps 10 --timeout-s 20 > "$OUTDIR/fault_$how.log" 2>&1
       note "$(printf '%-40s rc=%-3s after %ds (want rc != 0 and about 20 s or less)' \
         "fault_np2_rank1_$how" "$?" $((SECONDS - t0)))"
@@ -187,19 +192,21 @@ if [ $SWEEPS -eq 1 ] && [ $SECONDS -le "$DEADLINE" ]; then
   for np in 1 2 4 8; do
     [ "$np" -le "$NGPU" ] && NPS=${NPS:+$NPS,}$np && NMAX=$np
   done
-  for m in lt_multistream grouped_batched; do
+  for m in $SWEEP_METHODS; do
     MOE_GEMM_METHOD=$m scripts/sweep.sh --name mixtral_8x7b_$m --config configs/bench/mixtral_8x7b.json \
       --axis np=$NPS --axis tokens_per_rank=2048,4096,8192 --set mesh.fsdp=1 --set check=first \
-      --bin "$BIN" --out "$SW" --backend cuda --timeout 300 > "$OUTDIR/sweep_$m.log" 2>&1
+      --bin "$BIN" --out "$SW" --backend cuda --timeout 120 > "$OUTDIR/sweep_$m.log" 2>&1
     note "sweep mixtral_8x7b_$m: rc=$? ($(tail -1 "$OUTDIR/sweep_$m.log"))"
+    tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps  # after each, in case the call is cut short
   done
-  python3 scripts/report.py "$SW"/mixtral_8x7b_lt_multistream/* "$SW"/mixtral_8x7b_grouped_batched/* \
-    --x tokens_per_rank --out "$SW/report" > "$OUTDIR/report.log" 2>&1
+  python3 scripts/report.py "$SW"/*/* --x tokens_per_rank --out "$SW/report" > "$OUTDIR/report.log" 2>&1
   note "report: rc=$? ($SW/report)"
-  "$BIN" compare "$SW"/mixtral_8x7b_lt_multistream/*/"np=$NMAX,tokens_per_rank=4096.json" \
-    "$SW"/mixtral_8x7b_grouped_batched/*/"np=$NMAX,tokens_per_rank=4096.json" > "$SW/compare.txt" 2>&1
-  note "compare np=$NMAX lt_multistream vs grouped_batched: rc=$?"
-  mkdir -p "$FINAL" && tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps
+  set -- "$SW"/*/*/"np=$NMAX,tokens_per_rank=4096.json"
+  if [ $# -ge 2 ]; then
+    "$BIN" compare "$@" > "$SW/compare.txt" 2>&1
+    note "compare np=$NMAX tokens_per_rank=4096 ($SWEEP_METHODS): rc=$?"
+  fi
+  tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps
 fi
 
 if [ $AGREE -eq 1 ]; then
