@@ -11,10 +11,14 @@ GemmMethodChoice::GemmMethodChoice(std::vector<std::string> methods, int64_t war
     : methods_(std::move(methods)), warmup_(warmup) {
   const int64_t n = int64_t(methods_.size());
   best_ms_.assign(n, std::numeric_limits<double>::infinity());
-  if (n < 2 || warmup < n) return;
-  // The earliest warm-up steps pay one-off costs (first plans, first allocations): tries come
-  // last, twice each where the warm-up allows.
-  first_try_ = warmup >= 2 * n ? warmup - 2 * n : warmup - n;
+  // One try each cannot be fair (see input_step): two each or none.
+  if (n < 2 || warmup < 2 * n) return;
+  // The earliest warm-up steps pay one-off costs (first allocations): tries come last.
+  first_try_ = warmup - 2 * n;
+}
+
+int64_t GemmMethodChoice::input_step(int64_t s) const {
+  return active() && s >= first_try_ && s < warmup_ ? first_try_ : s;
 }
 
 std::string GemmMethodChoice::method_for_step(int64_t s) const {

@@ -12,11 +12,18 @@ namespace moe {
 class GemmMethodChoice {
  public:
   // methods: the backend's (empty or one: nothing to choose). The last 2 * n warm-up steps try
-  // the n methods twice in turn, keeping each one's better try; with fewer warm-up steps, the
-  // last n try each once; with fewer than n, there is no choice.
+  // the n methods twice in turn, keeping each one's better try; with fewer warm-up steps there
+  // is no choice (the backend's default stays).
   GemmMethodChoice(std::vector<std::string> methods, int64_t warmup);
 
   bool active() const { return first_try_ >= 0; }
+  // The step whose inputs step s runs on. Every try runs on the first try's inputs: the same
+  // routing, so the same rows per expert. The per-expert loop plans each GEMM shape once (a
+  // cuBLASLt heuristic query per new row count), so on fresh routing its first steps pay for
+  // planning that steady steps mostly do not; on repeated inputs its second try is planned, as a
+  // grouped call always is. On H200, DeepSeek-V3 at EP 1: the loop's tries on fresh inputs took
+  // 57 ms (its timed steps in an earlier run: 30 ms), so the grouped call (41 ms) was chosen.
+  int64_t input_step(int64_t s) const;
   // The method to set before step s (a try, or the winner before the first timed step), or ""
   // to leave the current one.
   std::string method_for_step(int64_t s) const;

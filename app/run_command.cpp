@@ -325,7 +325,7 @@ int run_command(const RunOptions& opt) {
     inject_fault(rank, s);
     if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
       ops.set_expert_gemm_method(m);
-    layer.load_step_inputs(s);
+    layer.load_step_inputs(gemm_choice.input_step(s));
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
     ops.sync();

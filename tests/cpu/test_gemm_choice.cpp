@@ -29,27 +29,29 @@ TEST(GemmChoice, TriesEachMethodTwiceInTheLastWarmupSteps) {
       << c.summary();
 }
 
-TEST(GemmChoice, OneTryEachWithAShortWarmupAndNoneWithLess) {
-  GemmMethodChoice c({"a", "b"}, 3);
-  ASSERT_TRUE(c.active());
-  EXPECT_EQ(c.method_for_step(0), "");
-  EXPECT_EQ(c.method_for_step(1), "a");
-  EXPECT_EQ(c.method_for_step(2), "b");
-  c.record(1, 5.0);
-  c.record(2, 4.0);
-  EXPECT_EQ(c.winner(), "b");
+TEST(GemmChoice, TriesRunOnTheFirstTrysInputs) {
+  GemmMethodChoice c({"a", "b"}, 6);
+  EXPECT_EQ(c.input_step(0), 0);
+  EXPECT_EQ(c.input_step(1), 1);
+  for (int64_t s = 2; s < 6; ++s) EXPECT_EQ(c.input_step(s), 2) << s;  // the tries
+  EXPECT_EQ(c.input_step(6), 6);                                       // timed steps draw their own
+  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 3).input_step(2), 2);         // no choice: untouched
+}
 
-  GemmMethodChoice none({"a", "b"}, 1);
-  EXPECT_FALSE(none.active());
-  EXPECT_EQ(none.method_for_step(0), "");
-  EXPECT_EQ(none.method_for_step(1), "");
-  EXPECT_EQ(none.winner(), "");
+TEST(GemmChoice, NoChoiceWithFewerThanTwoTriesEach) {
+  for (int64_t warmup : {1, 2, 3}) {
+    GemmMethodChoice none({"a", "b"}, warmup);
+    EXPECT_FALSE(none.active()) << warmup;
+    for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(none.method_for_step(s), "") << s;
+    EXPECT_EQ(none.winner(), "");
+  }
+  EXPECT_TRUE(GemmMethodChoice({"a", "b"}, 4).active());
   EXPECT_FALSE(GemmMethodChoice({"only"}, 10).active());
   EXPECT_FALSE(GemmMethodChoice({}, 10).active());
 }
 
 TEST(GemmChoice, NonFiniteTimesNeverWin) {
-  GemmMethodChoice c({"a", "b"}, 2);
+  GemmMethodChoice c({"a", "b"}, 4);
   c.record(0, NAN);
   c.record(1, 3.0);
   EXPECT_EQ(c.winner(), "b");
