@@ -316,9 +316,20 @@ bool has_regression(const std::vector<CompareRow>& rows) {
 std::string digest_summary(const std::vector<CompareRun>& runs) {
   const json* da = find(runs[0].result, "/digests");
   if (!da || !da->is_object() || da->empty()) return "A has no digests; nothing to compare";
+  // Results before digest_function was recorded used byte-wise FNV-1a.
+  auto function = [](const json& j) {
+    const json* f = find(j, "/digest_function");
+    return f && f->is_string() ? f->get<std::string>() : std::string("fnv1a64");
+  };
   std::vector<std::string> parts;
   bool all_same = true;
   for (size_t i = 1; i < runs.size(); ++i) {
+    if (function(runs[i].result) != function(runs[0].result)) {
+      all_same = false;
+      parts.push_back(label(i) + " not comparable (digests by " + function(runs[i].result) +
+                      ", A's by " + function(runs[0].result) + ")");
+      continue;
+    }
     const json* d = find(runs[i].result, "/digests");
     std::set<std::string> keys;
     for (const auto& item : da->items()) keys.insert(item.key());

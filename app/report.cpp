@@ -223,6 +223,7 @@ json result_to_json(const RunResult& r) {
   }
   j["correctness"] = {{"checked", !r.checks.empty()}, {"checks", checks}, {"pass", r.pass()}};
   j["digests"] = r.digests;
+  j["digest_function"] = r.digest_function;
   return j;
 }
 

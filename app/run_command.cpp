@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "app/backend.h"
@@ -19,6 +20,7 @@
 #include "app/roofline.h"
 #include "app/run_result.h"
 #include "core/check.h"
+#include "core/digest.h"
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
@@ -78,25 +80,22 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                      << "or set check to \"off\" (the float64 reference holds every expert)");
 }
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// One digest per tensor over the whole world: each rank hashes its part, rank 0 hashes the parts
-// in rank order. Equal digests across runs mean bitwise identical results.
-template <class T>
-std::string world_digest(const std::vector<T>& v, MPI_Comm world) {
-  uint64_t mine = fnv1a(v.data(), v.size() * sizeof(T));
+// One digest per tensor over the whole world: each rank digests its part where it lives, then
+// the parts' digests are digested in rank order. Equal digests across runs mean bitwise identical
+// results.
+std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world) {
   int size = 1;
   MPI_Comm_size(world, &size);
-  std::vector<uint64_t> all(size);
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world));
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx",
-                (unsigned long long)fnv1a(all.data(), all.size() * sizeof(uint64_t)));
-  return hex;
+  std::map<std::string, std::string> digests;
+  for (const auto& [name, mine] : layer.digest_outputs()) {
+    std::vector<uint64_t> all(size);
+    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world));
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  (unsigned long long)digest_bytes(all.data(), all.size() * sizeof(uint64_t)));
+    digests[name] = hex;
+  }
+  return digests;
 }
 
 // Test hook for "a rank that fails never leaves the others waiting": MOE_FAULT=RANK:STEP:throw
@@ -358,7 +357,7 @@ int run_command(const RunOptions& opt) {
         timed && (w.check == CheckMode::kEvery || (w.check == CheckMode::kFirst && first_timed));
     const bool dump_now = first_timed && !opt.dump.empty();
     const bool last = s == total - 1;
-    if (check_now || dump_now || last) {
+    if (check_now || dump_now) {
       StepOutputs o = layer.download_outputs();
       o.loss = world_loss(o, world);
       if (check_now) {
@@ -370,14 +369,10 @@ int run_command(const RunOptions& opt) {
         write_dump(opt.dump, w, mesh, o);
         if (rank == 0) spdlog::info("dumped step {} to {}", s, opt.dump);
       }
-      if (last) {
-        r.digests["out"] = world_digest(o.out, world);
-        r.digests["dx"] = world_digest(o.dx, world);
-        r.digests["dw_gate"] = world_digest(o.dw_gate, world);
-        r.digests["dw_in"] = world_digest(o.dw_in, world);
-        r.digests["dw_out"] = world_digest(o.dw_out, world);
-        r.digests["idx"] = world_digest(o.idx, world);
-      }
+    }
+    if (last) {
+      r.digests = world_digests(layer, world);
+      r.digest_function = kDigestFunction;
     }
     const auto now = std::chrono::steady_clock::now();
     if (rank == 0 && !opt.quiet && (now - last_progress > std::chrono::seconds(5) || last)) {

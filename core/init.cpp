@@ -1,11 +1,9 @@
 #include "core/init.h"
 
-#include <algorithm>
 #include <cmath>
-#include <thread>
-#include <vector>
 
 #include "core/bf16.h"
+#include "core/parallel.h"
 
 namespace moe {
 namespace {
@@ -31,17 +29,10 @@ uint64_t token_stream(uint64_t base, int rank, int64_t step) {
 // Every element is independent, so large ranges (a DeepSeek-V3 rank holds billions) are split
 // over threads.
 void init_range(const InitRule& r, int64_t begin, int64_t end, float* out) {
-  auto part = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i - begin] = r.value(uint64_t(i));
-  };
   const int64_t n = end - begin;
-  const int64_t threads =
-      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t)
-    pool.emplace_back(part, begin + n * t / threads, begin + n * (t + 1) / threads);
-  part(begin, begin + n / threads);
-  for (std::thread& th : pool) th.join();
+  for_each_part(n, part_count(n, 1 << 20), [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = r.value(uint64_t(begin + i));
+  });
 }
 
 InitRule w_gate_rule(const Workload& w) {

@@ -305,6 +305,17 @@ void MoeLayer::grad_sync() {
   comm_.reduce_scatter_f32(dw_out_full_, dw_out_shard_, shard_out_, Group::kFsdp);
 }
 
+std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
+  const size_t sb = ops_.storage_bytes();
+  const size_t T = size_t(d_.T), H = size_t(d_.H), E = size_t(d_.E), K = size_t(d_.K);
+  return {{"out", ops_.digest(out_, sb * T * H)},
+          {"dx", ops_.digest(dx_, sb * T * H)},
+          {"dw_gate", ops_.digest(dw_gate_, 4 * H * E)},
+          {"dw_in", ops_.digest(dw_in_shard_, 4 * size_t(shard_in_))},
+          {"dw_out", ops_.digest(dw_out_shard_, 4 * size_t(shard_out_))},
+          {"idx", ops_.digest(idx_, 4 * T * K)}};
+}
+
 StepOutputs MoeLayer::download_outputs() {
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
   StepOutputs o;

@@ -86,6 +86,10 @@ class MoeLayer {
   const StepTraffic& traffic() const { return traffic_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
   StepOutputs download_outputs();
+  // Digests (core/digest.h) of the last step's results, computed where they live, without a
+  // download: out, dx, dw_gate, idx, and this rank's FSDP shards of dw_in and dw_out (every
+  // gradient element is then counted on exactly one rank of its EP group).
+  std::vector<std::pair<std::string, uint64_t>> digest_outputs();
 
  private:
   void fsdp_gather();

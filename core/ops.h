@@ -67,6 +67,8 @@ class Ops {
   // set-up neither generates billions of weights on the host nor uploads them.
   virtual void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // raw bytes, blocking
+  // core/digest.h's digest of `bytes` bytes of backend memory, computed where they live.
+  virtual uint64_t digest(const void* src, size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void sync() = 0;
   virtual int64_t memory_high_water() const = 0;  // bytes, backend memory

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/digest.h"
 #include "core/error.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
@@ -69,6 +70,7 @@ void CpuOps::download_storage(float* dst, const void* src, int64_t n) {
 void CpuOps::copy_to_host(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
+uint64_t CpuOps::digest(const void* src, size_t bytes) { return digest_bytes(src, bytes); }
 void CpuOps::copy_to_device(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }

@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/digest.h"
+#include "core/parallel.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/digest.h"
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/router.h"
@@ -16,7 +19,7 @@
 namespace moe {
 namespace {
 
-enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets, kLayoutScratch };
+enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets, kLayoutScratch, kDigestSum };
 
 // Phase times from CUDA events recorded on the backend's stream.
 class EventTimer : public PhaseTimer {
@@ -172,7 +175,9 @@ void CudaOps::download_storage(float* dst, const void* src, int64_t n) {
   if (dtype_ == DType::kBf16) {
     std::vector<uint16_t> b(n);
     copy_to_host(b.data(), src, 2 * n);
-    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(b[i]);
+    for_each_part(n, part_count(n, 1 << 22), [&](int, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = bf16_bits_to_float(b[i]);
+    });
   } else {
     copy_to_host(dst, src, 4 * n);
   }
@@ -181,6 +186,14 @@ void CudaOps::download_storage(float* dst, const void* src, int64_t n) {
 void CudaOps::copy_to_host(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   sync();
+}
+
+uint64_t CudaOps::digest(const void* src, size_t bytes) {
+  auto* sum = static_cast<unsigned long long*>(scratch(kDigestSum, sizeof(unsigned long long)));
+  cuda::digest_sum(src, bytes, sum, stream_);
+  unsigned long long host = 0;
+  copy_to_host(&host, sum, sizeof host);
+  return digest_finish(host, bytes);
 }
 
 void CudaOps::copy_to_device(void* dst, const void* src, size_t bytes) {

@@ -38,6 +38,7 @@ class CudaOps : public Ops {
   void set_expert_gemm_method(const std::string& name) override;
   void download_storage(float* dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  uint64_t digest(const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void sync() override;
   int64_t memory_high_water() const override { return high_water_; }

@@ -345,6 +345,13 @@ TEST(Compare, DigestsAndTable) {
   const std::string line = digest_summary(runs_of({make_result(), b, c}));
   EXPECT_NE(line.find("B bitwise identical to A; C differs from A in dx"), std::string::npos)
       << line;
+  // Digests of different functions are never compared, whatever their values.
+  json d = make_result();
+  d["digest_function"] = "mixsum64";
+  const std::string other = digest_summary(runs_of({make_result(), b, d}));
+  EXPECT_NE(other.find("C not comparable (digests by mixsum64, A's by fnv1a64)"), std::string::npos)
+      << other;
+  EXPECT_EQ(other.find("bitwise identical results"), std::string::npos) << other;
   const auto runs = runs_of({make_result(), c});
   const std::string table = render_table(runs, build_rows(runs, -1, "all"), -1);
   EXPECT_NE(table.find("# A  a.json: commit 0123456789ab, backend cpu"), std::string::npos)
