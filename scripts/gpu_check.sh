@@ -106,6 +106,10 @@ if [ $SKIP_TESTS -eq 0 ]; then
   run_case gpu_np1_tiny_fp32 1 --config $TINY --set dtype=fp32 $SIG $LOSS
   run_case gpu_np2_ep2 2 --config $TINY --set mesh.ep=2 $LOSS
   run_case gpu_np2_fsdp2 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
+  # The same seed twice: the digests (computed on the GPUs) must be equal.
+  run_case gpu_np2_fsdp2_again 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
+  note "repeat np2 fsdp2: $("$BIN" compare "$OUTDIR/gpu_np2_fsdp2.json" \
+    "$OUTDIR/gpu_np2_fsdp2_again.json" 2>&1 | grep '^# digests')"
   for mesh in "4 1" "2 2" "1 4"; do
     set -- $mesh
     run_case "gpu_np4_ep$1_fsdp$2_softmax" 4 --config $TINY --set mesh.ep=$1 --set mesh.fsdp=$2 $LOSS
