@@ -19,7 +19,15 @@
 namespace moe {
 namespace {
 
-enum ScratchSlot { kRouterScratch, kWGateF32, kXF32, kRegroupOffsets, kLayoutScratch, kDigestSum };
+enum ScratchSlot {
+  kRouterScratch,
+  kWGateF32,
+  kXF32,
+  kRegroupOffsets,
+  kLayoutScratch,
+  kDigestSum,
+  kNumScratchSlots
+};
 
 // Phase times from CUDA events recorded on the backend's stream.
 class EventTimer : public PhaseTimer {
@@ -90,7 +98,7 @@ char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
 
-CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype) {
+CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchSlots) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<cuda::GemmRunner>();

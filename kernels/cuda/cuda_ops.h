@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "core/ops.h"
 
@@ -84,7 +85,7 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  Scratch scratch_[5];                       // one per ScratchSlot (cuda_ops.cu)
+  std::vector<Scratch> scratch_;             // one per ScratchSlot (cuda_ops.cu)
   std::unordered_map<void*, size_t> sizes_;  // allocation sizes, for the exact high-water mark
 };
 
