@@ -52,6 +52,12 @@ inline double median_call_ms(PhaseTimer& timer, int iters, const std::function<v
   return summarize(ms).median;
 }
 
+// Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
+// new shape). The run reports how many of each fell in its timed steps.
+struct GemmPlanCounts {
+  int64_t plans = 0, heuristic_queries = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -83,6 +89,7 @@ class Ops {
   // chooses among them per workload in its warm-up steps (app/gemm_choice.h).
   virtual std::vector<std::string> expert_gemm_methods() const { return {}; }
   virtual void set_expert_gemm_method(const std::string& name) { (void)name; }
+  virtual GemmPlanCounts gemm_plan_counts() const { return {}; }  // zeros: plans nothing
   virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the

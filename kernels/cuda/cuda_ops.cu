@@ -112,6 +112,18 @@ CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchS
     fixed_gemm_method_ = method != "auto";
     if (fixed_gemm_method_) set_expert_gemm_method(method);
   }
+  // MOE_GEMM_ALGO=exact: a cuBLASLt heuristic query per GEMM shape, instead of per bucket of
+  // row counts (see GemmRunner::set_algo_buckets), for comparing the two.
+  if (const char* a = std::getenv("MOE_GEMM_ALGO")) {
+    const std::string algo = a;
+    MOE_USER_CHECK(algo == "bucket" || algo == "exact",
+                   "MOE_GEMM_ALGO=" << algo << ": use bucket (the default) or exact");
+    gemm_->set_algo_buckets(algo == "bucket");
+  }
+}
+
+GemmPlanCounts CudaOps::gemm_plan_counts() const {
+  return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries()};
 }
 
 std::vector<std::string> CudaOps::expert_gemm_methods() const {

@@ -37,6 +37,7 @@ class CudaOps : public Ops {
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
   std::vector<std::string> expert_gemm_methods() const override;
   void set_expert_gemm_method(const std::string& name) override;
+  GemmPlanCounts gemm_plan_counts() const override;
   void download_storage(float* dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   uint64_t digest(const void* src, size_t bytes) override;

@@ -142,13 +142,9 @@ GemmRunner::~GemmRunner() { release(); }
 void GemmRunner::release() noexcept {
   // Work queued on the caller's stream may still use the workspaces and pointer arrays.
   cudaDeviceSynchronize();
-  for (auto& kv : plans_) {
-    cublasLtMatrixLayoutDestroy(kv.second.a);
-    cublasLtMatrixLayoutDestroy(kv.second.b);
-    cublasLtMatrixLayoutDestroy(kv.second.c);
-    cublasLtMatmulDescDestroy(kv.second.desc);
-  }
+  for (auto& kv : plans_) destroy(kv.second);
   plans_.clear();
+  bucket_algos_.clear();
   for (cudaStream_t s : side_streams_) cudaStreamDestroy(s);
   for (cudaEvent_t e : side_done_) cudaEventDestroy(e);
   side_streams_.clear();
@@ -170,38 +166,52 @@ void GemmRunner::release() noexcept {
 
 // ---- one GEMM on cuBLASLt ----
 
-const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+int64_t gemm_algo_bucket(int64_t x) {
+  if (x <= 64) return (x + 15) / 16 * 16;
+  int64_t pow2 = 128;
+  while (pow2 < x) pow2 *= 2;
+  const int64_t step = pow2 / 8;
+  return (x + step - 1) / step * step;
+}
 
+void GemmRunner::describe(const PlanKey& key, Plan& plan) const {
   // cuBLASLt's A is our B and its B is our A (see the top of the file); m = N, n = M.
   const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint64_t m = uint64_t(key.N), n = uint64_t(key.M), k = uint64_t(key.K);
   const cudaDataType_t in_type = cuda_type(key.in), out_type = cuda_type(key.out);
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op_a));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op_b));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_HOST));
+  // Column-major, densely packed: an operand used as-is (op N) is stored rows x cols with the
+  // rows as leading dimension; a transposed one is stored the other way round.
+  const uint64_t a_rows = op_a == CUBLAS_OP_N ? m : k, a_cols = op_a == CUBLAS_OP_N ? k : m;
+  const uint64_t b_rows = op_b == CUBLAS_OP_N ? k : n, b_cols = op_b == CUBLAS_OP_N ? n : k;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, int64_t(a_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, int64_t(b_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, int64_t(m)));
+}
 
-  Plan plan;
+void GemmRunner::destroy(Plan& plan) noexcept {
+  if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+  plan = Plan{};
+}
+
+bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
   cublasLtMatmulPreference_t pref = nullptr;
+  int returned = 0;
+  cublasLtMatmulHeuristicResult_t result{};
   try {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op_a));
-    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op_b));
-    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_HOST));
-    // Column-major, densely packed: an operand used as-is (op N) is stored rows x cols with the
-    // rows as leading dimension; a transposed one is stored the other way round.
-    const uint64_t a_rows = op_a == CUBLAS_OP_N ? m : k, a_cols = op_a == CUBLAS_OP_N ? k : m;
-    const uint64_t b_rows = op_b == CUBLAS_OP_N ? k : n, b_cols = op_b == CUBLAS_OP_N ? n : k;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, int64_t(a_rows)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, int64_t(b_rows)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, int64_t(m)));
-
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspace_bytes_));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
-
     // Split-K partial sums are allowed only when reduced in a separate pass in fp32 (compute
     // type; for an fp32 output the output type is fp32 too). Not in place: that scheme adds the
     // partial sums in the output buffer, in bf16 for a bf16 output (rounding more than once,
@@ -210,30 +220,66 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
     uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     if (key.out == DType::kFp32) mask |= CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask);
-
-    int returned = 0;
-    cublasLtMatmulHeuristicResult_t result{};
+    ++heuristic_queries_;
     const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
                                                              plan.c, pref, 1, &result, &returned);
     if (rc == CUBLAS_STATUS_NOT_SUPPORTED) {
-      returned = 0;  // "no algorithm": reported below
+      returned = 0;  // "no algorithm"
     } else {
       CUBLAS_CHECK(rc);
     }
-    MOE_CHECK(returned > 0, "cuBLASLt heuristic found no algorithm for gemm "
-                                << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in,
-                                              key.out, key.accumulate)
-                                << " (alignments A=" << key.align_a << " B=" << key.align_b << " C="
-                                << key.align_c << " bytes, workspace " << workspace_bytes_ << ")");
-    plan.algo = result.algo;
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    pref = nullptr;
   } catch (...) {
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
-    if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
-    if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
-    if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+    throw;
+  }
+  if (returned > 0) *algo = result.algo;
+  return returned > 0;
+}
+
+bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+  PlanKey bucket = key;
+  bucket.M = gemm_algo_bucket(key.M);
+  bucket.K = gemm_algo_bucket(key.K);
+  auto it = bucket_algos_.find(bucket);
+  if (it == bucket_algos_.end()) {
+    BucketAlgo chosen;
+    Plan rep;
+    try {
+      describe(bucket, rep);
+      chosen.found = heuristic(bucket, rep, &chosen.algo);
+    } catch (...) {
+      destroy(rep);
+      throw;
+    }
+    destroy(rep);
+    it = bucket_algos_.emplace(bucket, chosen).first;
+  }
+  if (!it->second.found) return false;
+  // Chosen for the bucket's largest shape; this shape must be able to run it in our workspace.
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t rc = cublasLtMatmulAlgoCheck(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                    &it->second.algo, &check);
+  if (rc != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) return false;
+  *algo = it->second.algo;
+  return true;
+}
+
+const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  Plan plan;
+  try {
+    describe(key, plan);
+    const bool found =
+        (algo_buckets_ && bucket_algo(key, plan, &plan.algo)) || heuristic(key, plan, &plan.algo);
+    MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
+                         << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in,
+                                       key.out, key.accumulate)
+                         << " (alignments A=" << key.align_a << " B=" << key.align_b << " C="
+                         << key.align_c << " bytes, workspace " << workspace_bytes_ << ")");
+  } catch (...) {
+    destroy(plan);
     throw;
   }
   return plans_.emplace(key, plan).first->second;

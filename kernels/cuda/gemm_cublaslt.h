@@ -33,6 +33,10 @@ enum class GemmMethod {
 };
 const char* gemm_method_name(GemmMethod m);
 
+// The bucket of a row-dependent GEMM size: multiples of 16 up to 64, then 8 buckets per doubling
+// (above 64 a bucket is less than a quarter wider than any size it takes).
+int64_t gemm_algo_bucket(int64_t x);
+
 // Owns the cuBLASLt and cuBLAS handles, the side streams, their events and workspaces. Not thread
 // safe; meant for one caller stream at a time (gemm() and the grouped-batched path share one
 // workspace, which is safe because their work is ordered on that stream).
@@ -62,6 +66,17 @@ class GemmRunner {
 
   // Number of cached cuBLASLt plans (for tests: a repeated shape must not add one).
   size_t num_cached_plans() const { return plans_.size(); }
+  // cuBLASLt heuristic queries so far: the host cost of a new shape (tens of microseconds each,
+  // against about one for a cached plan).
+  int64_t num_heuristic_queries() const { return heuristic_queries_; }
+
+  // Expert GEMMs see new row counts every step (M in the forward and dgrad, K in the wgrad). With
+  // algorithm buckets on (the default), the algorithm is chosen once per bucket of M and K
+  // (gemm_algo_bucket) for the bucket's largest shape, and a new shape in the bucket only builds
+  // its layouts and checks that the algorithm runs it (cublasLtMatmulAlgoCheck), falling back to
+  // its own query if not. Off: one query per shape. Either way the choice depends on the shape
+  // alone, so results stay reproducible.
+  void set_algo_buckets(bool on) { algo_buckets_ = on; }
 
   // Most problems one grouped-batched call takes (the size of its device pointer array).
   static constexpr int kMaxGroupedProblems = 4096;
@@ -86,8 +101,19 @@ class GemmRunner {
     cublasLtMatmulAlgo_t algo{};
   };
 
+  struct BucketAlgo {
+    bool found = false;
+    cublasLtMatmulAlgo_t algo{};
+  };
+
   void release() noexcept;  // frees whatever the constructor got (also after a partial one)
   const Plan& plan_for(const PlanKey& key);
+  void describe(const PlanKey& key, Plan& plan) const;  // the descriptor and layouts of a shape
+  static void destroy(Plan& plan) noexcept;
+  // The heuristic's first algorithm for the shape; false when it has none.
+  bool heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
+  // The algorithm of key's bucket, if it runs `plan`'s exact shape.
+  bool bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
   // One cuBLASLt GEMM with M, N, K > 0 on `stream` with workspace `ws`.
   void lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate, DType in,
                  DType out, void* ws, cudaStream_t stream);
@@ -107,6 +133,9 @@ class GemmRunner {
   std::vector<cudaEvent_t> side_done_;
   cudaEvent_t fork_ = nullptr;
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
+  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
+  bool algo_buckets_ = true;
+  int64_t heuristic_queries_ = 0;
 
   // Grouped-batched: the device pointer arrays (A, B, C, kMaxGroupedProblems each), their pinned
   // host staging copy, and events that keep a call from overwriting either while a previous call

@@ -18,6 +18,7 @@
 namespace moe::test {
 namespace {
 
+using cuda::gemm_algo_bucket;
 using cuda::GemmMethod;
 using cuda::GemmProblem;
 using cuda::GemmRunner;
@@ -217,6 +218,39 @@ TEST(GemmCuda, PlansAreCachedPerShape) {
   EXPECT_EQ(runner.num_cached_plans(), 1u);
   check_gemm(runner, false, true, 40, 24, 56, true, d, stream.s, 3);  // accumulate: a new plan
   EXPECT_EQ(runner.num_cached_plans(), 2u);
+  EXPECT_EQ(runner.num_heuristic_queries(), 2);
+}
+
+TEST(GemmCuda, AlgoBuckets) {
+  EXPECT_EQ(gemm_algo_bucket(1), 16);
+  EXPECT_EQ(gemm_algo_bucket(16), 16);
+  EXPECT_EQ(gemm_algo_bucket(17), 32);
+  EXPECT_EQ(gemm_algo_bucket(64), 64);
+  EXPECT_EQ(gemm_algo_bucket(65), 80);
+  EXPECT_EQ(gemm_algo_bucket(128), 128);
+  EXPECT_EQ(gemm_algo_bucket(129), 160);
+  EXPECT_EQ(gemm_algo_bucket(810), 896);
+  EXPECT_EQ(gemm_algo_bucket(7168), 7168);
+}
+
+// Row counts that share a bucket (M in the forward, K in the wgrad) share one heuristic query,
+// and each result still matches the CPU twin; with buckets off, every shape gets its own query.
+TEST(GemmCuda, ShapesInABucketShareOneQuery) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const DTypePair d{DType::kBf16, DType::kFp32};
+  for (bool buckets : {true, false}) {
+    SCOPED_TRACE(buckets ? "buckets" : "exact");
+    GemmRunner runner;
+    runner.set_algo_buckets(buckets);
+    uint64_t seed = 100;
+    for (int64_t rows : {100, 105, 110}) {  // bucket 112
+      check_gemm(runner, false, false, rows, 96, 128, false, d, stream.s, seed += 10);
+      check_gemm(runner, true, false, 64, 96, 2 * rows, false, d, stream.s, seed += 10);  // 224
+    }
+    EXPECT_EQ(runner.num_cached_plans(), 6u);
+    EXPECT_EQ(runner.num_heuristic_queries(), buckets ? 2 : 6);
+  }
 }
 
 // ---- grouped: the expert-FFN GEMMs of one step, one problem per local expert ----
