@@ -112,13 +112,15 @@ CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchS
     fixed_gemm_method_ = method != "auto";
     if (fixed_gemm_method_) set_expert_gemm_method(method);
   }
-  // MOE_GEMM_ALGO=exact: a cuBLASLt heuristic query per GEMM shape, instead of per bucket of
-  // row counts (see GemmRunner::set_algo_buckets), for comparing the two.
+  // MOE_GEMM_ALGO=exact|bucket fixes how cuBLASLt algorithms are chosen for new GEMM shapes
+  // (GemmRunner::set_algo_policy), for comparing the policies; unset or auto, by GEMM size.
   if (const char* a = std::getenv("MOE_GEMM_ALGO")) {
     const std::string algo = a;
-    MOE_USER_CHECK(algo == "bucket" || algo == "exact",
-                   "MOE_GEMM_ALGO=" << algo << ": use bucket (the default) or exact");
-    gemm_->set_algo_buckets(algo == "bucket");
+    MOE_USER_CHECK(algo == "auto" || algo == "bucket" || algo == "exact",
+                   "MOE_GEMM_ALGO=" << algo << ": use auto (the default), bucket or exact");
+    gemm_->set_algo_policy(algo == "bucket"  ? cuda::AlgoPolicy::kBucket
+                           : algo == "exact" ? cuda::AlgoPolicy::kExact
+                                             : cuda::AlgoPolicy::kAuto);
   }
 }
 

@@ -174,6 +174,11 @@ int64_t gemm_algo_bucket(int64_t x) {
   return (x + step - 1) / step * step;
 }
 
+bool gemm_algo_by_bucket(AlgoPolicy policy, int64_t M, int64_t N, int64_t K) {
+  if (policy != AlgoPolicy::kAuto) return policy == AlgoPolicy::kBucket;
+  return 2.0 * double(M) * double(N) * double(K) < double(int64_t(1) << 35);
+}
+
 void GemmRunner::describe(const PlanKey& key, Plan& plan) const {
   // cuBLASLt's A is our B and its B is our A (see the top of the file); m = N, n = M.
   const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -271,8 +276,9 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
   Plan plan;
   try {
     describe(key, plan);
-    const bool found =
-        (algo_buckets_ && bucket_algo(key, plan, &plan.algo)) || heuristic(key, plan, &plan.algo);
+    const bool found = (gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K) &&
+                        bucket_algo(key, plan, &plan.algo)) ||
+                       heuristic(key, plan, &plan.algo);
     MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
                          << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in,
                                        key.out, key.accumulate)

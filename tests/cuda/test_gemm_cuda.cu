@@ -19,6 +19,7 @@ namespace moe::test {
 namespace {
 
 using cuda::gemm_algo_bucket;
+using cuda::gemm_algo_by_bucket;
 using cuda::GemmMethod;
 using cuda::GemmProblem;
 using cuda::GemmRunner;
@@ -231,6 +232,12 @@ TEST(GemmCuda, AlgoBuckets) {
   EXPECT_EQ(gemm_algo_bucket(129), 160);
   EXPECT_EQ(gemm_algo_bucket(810), 896);
   EXPECT_EQ(gemm_algo_bucket(7168), 7168);
+  // auto: DeepSeek-V3's expert GEMMs (300 rows, 4096 x 7168) by bucket, Mixtral's (1000 rows,
+  // 28672 x 4096) by their own query.
+  EXPECT_TRUE(gemm_algo_by_bucket(cuda::AlgoPolicy::kAuto, 300, 4096, 7168));
+  EXPECT_FALSE(gemm_algo_by_bucket(cuda::AlgoPolicy::kAuto, 1000, 28672, 4096));
+  EXPECT_TRUE(gemm_algo_by_bucket(cuda::AlgoPolicy::kBucket, 1000, 28672, 4096));
+  EXPECT_FALSE(gemm_algo_by_bucket(cuda::AlgoPolicy::kExact, 300, 4096, 7168));
 }
 
 // Row counts that share a bucket (M in the forward, K in the wgrad) share one heuristic query,
@@ -240,9 +247,9 @@ TEST(GemmCuda, ShapesInABucketShareOneQuery) {
   Stream stream;
   const DTypePair d{DType::kBf16, DType::kFp32};
   for (bool buckets : {true, false}) {
-    SCOPED_TRACE(buckets ? "buckets" : "exact");
+    SCOPED_TRACE(buckets ? "auto (small shapes: buckets)" : "exact");
     GemmRunner runner;
-    runner.set_algo_buckets(buckets);
+    runner.set_algo_policy(buckets ? cuda::AlgoPolicy::kAuto : cuda::AlgoPolicy::kExact);
     uint64_t seed = 100;
     for (int64_t rows : {100, 105, 110}) {  // bucket 112
       check_gemm(runner, false, false, rows, 96, 128, false, d, stream.s, seed += 10);
