@@ -57,7 +57,7 @@ struct RunResult {
   int64_t host_peak_rss_bytes = 0;             // max over ranks
   std::vector<CheckResult> checks;             // empty when check is off
   std::map<std::string, std::string> digests;  // tensor -> hex digest over the world (last step)
-  std::string digest_function;                // core/digest.h's kDigestFunction
+  std::string digest_function;                 // core/digest.h's kDigestFunction
   bool pass() const;
 };
 
