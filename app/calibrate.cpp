@@ -54,6 +54,12 @@ Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
   c.gemm_tflops = 2.0 * s.gemm_m * s.gemm_n * s.gemm_k / (gemm_ms * 1e-3) * 1e-12;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world));
 
+  c.mem_copy_bytes = s.mem_copy_bytes;
+  const double copy_ms = ops.time_memory_copy_ms(s.mem_copy_bytes, s.mem_copy_iters);
+  MOE_CHECK(copy_ms > 0, "memory copy calibration took " << copy_ms << " ms");
+  c.mem_gbps = 2.0 * s.mem_copy_bytes / (copy_ms * 1e-3) * 1e-9;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.mem_gbps, 1, MPI_DOUBLE, MPI_MIN, world));
+
   c.ep = comm.size(Group::kEp);
   if (c.ep > 1) {
     const int64_t rows_per_peer =
@@ -80,6 +86,8 @@ CalibrationSizes calibration_sizes(const std::string& backend) {
     s.a2a_bytes_per_rank = int64_t(256) << 20;
     s.a2a_warmup = 5;
     s.a2a_iters = 20;
+    s.mem_copy_bytes = int64_t(1) << 30;  // far past the L2
+    s.mem_copy_iters = 10;
   } else {
     // The CPU GEMM runs 512^3 in about 15 ms on one core; a few MiB per rank is past MPI's
     // shared-memory latency.
@@ -88,6 +96,8 @@ CalibrationSizes calibration_sizes(const std::string& backend) {
     s.a2a_bytes_per_rank = int64_t(4) << 20;
     s.a2a_warmup = 2;
     s.a2a_iters = 10;
+    s.mem_copy_bytes = int64_t(64) << 20;  // past the last-level caches
+    s.mem_copy_iters = 3;
   }
   return s;
 }
@@ -110,17 +120,19 @@ Calibration calibrate(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
 
 std::string describe(const Calibration& c) {
   if (!c.done) return "off (roofline=false)";
-  char gemm[160], a2a[160];
+  char gemm[160], a2a[160], mem[96];
   std::snprintf(gemm, sizeof gemm,
                 "dense GEMM %.3f TFLOP/s per rank (%ldx%ldx%ld %s, slowest rank)", c.gemm_tflops,
                 long(c.gemm_m), long(c.gemm_n), long(c.gemm_k), c.dtype.c_str());
   std::snprintf(a2a, sizeof a2a,
                 "all-to-all over ep %d: algbw %.3f GB/s, busbw %.3f GB/s at %.1f MiB per rank",
                 c.ep, c.a2a_algbw_gbps, c.a2a_busbw_gbps, c.a2a_bytes_per_rank / 1048576.0);
+  std::snprintf(mem, sizeof mem, "memory %.1f GB/s (read + write, %.0f MiB copy, slowest rank)",
+                c.mem_gbps, c.mem_copy_bytes / 1048576.0);
   char took[32];
   std::snprintf(took, sizeof took, "%.2f s", c.seconds);
-  return std::string(gemm) + "; " + (c.has_a2a() ? a2a : "all-to-all not applicable (ep 1)") +
-         "; " + took;
+  return std::string(gemm) + "; " + mem + "; " +
+         (c.has_a2a() ? a2a : "all-to-all not applicable (ep 1)") + "; " + took;
 }
 
 }  // namespace moe

@@ -1,8 +1,8 @@
 #pragma once
 // The roofline calibration: a short measurement at start-up, on every rank and never inside the
-// timed step, of this machine's dense GEMM rate in the workload's storage dtype and of the EP
-// group's all-to-all bandwidth, both through the backend's own Ops and Comm. The report sets each
-// phase against the floor these give (app/roofline.h).
+// timed step, of this machine's dense GEMM rate in the workload's storage dtype, its memory
+// bandwidth, and the EP group's all-to-all bandwidth, all through the backend's own Ops and Comm.
+// The report sets each phase against the floor these give (app/roofline.h).
 #include <mpi.h>
 
 #include <cstdint>
@@ -23,6 +23,9 @@ struct Calibration {
   double a2a_algbw_gbps = 0, a2a_busbw_gbps = 0;
   int64_t a2a_bytes_per_rank = 0;  // each rank's send buffer, its own chunk included
   int ep = 1;
+  // Backend memory: bytes read plus bytes written per second by a large copy, the slowest rank's.
+  double mem_gbps = 0;
+  int64_t mem_copy_bytes = 0;
   double seconds = 0;  // wall time of the whole calibration
   bool has_a2a() const { return a2a_algbw_gbps > 0; }
 };
@@ -34,6 +37,8 @@ struct CalibrationSizes {
   int gemm_iters = 0;
   int64_t a2a_bytes_per_rank = 0;
   int a2a_warmup = 0, a2a_iters = 0;
+  int64_t mem_copy_bytes = 0;
+  int mem_copy_iters = 0;
 };
 CalibrationSizes calibration_sizes(const std::string& backend);
 

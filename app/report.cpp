@@ -92,6 +92,8 @@ json roofline_json(const RunResult& r) {
           {"a2a_algbw_gbps", c.a2a_algbw_gbps},
           {"a2a_busbw_gbps", c.a2a_busbw_gbps},
           {"a2a_bytes_per_rank", c.a2a_bytes_per_rank},
+          {"mem_gbps", c.mem_gbps},
+          {"mem_copy_bytes", c.mem_copy_bytes},
           {"ep", c.ep},
           {"seconds", c.seconds},
           {"step_floor_ms", r.step_floor_ms},
@@ -128,8 +130,9 @@ void print_roofline_footer(const RunResult& r) {
   if (r.calibration.done)
     std::printf(
         "# efficiency: step floor %.3f ms / step median %.3f ms = %.1f%% (floors: FLOPs at the "
-        "calibrated GEMM rate, all-to-all bytes at the calibrated algbw%s; fsdp_gather, layout "
-        "and grad_sync have none)\n",
+        "calibrated GEMM rate or the experts' weight, gradient and row bytes at the calibrated "
+        "memory bandwidth, whichever is longer (bound: compute or memory), all-to-all bytes at "
+        "the calibrated algbw%s; fsdp_gather, layout and grad_sync have none)\n",
         r.step_floor_ms, r.step_ms.median, 100 * efficiency(r.step_floor_ms, r.step_ms.median),
         r.calibration.has_a2a() ? "" : ", none at ep 1");
   const PhaseResult* dispatch = find_phase(r, "a2a_dispatch_fwd");
@@ -165,8 +168,10 @@ json result_to_json(const RunResult& r) {
       ph["busbw_gbps"] = rate(p.bytes, p.ms.median) * 1e-9 * p.bus_factor;
     }
     if (p.bytes_sent) ph["bytes_sent_per_rank"] = *p.bytes_sent;
+    if (p.mem_bytes > 0) ph["mem_bytes_per_rank"] = p.mem_bytes;
     if (p.floor_ms > 0) {
       ph["floor_ms"] = p.floor_ms;
+      ph["floor_bound"] = p.floor_bound;
       ph["efficiency"] = efficiency(p.floor_ms, p.ms.median);
     }
     phases[p.name] = ph;
@@ -263,8 +268,9 @@ void print_summary(const RunResult& r) {
               r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
               (unsigned long long)w.seed);
   std::printf("# roofline: %s\n", describe(r.calibration).c_str());
-  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s\n", "phase", "median ms", "p10",
-              "p90", "share%", "TFLOP/s", "algbw GB/s", "busbw", "floor ms", "eff%");
+  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s %-7s\n", "phase", "median ms",
+              "p10", "p90", "share%", "TFLOP/s", "algbw GB/s", "busbw", "floor ms", "eff%",
+              "bound");
   for (const PhaseResult& p : r.phases) {
     const double share =
         p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
@@ -277,8 +283,9 @@ void print_summary(const RunResult& r) {
     }
     if (p.in_step) std::snprintf(sh, sizeof sh, "%.1f", share);
     floor_cells(p.floor_ms, p.ms.median, fl, eff);
-    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", p.in_step ? "" : " ",
-                p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg, bus, fl, eff);
+    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s %-7s\n",
+                p.in_step ? "" : " ", p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg,
+                bus, fl, eff, p.floor_ms > 0 ? p.floor_bound.c_str() : "");
   }
   char fl[16] = "", eff[16] = "";
   floor_cells(r.step_floor_ms, r.step_ms.median, fl, eff);

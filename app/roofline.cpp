@@ -9,10 +9,19 @@ double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& p
   std::map<std::string, double> own;
   for (PhaseResult& p : phases) {
     p.floor_ms = 0;
-    if (p.flops > 0 && c.gemm_tflops > 0) p.floor_ms = p.flops / world / (c.gemm_tflops * 1e9);
+    p.floor_bound.clear();
+    auto bound_by = [&p](double ms, const char* what) {
+      if (ms > p.floor_ms) {
+        p.floor_ms = ms;
+        p.floor_bound = what;
+      }
+    };
+    if (p.flops > 0 && c.gemm_tflops > 0)
+      bound_by(p.flops / world / (c.gemm_tflops * 1e9), "compute");
+    if (p.mem_bytes > 0 && c.mem_gbps > 0) bound_by(p.mem_bytes / (c.mem_gbps * 1e6), "memory");
     // Only the all-to-all itself: the bytes of counts_exchange are latency, not bandwidth.
     if (p.name.rfind("a2a_", 0) == 0 && p.bytes > 0 && c.has_a2a())
-      p.floor_ms = p.bytes / (c.a2a_algbw_gbps * 1e6);
+      bound_by(p.bytes / (c.a2a_algbw_gbps * 1e6), "network");
     own[p.name] = p.floor_ms;
   }
   // A phase that holds an all-to-all (dispatch_fwd holds a2a_dispatch_fwd) is bound by it.
@@ -21,7 +30,10 @@ double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& p
     if (!p.in_step) continue;
     if (p.floor_ms == 0) {
       auto part = own.find("a2a_" + p.name);
-      if (part != own.end()) p.floor_ms = part->second;
+      if (part != own.end() && part->second > 0) {
+        p.floor_ms = part->second;
+        p.floor_bound = "network";
+      }
     }
     step += p.floor_ms;
   }

@@ -221,6 +221,12 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, dou
     if (n == "router_bwd") p.flops = 4 * N * H * E;
     if (n == "experts_fwd") p.flops = 6 * rows_kept * H * F;
     if (n == "experts_bwd") p.flops = 12 * rows_kept * H * F;
+    // Bytes no implementation avoids, per rank: every local expert's weights read once; the rows
+    // in and out (forward: xe in, ye out; backward: dye, xe and h in, dxe out); the weight
+    // gradients written once in fp32.
+    const double rows = rows_kept / m.world;
+    if (n == "experts_fwd") p.mem_bytes = weight_elems * sb + rows * 2 * H * sb;
+    if (n == "experts_bwd") p.mem_bytes = weight_elems * (sb + 4) + rows * (3 * H + 2 * F) * sb;
     if (n.rfind("a2a_", 0) == 0) {
       p.bytes = a2a_bytes;
       p.bus_factor = (ep - 1) / ep;

@@ -16,12 +16,16 @@ namespace moe {
 
 struct PhaseResult {
   std::string name;
-  Summary ms;             // per step: max over ranks
-  double flops = 0;       // per step, whole world (0 for communication-only phases)
-  double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
-  double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
-  bool in_step = true;    // partitions the step (false: a part of another phase)
-  double floor_ms = 0;    // the least time on this machine (app/roofline.h); 0: no floor
+  Summary ms;               // per step: max over ranks
+  double flops = 0;         // per step, whole world (0 for communication-only phases)
+  double bytes = 0;         // per step, per rank, for bandwidth (0 for compute-only phases)
+  double bus_factor = 0;    // busbw = algbw * bus_factor (nccl-tests conventions)
+  bool in_step = true;      // partitions the step (false: a part of another phase)
+  double floor_ms = 0;      // the least time on this machine (app/roofline.h); 0: no floor
+  std::string floor_bound;  // what sets floor_ms: "compute", "memory" or "network"
+  // Per step, per rank: backend-memory bytes the phase must read and write at the least (the
+  // experts: weights, weight gradients, the rows in and out); 0 where not modelled.
+  double mem_bytes = 0;
   // a2a_* phases: bytes this rank actually sent to other ranks per step (mean over timed steps,
   // max over ranks); `bytes` is the nominal send buffer, own rows included.
   std::optional<double> bytes_sent;

@@ -91,6 +91,9 @@ class Ops {
   virtual void set_expert_gemm_method(const std::string& name) { (void)name; }
   virtual GemmPlanCounts gemm_plan_counts() const { return {}; }  // zeros: plans nothing
   virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
+  // Start-up calibration too: the median ms of one copy of `bytes` bytes from one backend buffer
+  // to another (each byte read once and written once), over `iters` calls after a warm-up call.
+  virtual double time_memory_copy_ms(int64_t bytes, int iters) = 0;
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;

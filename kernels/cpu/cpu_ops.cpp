@@ -94,6 +94,14 @@ double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   return median_call_ms(*make_timer(1), iters, gemm);
 }
 
+double CpuOps::time_memory_copy_ms(int64_t bytes, int iters) {
+  MOE_CHECK(bytes > 0 && iters > 0, "memory copy calibration " << bytes << " bytes, " << iters);
+  std::vector<char> src(bytes, 1), dst(bytes, 0);  // host vectors, as the GEMM's: not the step's
+  auto copy = [&] { std::memcpy(dst.data(), src.data(), size_t(bytes)); };
+  copy();  // untimed: faults the pages in
+  return median_call_ms(*make_timer(1), iters, copy);
+}
+
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                         const float* expert_bias, const int32_t* forced_idx, float* logits,
                         float* scores, int32_t* idx, float* p, float* stats) {

@@ -245,6 +245,20 @@ double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   return ms;
 }
 
+double CudaOps::time_memory_copy_ms(int64_t bytes, int iters) {
+  MOE_CHECK(bytes > 0 && iters > 0, "memory copy calibration " << bytes << " bytes, " << iters);
+  void* src = alloc(size_t(bytes));
+  void* dst = alloc(size_t(bytes));
+  auto copy = [&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream_));
+  };
+  copy();
+  const double ms = median_call_ms(*make_timer(1), iters, copy);
+  release(src);
+  release(dst);
+  return ms;
+}
+
 void* CudaOps::scratch(int slot, size_t bytes) {
   Scratch& s = scratch_[slot];
   if (bytes > s.bytes || !s.ptr) {

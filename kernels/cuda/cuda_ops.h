@@ -47,6 +47,7 @@ class CudaOps : public Ops {
   void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
+  double time_memory_copy_ms(int64_t bytes, int iters) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,

@@ -21,6 +21,15 @@ TEST(Calibrate, CpuDenseGemmTimeIsPositiveAndUsesNoBackendMemory) {
   EXPECT_EQ(ops.memory_high_water(), 0);
 }
 
+TEST(Calibrate, CpuMemoryCopyTimeIsPositiveAndUsesNoBackendMemory) {
+  CpuOps ops(DType::kBf16);
+  const double ms = ops.time_memory_copy_ms(int64_t(8) << 20, 3);
+  EXPECT_GT(ms, 0.0);
+  // 16 MiB moved: a host that takes a second runs under 20 MB/s.
+  EXPECT_LT(ms, 1000.0);
+  EXPECT_EQ(ops.memory_high_water(), 0);
+}
+
 TEST(Calibrate, ResetHighWaterForgetsReleasedBuffers) {
   CpuOps ops(DType::kFp32);
   void* kept = ops.alloc(1000);
@@ -41,6 +50,8 @@ TEST(Calibrate, SizesDependOnTheBackend) {
     EXPECT_GT(s.gemm_iters, 0);
     EXPECT_GT(s.a2a_iters, 0);
     EXPECT_GE(s.a2a_warmup, 0);
+    EXPECT_GT(s.mem_copy_bytes, 0);
+    EXPECT_GT(s.mem_copy_iters, 0);
   }
 }
 
@@ -63,6 +74,9 @@ TEST(Calibrate, OneRankWorldMeasuresTheGemmAndMarksNoAllToAll) {
   EXPECT_EQ(c.a2a_busbw_gbps, 0.0);
   EXPECT_EQ(c.a2a_bytes_per_rank, 0);
   EXPECT_GT(c.seconds, 0.0);
+  EXPECT_GT(c.mem_gbps, 0.0);
+  EXPECT_EQ(c.mem_copy_bytes, calibration_sizes("cpu").mem_copy_bytes);
+  EXPECT_NE(describe(c).find("memory "), std::string::npos) << describe(c);
   EXPECT_NE(describe(c).find("all-to-all not applicable (ep 1)"), std::string::npos) << describe(c);
   EXPECT_NE(describe(c).find("512x512x512 bf16"), std::string::npos) << describe(c);
 }

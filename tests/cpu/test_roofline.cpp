@@ -67,6 +67,22 @@ TEST(Roofline, FloorsFromTheCalibration) {
   EXPECT_DOUBLE_EQ(step, 0.04);
 }
 
+// 100 GB/s of memory: 1e6 bytes is 0.01 ms, under experts_fwd's 0.02 ms of FLOPs; 4e6 bytes is
+// 0.04 ms, over it. The larger sets the floor and names its bound.
+TEST(Roofline, MemoryBytesBoundWhenTheyTakeLonger) {
+  Calibration c = calibration(2);
+  c.mem_gbps = 100;
+  for (double bytes : {1e6, 4e6}) {
+    std::vector<PhaseResult> ps = phases();
+    ps[1].mem_bytes = bytes;  // experts_fwd
+    apply_floors(c, 2, ps);
+    EXPECT_DOUBLE_EQ(floor_of(ps, "experts_fwd"), bytes == 1e6 ? 0.02 : 0.04);
+    EXPECT_EQ(ps[1].floor_bound, bytes == 1e6 ? "compute" : "memory");
+    EXPECT_EQ(ps[2].floor_bound, "network");  // dispatch_fwd, by its all-to-all
+    EXPECT_EQ(ps[3].floor_bound, "");         // layout: no floor
+  }
+}
+
 TEST(Roofline, NoAllToAllFloorAtEpOne) {
   std::vector<PhaseResult> ps = phases();
   const double step = apply_floors(calibration(1), 2, ps);
@@ -108,6 +124,9 @@ TEST(Roofline, ResultJsonKeys) {
   const nlohmann::json& ph = j.at("timing").at("phases");
   EXPECT_DOUBLE_EQ(ph.at("experts_fwd").at("floor_ms").get<double>(), 0.02);
   EXPECT_DOUBLE_EQ(ph.at("experts_fwd").at("efficiency").get<double>(), 0.5);
+  EXPECT_EQ(ph.at("experts_fwd").at("floor_bound"), "compute");
+  EXPECT_EQ(ph.at("a2a_dispatch_fwd").at("floor_bound"), "network");
+  EXPECT_TRUE(rl.contains("mem_gbps"));
   EXPECT_DOUBLE_EQ(ph.at("a2a_dispatch_fwd").at("efficiency").get<double>(), 0.25);
   EXPECT_EQ(ph.at("a2a_dispatch_fwd").at("bytes_sent_per_rank"), 5e5);
   EXPECT_FALSE(ph.at("experts_fwd").contains("bytes_sent_per_rank"));
