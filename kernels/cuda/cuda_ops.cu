@@ -101,7 +101,14 @@ char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchSlots) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<cuda::GemmRunner>();
+  // MOE_GEMM_STREAMS: side streams the per-expert GEMM loop spreads over (default 4).
+  int streams = 4;
+  if (const char* s = std::getenv("MOE_GEMM_STREAMS")) {
+    streams = std::atoi(s);
+    MOE_USER_CHECK(streams >= 1 && streams <= 32,
+                   "MOE_GEMM_STREAMS=" << s << ": use a number of streams from 1 to 32");
+  }
+  gemm_ = std::make_unique<cuda::GemmRunner>(streams);
   // MOE_GEMM_METHOD fixes the expert GEMM method (lt_multistream: a cuBLASLt call per expert
   // over side streams; grouped_batched: one cublasGemmGroupedBatchedEx call where cuBLAS supports
   // the dtypes); unset or auto, the run chooses per workload in warm-up.
