@@ -73,8 +73,10 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
   MOE_USER_CHECK(host_avail == 0 || host_need <= host_avail,
                  "workload needs about "
                      << (host_need >> 20) << " MiB of host memory per rank "
-                     << (backend == "cpu" ? "" : "(the reference) ") << "but only "
-                     << (host_avail >> 20)
+                     << (backend == "cpu"
+                             ? ""
+                             : "(the check: its reference and the results' host copies) ")
+                     << "but only " << (host_avail >> 20)
                      << " MiB per rank is available: lower tokens_per_rank, raise mesh.ep, "
                      << (ref_on_gpu || backend == "cpu" ? "" : "set reference=gpu, ")
                      << "or set check to \"off\" (the float64 reference holds every expert)");

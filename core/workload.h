@@ -94,6 +94,7 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes
 
 // The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
 // it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.
+// Host bytes include the backend's results copied to the host for the comparison.
 struct ReferenceBytes {
   int64_t host = 0, device = 0;
 };
