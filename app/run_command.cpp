@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "app/backend.h"
 #include "app/calibrate.h"
@@ -135,6 +137,13 @@ std::vector<double> ref_p_in_backend_order(const std::vector<int32_t>& got_idx,
   return p;
 }
 
+// The local experts [first, second) this rank checks: the fsdp ranks of one EP position hold the
+// same experts, and each checks its own share of them.
+std::pair<int64_t, int64_t> checked_local_experts(const Mesh& mesh) {
+  const int64_t El = mesh.experts_per_rank;
+  return {El * mesh.fsdp_rank / mesh.fsdp, El * (mesh.fsdp_rank + 1) / mesh.fsdp};
+}
+
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
                        const StepOutputs& o, const ReferenceMathFactory& make_math) {
   ReferenceInputs in;
@@ -143,10 +152,9 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   in.got_idx = o.idx.data();
   in.got_dropped = o.dropped.data();
   in.step = step;
-  // The fsdp ranks of one EP position hold the same experts: each checks its own share of them.
-  const int64_t El = mesh.experts_per_rank;
-  in.expert_begin = mesh.experts_begin + El * mesh.fsdp_rank / mesh.fsdp;
-  in.expert_end = mesh.experts_begin + El * (mesh.fsdp_rank + 1) / mesh.fsdp;
+  const auto [checked_begin, checked_end] = checked_local_experts(mesh);
+  in.expert_begin = mesh.experts_begin + checked_begin;
+  in.expert_end = mesh.experts_begin + checked_end;
   const int64_t part = in.expert_begin - mesh.experts_begin,
                 E_part = in.expert_end - in.expert_begin;
   double seconds = MPI_Wtime();
@@ -171,9 +179,14 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
       compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H, tolerance_for("dx", w.dtype), world));
   c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
                                      tolerance_for("dw_gate", w.dtype), world));
-  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data() + part * H * 2 * F, ref.dw_in.data(),
+  MOE_CHECK(o.grad_expert_begin <= part &&
+                int64_t(o.dw_in.size()) >= (part - o.grad_expert_begin + E_part) * H * 2 * F,
+            "check: the downloaded gradients do not cover local experts [" << part << ", "
+                                                                           << part + E_part << ")");
+  const int64_t at = part - o.grad_expert_begin;
+  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data() + at * H * 2 * F, ref.dw_in.data(),
                                      n_in, tolerance_for("dw_in", w.dtype), world));
-  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + part * F * H, ref.dw_out.data(),
+  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(),
                                      n_out, tolerance_for("dw_out", w.dtype), world));
   c.tensors.push_back(compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world));
   c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
@@ -368,7 +381,11 @@ int run_command(const RunOptions& opt) {
     const bool dump_now = first_timed && !opt.dump.empty();
     const bool last = s == total - 1;
     if (check_now || dump_now) {
-      StepOutputs o = layer.download_outputs();
+      // A dump writes every local expert; the check compares this FSDP rank's share only.
+      OutputsWanted want;
+      want.expert_weights = dump_now;
+      if (!dump_now) std::tie(want.grad_begin, want.grad_end) = checked_local_experts(mesh);
+      StepOutputs o = layer.download_outputs(want);
       o.loss = world_loss(o, world);
       if (check_now) {
         r.checks.push_back(check_step(w, mesh, world, s, o, make_math));

@@ -316,7 +316,7 @@ std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
           {"idx", ops_.digest(idx_, 4 * T * K)}};
 }
 
-StepOutputs MoeLayer::download_outputs() {
+StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
   StepOutputs o;
   auto storage = [&](const void* src, int64_t n) {
@@ -343,15 +343,21 @@ StepOutputs MoeLayer::download_outputs() {
   o.w_gate = storage(w_gate_, H * E);
   o.dw_gate = fp32(dw_gate_, H * E);
   if (expert_bias_) o.expert_bias = fp32(expert_bias_, E);
-  o.w_in = storage(w_in_full_, El * H * 2 * F);
-  o.w_out = storage(w_out_full_, El * F * H);
+  if (want.expert_weights) {
+    o.w_in = storage(w_in_full_, El * H * 2 * F);
+    o.w_out = storage(w_out_full_, El * F * H);
+  }
   // Gather the reduced shards back into the (now free) full-gradient buffers.
   if (d_.fsdp > 1) {
     comm_.allgather(dw_in_shard_, dw_in_full_, 4 * shard_in_, Group::kFsdp);
     comm_.allgather(dw_out_shard_, dw_out_full_, 4 * shard_out_, Group::kFsdp);
   }
-  o.dw_in = fp32(dw_in_full_, El * H * 2 * F);
-  o.dw_out = fp32(dw_out_full_, El * F * H);
+  const int64_t begin = want.grad_begin, end = want.grad_end < 0 ? El : want.grad_end;
+  MOE_CHECK(0 <= begin && begin <= end && end <= El,
+            "download_outputs: experts [" << begin << ", " << end << ") of " << El);
+  o.grad_expert_begin = begin;
+  o.dw_in = fp32(dw_in_full_ + begin * H * 2 * F, (end - begin) * H * 2 * F);
+  o.dw_out = fp32(dw_out_full_ + begin * F * H, (end - begin) * F * H);
 
   std::vector<float> stats(2 * E + 1);
   ops_.copy_to_host(stats.data(), stats_, 4 * stats.size());

@@ -59,10 +59,20 @@ struct StepOutputs {
   std::vector<float> p;                 // [T, K]
   std::vector<float> w_gate, dw_gate;   // [H, E]; dw_gate after the world all-reduce
   std::vector<float> expert_bias;       // [E] (empty unless router.expert_bias)
-  std::vector<float> w_in, w_out;       // this rank's experts' full weights, as used
-  std::vector<float> dw_in, dw_out;     // the same experts' gradients over the world's tokens
-  double aux = 0, z = 0;                // global
-  double loss = 0;  // global sum <out, dout> + aux + z: set by the caller (a host reduction)
+  std::vector<float> w_in, w_out;       // this rank's experts' full weights, as used (when wanted)
+  // Gradients over the world's tokens of local experts [grad_expert_begin, grad_expert_begin + n).
+  std::vector<float> dw_in, dw_out;
+  int64_t grad_expert_begin = 0;
+  double aux = 0, z = 0;  // global
+  double loss = 0;        // global sum <out, dout> + aux + z: set by the caller (a host reduction)
+};
+
+// What download_outputs copies of the experts, whose weights and gradients are most of the bytes
+// (DeepSeek-V3 at EP 1: 45 GB of each as floats): the weights only for a dump (the check makes its
+// own), and the gradients of local experts [grad_begin, grad_end) (grad_end -1: to the last).
+struct OutputsWanted {
+  bool expert_weights = true;
+  int64_t grad_begin = 0, grad_end = -1;
 };
 
 // Grow-only backend buffer: reallocated only when a ragged size grows past what it holds.
@@ -85,7 +95,7 @@ class MoeLayer {
   void run_step(std::vector<double>& phase_ms);
   const StepTraffic& traffic() const { return traffic_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
-  StepOutputs download_outputs();
+  StepOutputs download_outputs(const OutputsWanted& want = {});
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
   // download: out, dx, dw_gate, idx, and this rank's FSDP shards of dw_in and dw_out (every
   // gradient element is then counted on exactly one rank of its EP group).

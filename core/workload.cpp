@@ -709,15 +709,12 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   add(b.host, {P, 8});                        // dw_in, dw_out of this rank's experts
   add(b.host, {H, E, 8});                     // dw_gate
   // The backend's results copied to the host as floats for the comparison (MoeLayer::
-  // download_outputs): every local expert's weights and gradients (whole, not the FSDP share:
-  // on DeepSeek-V3 at EP 1 that is 90 GB, as much as the float64 gradients above), plus the bf16
-  // staging of the largest of them.
-  const int64_t P_local = prod({E_local, 3, H, F});
-  add(b.host, {2, P_local, 4});        // w_in, w_out, dw_in, dw_out
-  add(b.host, {E_local, 2, H, F, 2});  // staging of w_in
-  add(b.host, {4, T, H, 4});           // x, dout, out, dx
-  add(b.host, {2, H, E, 4});           // w_gate, dw_gate
-  add(b.host, {T, K, 9});              // idx, p, dropped
+  // download_outputs with the check's OutputsWanted: no expert weights, and the gradients of
+  // this rank's share of its experts only).
+  add(b.host, {P, 4});        // dw_in, dw_out of this rank's experts
+  add(b.host, {4, T, H, 4});  // x, dout, out, dx
+  add(b.host, {2, H, E, 4});  // w_gate, dw_gate
+  add(b.host, {T, K, 9});     // idx, p, dropped
   if (on_gpu) {
     add(b.device, {2, W, T, H, 4});  // the world's x and dout, fp32
     add(b.device, {W, T, E, 4});     // logits

@@ -619,9 +619,8 @@ TEST(WorkloadEstimate, MatchesTheFormulaOnASmallCase) {
   w.check = CheckMode::kFirst;
   const int64_t reference = E * 3 * H * F * 8 + 2 * T * H * 8 + T * K * 16 + T * E * 8 +
                             2 * T * H * 8 + P * 8 + H * E * 8 +
-                            // the results' host copies: weights and grads, staging, tokens, gate
-                            2 * P * 4 + E * 2 * H * F * 2 + 4 * T * H * 4 + 2 * H * E * 4 +
-                            T * K * 9;
+                            // the results' host copies: grads, tokens, gate, routing
+                            P * 4 + 4 * T * H * 4 + 2 * H * E * 4 + T * K * 9;
   EXPECT_EQ(estimate_rank_bytes(w, 1), step + reference);
 }
 
