@@ -10,11 +10,13 @@
 # the same binary can be A and B with, e.g., --env-b MOE_GEMM_ALGO=exact. Writes DIR/a_R.json,
 # DIR/b_R.json and their logs, DIR/ab.txt (the table below) and DIR/compare.txt (`moebench
 # compare` of A's and B's median rounds). Prints per round and in all the step medians, and B/A.
+# Where the binaries cannot ask git for their commit (a tree copied to the GPU machine), set each
+# side's provenance with --env-a MOE_GIT_COMMIT=<sha> and --env-b MOE_GIT_COMMIT=<sha>.
 # Environment: MPIRUN (default "mpirun --oversubscribe").
 set -euo pipefail
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() { echo "ab.sh: $*" >&2; exit 2; }
