@@ -104,9 +104,11 @@ CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchS
   // MOE_GEMM_STREAMS: side streams the per-expert GEMM loop spreads over (default 4).
   int streams = 4;
   if (const char* s = std::getenv("MOE_GEMM_STREAMS")) {
-    streams = std::atoi(s);
-    MOE_USER_CHECK(streams >= 1 && streams <= 32,
+    char* end = nullptr;
+    const long n = std::strtol(s, &end, 10);
+    MOE_USER_CHECK(end != s && *end == '\0' && n >= 1 && n <= 32,
                    "MOE_GEMM_STREAMS=" << s << ": use a number of streams from 1 to 32");
+    streams = int(n);
   }
   gemm_ = std::make_unique<cuda::GemmRunner>(streams);
   // MOE_GEMM_METHOD fixes the expert GEMM method (lt_multistream: a cuBLASLt call per expert
