@@ -40,8 +40,15 @@ ph = on["timing"]["phases"]
 fwd = ph["experts_fwd"]
 check(fwd.get("floor_ms", 0) > 0, "experts_fwd has no floor_ms")
 check(abs(fwd["efficiency"] - fwd["floor_ms"] / fwd["median"]) < 1e-9, "experts_fwd efficiency")
+# The floor is the larger of the compute and memory bounds (which wins depends on this machine's
+# load during the calibration), and floor_bound names it.
 flops_floor = fwd["flops"] / on["mesh"]["world"] / (rl["gemm_tflops"] * 1e9)
-check(abs(fwd["floor_ms"] - flops_floor) < 1e-9 * flops_floor, "experts_fwd floor is not FLOPs/rate")
+mem_floor = fwd["mem_bytes_per_rank"] / (rl["mem_gbps"] * 1e6)
+want = max(flops_floor, mem_floor)
+check(abs(fwd["floor_ms"] - want) < 1e-9 * want,
+      f"experts_fwd floor {fwd['floor_ms']} is not max(FLOPs/rate {flops_floor}, bytes/bw {mem_floor})")
+check(fwd["floor_bound"] == ("compute" if flops_floor >= mem_floor else "memory"),
+      f"experts_fwd floor_bound {fwd['floor_bound']}")
 a2a = ph["a2a_dispatch_fwd"]
 check(abs(a2a["floor_ms"] - a2a["bytes_per_rank"] / (rl["a2a_algbw_gbps"] * 1e6)) < 1e-12,
       "a2a floor is not bytes/algbw")
