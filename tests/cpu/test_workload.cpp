@@ -150,7 +150,7 @@ TEST(WorkloadParse, ShippedConfigsLoadAndValidate) {
       }
       ++models;
     }
-  EXPECT_GE(models, 9);
+  EXPECT_GE(models, 10);
   Workload tiny = load_workload_file(std::string(MOE_SOURCE_DIR) + "/configs/tiny.json");
   EXPECT_EQ(tiny.model.hidden, 64);
   EXPECT_EQ(tiny.tokens_per_rank, 32);
