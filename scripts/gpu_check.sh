@@ -3,14 +3,17 @@
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
 #   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
-#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--sweeps] [--sweep-methods L]
-#                        [--deadline S]
+#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--model-steps N]
+#                        [--configs "A.json B.json"] [--sweeps] [--sweep-methods L] [--deadline S]
 #                        [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
 # backend with the check on, and the two references (cpu, gpu) on one run. --models: every
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
-# --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's).
+# --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's), for
+# --model-steps timed steps (default 5; the check follows the first). --configs LIST: only these
+# workload files, for --models and --bench (default: all of configs/models, configs/bench and
+# quickstart for --models; configs/bench for --bench).
 # --sweeps: the README's sweep example (Mixtral-8x7B, tokens per rank 2048..8192 x 1, 2, 4 GPUs as
 # the machine has, each expert GEMM method of --sweep-methods LIST), its report with plots, and a
 # compare of the methods. --deadline S (default 540):
@@ -27,7 +30,7 @@ FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
 BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
-MODEL_TOKENS="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
+MODEL_TOKENS="" MODEL_STEPS=5 CONFIGS="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
@@ -37,6 +40,8 @@ while [ $# -gt 0 ]; do
     --models) MODELS=1 ;;
     --meshes) MESHES=$2; shift ;;
     --model-tokens) MODEL_TOKENS=$2; shift ;;
+    --model-steps) MODEL_STEPS=$2; shift ;;
+    --configs) CONFIGS=$2; shift ;;
     --sweeps) SWEEPS=1 ;;
     --sweep-methods) SWEEP_METHODS=$2; shift ;;
     --deadline) DEADLINE=$2; shift ;;
@@ -46,6 +51,10 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+for c in $CONFIGS; do
+  [ -f "$c" ] || { echo "--configs: no workload file '$c' (paths from the repository root)"; exit 2; }
+done
+case $MODEL_STEPS in ''|*[!0-9]*) echo "--model-steps: '$MODEL_STEPS' is not a step count"; exit 2 ;; esac
 mkdir -p "$OUTDIR"
 # Provenance: BUILD_COMMIT holds "<sha> <dirty 0|1>", written beside the tree by whoever sent it
 # (see README, "GPU machine"); it wins over any git metadata the copy has, which can be older.
@@ -179,11 +188,11 @@ if [ $MODELS -eq 1 ]; then
   [ -n "$MODEL_TOKENS" ] && TOK="--set tokens_per_rank=$MODEL_TOKENS"
   for mesh in $MESHES; do
     ep=${mesh%x*} fsdp=${mesh#*x}
-    for cfg in configs/models/*.json configs/bench/*.json configs/quickstart.json; do
+    for cfg in ${CONFIGS:-configs/models/*.json configs/bench/*.json configs/quickstart.json}; do
       name=$(basename "$cfg" .json)
       [ "$cfg" = "configs/bench/$name.json" ] && name="bench_$name"
       run_case "model_${name}_ep${ep}_fsdp${fsdp}" $((ep * fsdp)) --config "$cfg" \
-        --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps 5 --warmup 2
+        --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps "$MODEL_STEPS" --warmup 2
       grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}.log" | tee -a "$SUMMARY"
     done
   done
@@ -234,7 +243,7 @@ if [ $GEMM_METHODS -eq 1 ]; then
 fi
 
 if [ $BENCH -eq 1 ]; then
-  for cfg in configs/bench/*.json; do
+  for cfg in ${CONFIGS:-configs/bench/*.json}; do
     name=$(basename "$cfg" .json)
     for np in 1 2 4 8; do
       [ "$np" -le "$NGPU" ] || continue
