@@ -55,7 +55,9 @@ bool on_all_ranks(MPI_Comm world, Fn fn) {
 
 // Refuses a workload whose buffers cannot fit before allocating anything. The reference lives in
 // host memory (float64, every expert), or with reference on the GPU mostly in device memory.
-void check_memory(const Workload& w, int world_size, const std::string& backend, MPI_Comm world) {
+// dump_bytes: the host copies a --dump makes (every local expert's weights and gradients).
+void check_memory(const Workload& w, int world_size, const std::string& backend, int64_t dump_bytes,
+                  MPI_Comm world) {
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
@@ -65,7 +67,8 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
   const int64_t step_need = estimate_rank_bytes(no_check, world_size, storage) + ref_need.device;
   const int64_t step_avail = backend_memory_available(backend, world);
   const int64_t host_avail = backend_memory_available("cpu", world);
-  const int64_t host_need = backend == "cpu" ? step_need + ref_need.host : ref_need.host;
+  const int64_t host_need =
+      (backend == "cpu" ? step_need + ref_need.host : ref_need.host) + dump_bytes;
   MOE_USER_CHECK(backend == "cpu" || step_avail == 0 || step_need <= step_avail,
                  "workload needs about "
                      << (step_need >> 20) << " MiB of GPU memory per rank ("
@@ -78,6 +81,9 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                      << (backend == "cpu"
                              ? ""
                              : "(the check: its reference and the results' host copies) ")
+                     << (dump_bytes > 0 ? "(" + std::to_string(dump_bytes >> 20) +
+                                              " MiB of it the --dump's copies) "
+                                        : std::string())
                      << "but only " << (host_avail >> 20)
                      << " MiB per rank is available: lower tokens_per_rank, raise mesh.ep, "
                      << (ref_on_gpu || backend == "cpu" ? "" : "set reference=gpu, ")
@@ -289,21 +295,20 @@ int run_command(const RunOptions& opt) {
     backend = resolve_backend(opt.backend);
     check_backend_supports(backend, w);
     mesh = make_mesh(world_size, rank, w.mesh.ep, w.mesh.fsdp, w.model.experts);
-    check_memory(w, world_size, backend, world);
     if (!opt.out.empty()) {
       const std::filesystem::path parent = std::filesystem::absolute(opt.out).parent_path();
       MOE_USER_CHECK(std::filesystem::is_directory(parent),
                      "--out " << opt.out << ": directory " << parent.string()
                               << " does not exist; create it first");
     }
-    if (!opt.dump.empty()) {
-      const int64_t bytes = dump_bytes_per_rank(w, mesh);
-      MOE_USER_CHECK(bytes <= opt.dump_limit_mib << 20,
-                     "--dump would write " << (bytes >> 20) << " MiB per rank, over the limit of "
-                                           << opt.dump_limit_mib
-                                           << " MiB: raise --dump-limit-mib or shrink the "
-                                              "workload (tokens_per_rank, model sizes)");
-    }
+    const int64_t dump_bytes = opt.dump.empty() ? 0 : dump_bytes_per_rank(w, mesh);
+    MOE_USER_CHECK(dump_bytes <= opt.dump_limit_mib << 20,
+                   "--dump would write " << (dump_bytes >> 20)
+                                         << " MiB per rank, over the limit of "
+                                         << opt.dump_limit_mib
+                                         << " MiB: raise --dump-limit-mib or shrink the "
+                                            "workload (tokens_per_rank, model sizes)");
+    check_memory(w, world_size, backend, dump_bytes, world);
   });
   if (!ok) return 2;
 
