@@ -54,6 +54,7 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"E", E},
                          {"K", K},
                          {"dtype", dtype_name(w.dtype)},
+                         {"expert_grad_dtype", dtype_name(w.expert_grad_dtype)},
                          {"router", cfg.at("router")},
                          {"routing", cfg.at("routing")},
                          {"capacity_factor", cfg.at("capacity_factor")},

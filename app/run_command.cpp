@@ -228,12 +228,13 @@ struct A2aSent {
 // Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
 // rows_kept: (t, k) rows the experts processed per step over the world (N*K less capacity drops;
 // the align padding is not useful work and is not counted).
-void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, double rows_kept,
-                     const A2aSent& sent, std::vector<PhaseResult>& phases) {
+// storage_bytes, grad_bytes: per element of storage and of the expert weight gradients.
+void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, size_t grad_bytes,
+                     double rows_kept, const A2aSent& sent, std::vector<PhaseResult>& phases) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
                F = double(w.model.ffn), E = double(w.model.experts);
   const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
-               sb = double(storage_bytes);
+               sb = double(storage_bytes), gb = double(grad_bytes);
   const double a2a_bytes = rows_kept / m.world * H * sb;
   const double weight_elems = El * 3 * H * F;
   for (PhaseResult& p : phases) {
@@ -244,10 +245,10 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, dou
     if (n == "experts_bwd") p.flops = 12 * rows_kept * H * F;
     // Bytes no implementation avoids, per rank: every local expert's weights read once; the rows
     // in and out (forward: xe in, ye out; backward: dye, xe and h in, dxe out); the weight
-    // gradients written once in fp32.
+    // gradients written once (fp32 or bf16: expert_grad_dtype).
     const double rows = rows_kept / m.world;
     if (n == "experts_fwd") p.mem_bytes = weight_elems * sb + rows * 2 * H * sb;
-    if (n == "experts_bwd") p.mem_bytes = weight_elems * (sb + 4) + rows * (3 * H + 2 * F) * sb;
+    if (n == "experts_bwd") p.mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
     if (n.rfind("a2a_", 0) == 0) {
       p.bytes = a2a_bytes;
       p.bus_factor = (ep - 1) / ep;
@@ -259,7 +260,7 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, dou
       p.bus_factor = (fsdp - 1) / fsdp;
     }
     if (n == "grad_sync" && m.fsdp > 1) {  // the reduce-scatter dominates the dw_gate all-reduce
-      p.bytes = weight_elems * 4;
+      p.bytes = weight_elems * gb;
       p.bus_factor = (fsdp - 1) / fsdp;
     }
     if (n == "counts_exchange") {
@@ -432,8 +433,8 @@ int run_command(const RunOptions& opt) {
   const double row_bytes = double(ops.storage_bytes()) * d.H;
   double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world));
-  describe_phases(w, mesh, ops.storage_bytes(), rows_kept, {bytes_sent[0], bytes_sent[1]},
-                  r.phases);
+  describe_phases(w, mesh, ops.storage_bytes(), ops.bytes_of(d.grad_dtype), rows_kept,
+                  {bytes_sent[0], bytes_sent[1]}, r.phases);
   r.step_ms = summarize(samples[kStep]);
   r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/workload.h"
+
 namespace moe {
 
 enum class Group { kWorld, kEp, kFsdp };
@@ -23,9 +25,11 @@ class Comm {
   virtual void alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) = 0;
   // recv [size * bytes_per_rank] = every rank's send [bytes_per_rank], in rank order.
   virtual void allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) = 0;
-  // recv [count_per_rank] fp32 = this rank's chunk of the element-wise sum of send [size * count].
-  virtual void reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank,
-                                  Group g) = 0;
+  // recv [count_per_rank] = this rank's chunk of the element-wise sum of send [size * count],
+  // elements of dtype as the backend keeps them. For bf16, NcclComm sums bf16 on the GPU;
+  // MpiComm (the CPU backend keeps bf16 values as floats) sums the floats and rounds the result.
+  virtual void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                              Group g) = 0;
   // In-place element-wise sum over the group.
   virtual void allreduce_f32(float* buf, size_t count, Group g) = 0;
 };

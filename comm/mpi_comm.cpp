@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace moe {
@@ -96,9 +97,14 @@ void MpiComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Gro
   MPI_CHECK(MPI_Type_free(&chunk));
 }
 
-void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) {
+void MpiComm::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                             Group g) {
   check_int_count(count_per_rank, "a reduce-scatter");
   MPI_CHECK(MPI_Reduce_scatter_block(send, recv, int(count_per_rank), MPI_FLOAT, MPI_SUM, comm(g)));
+  if (dtype == DType::kBf16) {
+    float* r = static_cast<float*>(recv);
+    for (size_t i = 0; i < count_per_rank; ++i) r[i] = round_to_bf16(r[i]);
+  }
 }
 
 void MpiComm::allreduce_f32(float* buf, size_t count, Group g) {

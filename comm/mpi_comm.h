@@ -22,7 +22,8 @@ class MpiComm : public Comm {
                       const int64_t* recv_rows, size_t row_bytes, Group g) override;
   void alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) override;
   void allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) override;
-  void reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) override;
+  void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                      Group g) override;
   void allreduce_f32(float* buf, size_t count, Group g) override;
 
  private:

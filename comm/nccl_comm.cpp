@@ -86,8 +86,10 @@ void NcclComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Gr
   NCCL_CHECK(ncclAllGather(send, recv, bytes_per_rank, ncclInt8, comm(g), stream_));
 }
 
-void NcclComm::reduce_scatter_f32(const float* send, float* recv, size_t count_per_rank, Group g) {
-  NCCL_CHECK(ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum, comm(g), stream_));
+void NcclComm::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                              Group g) {
+  const ncclDataType_t t = dtype == DType::kBf16 ? ncclBfloat16 : ncclFloat32;
+  NCCL_CHECK(ncclReduceScatter(send, recv, count_per_rank, t, ncclSum, comm(g), stream_));
 }
 
 void NcclComm::allreduce_f32(float* buf, size_t count, Group g) {

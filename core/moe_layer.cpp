@@ -44,11 +44,12 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   d_.world = mesh.world;
   d_.N = d_.T * mesh.world;
   d_.dtype = w.dtype;
+  d_.grad_dtype = w.expert_grad_dtype;
   d_.capacity = expert_capacity(w);
   d_.drop_by_position = w.drop_policy == "position";
   d_.align = w.align;
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
-  const size_t sb = ops.storage_bytes();
+  const size_t sb = ops.storage_bytes(), gb = ops.bytes_of(d_.grad_dtype);
   timer_ = ops.make_timer(kNumPhases);
 
   // Expert weights live as FSDP shards of the flattened [E_local, H, 2F] / [E_local, F, H] of this
@@ -60,13 +61,13 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   w_in_shard_ = fixed(sb * shard_in_);
   w_out_shard_ = fixed(sb * shard_out_);
   dw_gate_ = static_cast<float*>(fixed(4 * H * E));
-  dw_in_full_ = static_cast<float*>(fixed(4 * shard_in_ * d_.fsdp));
-  dw_out_full_ = static_cast<float*>(fixed(4 * shard_out_ * d_.fsdp));
+  dw_in_full_ = fixed(gb * shard_in_ * d_.fsdp);
+  dw_out_full_ = fixed(gb * shard_out_ * d_.fsdp);
   if (d_.fsdp > 1) {
     w_in_full_ = fixed(sb * shard_in_ * d_.fsdp);
     w_out_full_ = fixed(sb * shard_out_ * d_.fsdp);
-    dw_in_shard_ = static_cast<float*>(fixed(4 * shard_in_));
-    dw_out_shard_ = static_cast<float*>(fixed(4 * shard_out_));
+    dw_in_shard_ = fixed(gb * shard_in_);
+    dw_out_shard_ = fixed(gb * shard_out_);
   } else {
     // Without FSDP the shard is the whole tensor: no gather, no scatter, half the memory.
     w_in_full_ = w_in_shard_;
@@ -301,18 +302,18 @@ void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int ph
 void MoeLayer::grad_sync() {
   comm_.allreduce_f32(dw_gate_, d_.H * d_.E, Group::kWorld);
   if (d_.fsdp == 1) return;
-  comm_.reduce_scatter_f32(dw_in_full_, dw_in_shard_, shard_in_, Group::kFsdp);
-  comm_.reduce_scatter_f32(dw_out_full_, dw_out_shard_, shard_out_, Group::kFsdp);
+  comm_.reduce_scatter(dw_in_full_, dw_in_shard_, shard_in_, d_.grad_dtype, Group::kFsdp);
+  comm_.reduce_scatter(dw_out_full_, dw_out_shard_, shard_out_, d_.grad_dtype, Group::kFsdp);
 }
 
 std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
-  const size_t sb = ops_.storage_bytes();
+  const size_t sb = ops_.storage_bytes(), gb = ops_.bytes_of(d_.grad_dtype);
   const size_t T = size_t(d_.T), H = size_t(d_.H), E = size_t(d_.E), K = size_t(d_.K);
   return {{"out", ops_.digest(out_, sb * T * H)},
           {"dx", ops_.digest(dx_, sb * T * H)},
           {"dw_gate", ops_.digest(dw_gate_, 4 * H * E)},
-          {"dw_in", ops_.digest(dw_in_shard_, 4 * size_t(shard_in_))},
-          {"dw_out", ops_.digest(dw_out_shard_, 4 * size_t(shard_out_))},
+          {"dw_in", ops_.digest(dw_in_shard_, gb * size_t(shard_in_))},
+          {"dw_out", ops_.digest(dw_out_shard_, gb * size_t(shard_out_))},
           {"idx", ops_.digest(idx_, 4 * T * K)}};
 }
 
@@ -349,15 +350,23 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   }
   // Gather the reduced shards back into the (now free) full-gradient buffers.
   if (d_.fsdp > 1) {
-    comm_.allgather(dw_in_shard_, dw_in_full_, 4 * shard_in_, Group::kFsdp);
-    comm_.allgather(dw_out_shard_, dw_out_full_, 4 * shard_out_, Group::kFsdp);
+    const size_t gb = ops_.bytes_of(d_.grad_dtype);
+    comm_.allgather(dw_in_shard_, dw_in_full_, gb * shard_in_, Group::kFsdp);
+    comm_.allgather(dw_out_shard_, dw_out_full_, gb * shard_out_, Group::kFsdp);
   }
   const int64_t begin = want.grad_begin, end = want.grad_end < 0 ? El : want.grad_end;
   MOE_CHECK(0 <= begin && begin <= end && end <= El,
             "download_outputs: experts [" << begin << ", " << end << ") of " << El);
   o.grad_expert_begin = begin;
-  o.dw_in = fp32(dw_in_full_ + begin * H * 2 * F, (end - begin) * H * 2 * F);
-  o.dw_out = fp32(dw_out_full_ + begin * F * H, (end - begin) * F * H);
+  auto grads = [&](const void* full, int64_t per_expert) {
+    std::vector<float> v((end - begin) * per_expert);
+    const size_t skip = ops_.bytes_of(d_.grad_dtype) * begin * per_expert;
+    ops_.download_floats(v.data(), static_cast<const char*>(full) + skip, int64_t(v.size()),
+                         d_.grad_dtype);
+    return v;
+  };
+  o.dw_in = grads(dw_in_full_, H * 2 * F);
+  o.dw_out = grads(dw_out_full_, F * H);
 
   std::vector<float> stats(2 * E + 1);
   ops_.copy_to_host(stats.data(), stats_, 4 * stats.size());

@@ -128,10 +128,10 @@ class MoeLayer {
   void* w_in_full_ = nullptr;     // [E_local, H, 2F] (+ padding) gathered
   void* w_out_full_ = nullptr;    // [E_local, F, H] (+ padding)
   float* dw_gate_ = nullptr;      // [H, E] fp32
-  float* dw_in_full_ = nullptr;   // [fsdp * shard_in_] fp32
-  float* dw_out_full_ = nullptr;
-  float* dw_in_shard_ = nullptr;  // [shard_in_] fp32 after reduce-scatter
-  float* dw_out_shard_ = nullptr;
+  void* dw_in_full_ = nullptr;    // [fsdp * shard_in_] grad dtype (Dims::grad_dtype)
+  void* dw_out_full_ = nullptr;
+  void* dw_in_shard_ = nullptr;  // [shard_in_] after the reduce-scatter
+  void* dw_out_shard_ = nullptr;
   int64_t shard_in_ = 0, shard_out_ = 0;  // elements per FSDP shard (padded)
 
   // Per-token tensors.

@@ -22,6 +22,7 @@ struct Dims {
   int64_t ep = 1, fsdp = 1, world = 1;
   int64_t N = 0;  // global tokens = T * world
   DType dtype = DType::kBf16;
+  DType grad_dtype = DType::kFp32;  // expert weight gradients (Workload::expert_grad_dtype)
   // Rows one source rank may send each expert (0 = dropless) and which rows are dropped beyond
   // it: the lowest p (ties: later (t, k)) or the later (t, k).
   int64_t capacity = 0;
@@ -67,8 +68,16 @@ class Ops {
   // step.
   virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws moe::Error naming the size on OOM
   virtual void release(void* p) = 0;
-  virtual size_t storage_bytes() const = 0;  // bytes per storage element
-  virtual void download_storage(float* dst, const void* src, int64_t n) = 0;
+  // Bytes per element of a tensor of dtype t as the backend keeps it (the CPU backend keeps
+  // floats, rounded to bf16 where t is bf16).
+  virtual size_t bytes_of(DType t) const = 0;
+  virtual DType storage_dtype() const = 0;
+  size_t storage_bytes() const { return bytes_of(storage_dtype()); }
+  // dst [n] floats = src [n] elements of dtype t as the backend keeps them.
+  virtual void download_floats(float* dst, const void* src, int64_t n, DType t) = 0;
+  void download_storage(float* dst, const void* src, int64_t n) {
+    download_floats(dst, src, n, storage_dtype());
+  }
   // dst [n] storage elements = rule.value(begin + i): seeded data made where it lives, so that
   // set-up neither generates billions of weights on the host nor uploads them.
   virtual void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) = 0;
@@ -122,10 +131,11 @@ class Ops {
   // Expert FFN over expert-major rows; row_offsets_host [E_local+1]. See kernels/cpu/expert_ffn.h.
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                               const int64_t* row_offsets_host, void* h, void* a, void* ye) = 0;
+  // dw_in, dw_out: d.grad_dtype.
   virtual void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
                               const void* a, const void* w_in, const void* w_out,
                               const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
-                              float* dw_in, float* dw_out) = 0;
+                              void* dw_in, void* dw_out) = 0;
   // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
   // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

@@ -64,6 +64,7 @@ const std::vector<KeySpec>& schema() {
       {"mesh.ep", Kind::kSize, {}},
       {"mesh.fsdp", Kind::kSize, {}},
       {"dtype", Kind::kEnum, {"bf16", "fp32"}},
+      {"expert_grad_dtype", Kind::kEnum, {"fp32", "bf16"}},
       {"dispatch", Kind::kEnum, {"alltoall"}},
       {"capacity_factor", Kind::kOptionalNumber, {}},
       {"drop_policy", Kind::kEnum, {"probability", "position"}},
@@ -354,6 +355,8 @@ Workload from_json(const json& root, const std::string& source) {
   r.get_size("mesh.fsdp", w.mesh.fsdp);
   std::string choice;
   if (r.get_choice("dtype", choice)) w.dtype = choice == "bf16" ? DType::kBf16 : DType::kFp32;
+  if (r.get_choice("expert_grad_dtype", choice))
+    w.expert_grad_dtype = choice == "bf16" ? DType::kBf16 : DType::kFp32;
   r.get_choice("dispatch", w.dispatch);
   r.get_optional("capacity_factor", w.capacity_factor);
   r.get_choice("drop_policy", w.drop_policy);
@@ -531,6 +534,9 @@ void resolve_and_validate(Workload& w, int world_size) {
                                           << "set e.g. --set steps=20");
   MOE_USER_CHECK(w.warmup >= 0, "warmup = " << w.warmup << " must be >= 0 (untimed steps "
                                             << "before timing); set e.g. --set warmup=3");
+  MOE_USER_CHECK(w.expert_grad_dtype == DType::kFp32 || w.dtype == DType::kBf16,
+                 "expert_grad_dtype = \"bf16\" with dtype = \"fp32\": gradients narrower than "
+                 "the weights they train; set expert_grad_dtype to \"fp32\" or dtype to \"bf16\"");
   MOE_USER_CHECK(m.topk <= m.experts,
                  "model.topk = " << m.topk << " exceeds model.experts = " << m.experts
                                  << " (a token cannot pick more experts than exist); "
@@ -652,7 +658,8 @@ void resolve_and_validate(Workload& w, int world_size) {
   w.mesh.fsdp = fsdp;
 }
 
-// Bytes of one rank, each term commented below. S = storage_bytes per stored element; gradients
+// Bytes of one rank, each term commented below. S = storage_bytes per stored element; G per expert
+// weight gradient (2 for bf16 gradients where the backend stores bf16, else 4); other gradients
 // are fp32 and the reference float64. E_l = E / ep local experts; P = E_l * 3HF their parameters
 // (w_in [E_l, H, 2F] + w_out [E_l, F, H]); R = T * K rows each way through the all-to-all
 // (balanced routing). The reference's buffers count when check != off; it holds every expert and
@@ -664,6 +671,7 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   const int64_t S = storage_bytes, H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
   const int64_t K = w.model.topk, T = w.tokens_per_rank, W = world_size;
   const int64_t fsdp = w.mesh.fsdp, E_local = E / w.mesh.ep;
+  const int64_t G = w.expert_grad_dtype == DType::kBf16 && S == 2 ? 2 : 4;
   const int64_t P = prod({E_local, 3, H, F});
   const int64_t P_shard = P == INT64_MAX ? P : (P + fsdp - 1) / fsdp;
   // Alignment pads each local expert's rows up to a multiple of `align` on the receiving side.
@@ -678,8 +686,8 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   if (w.router.expert_bias) add({E, 4});
   add({P_shard, S});     // this rank's FSDP shard of its experts
   add({P, S});           // the all-gathered experts
-  add({P, 4});           // fp32 grads of the gathered experts
-  add({P_shard, 4});     // fp32 grad shard after the reduce-scatter
+  add({P, G});           // grads of the gathered experts
+  add({P_shard, G});     // grad shard after the reduce-scatter
   add({4, T, H, S});     // x, dout, out, dx
   add({3, T, E, 4});     // logits, scores, dlogits
   add({2, T, K, 4});     // idx, p
@@ -759,6 +767,7 @@ json workload_to_json(const Workload& w) {
       {"tokens_per_rank", w.tokens_per_rank},
       {"mesh", {{"ep", size(w.mesh.ep)}, {"fsdp", size(w.mesh.fsdp)}}},
       {"dtype", dtype_name(w.dtype)},
+      {"expert_grad_dtype", dtype_name(w.expert_grad_dtype)},
       {"dispatch", w.dispatch},
       {"capacity_factor", w.capacity_factor > 0 ? json(w.capacity_factor) : json(nullptr)},
       {"drop_policy", w.drop_policy},

@@ -55,6 +55,10 @@ struct Workload {
   int64_t tokens_per_rank = 0;  // T; 0 means "not given", an error
   MeshConfig mesh;
   DType dtype = DType::kBf16;
+  // The expert weight gradients (dw_in, dw_out) and their FSDP reduce-scatter: fp32 (Megatron's
+  // main grads) or bf16 (grads in the parameters' dtype, as eager PyTorch makes them; half the
+  // bytes written by the wgrad GEMMs and sent by the reduce-scatter). Accumulation is fp32.
+  DType expert_grad_dtype = DType::kFp32;
   std::string dispatch = "alltoall";
   // Per source rank and expert at most ceil(capacity_factor * T * K / E) rows are sent; the rest
   // are dropped by drop_policy. 0 (JSON null) = dropless.

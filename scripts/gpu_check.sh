@@ -4,7 +4,8 @@
 # a short table is printed last.
 #   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
 #                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--model-steps N]
-#                        [--configs "A.json B.json"] [--sweeps] [--sweep-methods L] [--deadline S]
+#                        [--configs "A.json B.json"] [--run-args "--set k=v"] [--tag T] [--sweeps]
+#                        [--sweep-methods L] [--deadline S]
 #                        [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
@@ -13,7 +14,8 @@
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's), for
 # --model-steps timed steps (default 5; the check follows the first). --configs LIST: only these
 # workload files, for --models and --bench (default: all of configs/models, configs/bench and
-# quickstart for --models; configs/bench for --bench).
+# quickstart for --models; configs/bench for --bench). --run-args ARGS: added to every --models and
+# --bench run (e.g. "--set expert_grad_dtype=bf16"); --tag T appends _T to those runs' names.
 # --sweeps: the README's sweep example (Mixtral-8x7B, tokens per rank 2048..8192 x 1, 2, 4 GPUs as
 # the machine has, each expert GEMM method of --sweep-methods LIST), its report with plots, and a
 # compare of the methods. --deadline S (default 540):
@@ -30,7 +32,7 @@ FINAL=$OUTDIR
 OUTDIR=$(mktemp -d)/gpu_check
 shift
 BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
-MODEL_TOKENS="" MODEL_STEPS=5 CONFIGS="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
+MODEL_TOKENS="" MODEL_STEPS=5 CONFIGS="" RUN_ARGS="" TAG="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) BENCH=1 ;;
@@ -42,6 +44,8 @@ while [ $# -gt 0 ]; do
     --model-tokens) MODEL_TOKENS=$2; shift ;;
     --model-steps) MODEL_STEPS=$2; shift ;;
     --configs) CONFIGS=$2; shift ;;
+    --run-args) RUN_ARGS=$2; shift ;;
+    --tag) TAG=_$2; shift ;;
     --sweeps) SWEEPS=1 ;;
     --sweep-methods) SWEEP_METHODS=$2; shift ;;
     --deadline) DEADLINE=$2; shift ;;
@@ -115,6 +119,12 @@ if [ $SKIP_TESTS -eq 0 ]; then
   run_case gpu_np1_tiny_fp32 1 --config $TINY --set dtype=fp32 $SIG $LOSS
   run_case gpu_np2_ep2 2 --config $TINY --set mesh.ep=2 $LOSS
   run_case gpu_np2_fsdp2 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
+  # bf16 expert gradients: bf16 wgrad GEMM outputs and a bf16 NCCL reduce-scatter, checked.
+  run_case gpu_np2_fsdp2_bf16_grads 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG \
+    --set expert_grad_dtype=bf16
+  note "bf16 grads: reduce-scatter bytes bf16/fp32 = $(python3 -c "import json, sys
+b, f = (json.load(open(p))['timing']['phases']['grad_sync']['bytes_per_rank'] for p in sys.argv[1:])
+print(b / f, '(want 0.5)')" "$OUTDIR/gpu_np2_fsdp2_bf16_grads.json" "$OUTDIR/gpu_np2_fsdp2.json" 2>&1)"
   # The same seed twice: the digests (computed on the GPUs) must be equal.
   run_case gpu_np2_fsdp2_again 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
   note "repeat np2 fsdp2: $("$BIN" compare "$OUTDIR/gpu_np2_fsdp2.json" \
@@ -123,6 +133,8 @@ if [ $SKIP_TESTS -eq 0 ]; then
     set -- $mesh
     run_case "gpu_np4_ep$1_fsdp$2_softmax" 4 --config $TINY --set mesh.ep=$1 --set mesh.fsdp=$2 $LOSS
     run_case "gpu_np4_ep$1_fsdp$2_sigmoid" 4 --config $TINY --set mesh.ep=$1 --set mesh.fsdp=$2 $SIG
+    run_case "gpu_np4_ep$1_fsdp$2_bf16_grads" 4 --config $TINY --set mesh.ep=$1 \
+      --set mesh.fsdp=$2 $LOSS --set expert_grad_dtype=bf16
   done
   # A medium shape the float64 reference still checks in seconds.
   run_case gpu_np4_medium 4 --config configs/quickstart.json --set mesh.ep=4 \
@@ -191,9 +203,10 @@ if [ $MODELS -eq 1 ]; then
     for cfg in ${CONFIGS:-configs/models/*.json configs/bench/*.json configs/quickstart.json}; do
       name=$(basename "$cfg" .json)
       [ "$cfg" = "configs/bench/$name.json" ] && name="bench_$name"
-      run_case "model_${name}_ep${ep}_fsdp${fsdp}" $((ep * fsdp)) --config "$cfg" \
-        --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps "$MODEL_STEPS" --warmup 2
-      grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}.log" | tee -a "$SUMMARY"
+      run_case "model_${name}_ep${ep}_fsdp${fsdp}$TAG" $((ep * fsdp)) --config "$cfg" \
+        --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps "$MODEL_STEPS" \
+        --warmup 2 $RUN_ARGS
+      grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}$TAG.log" | tee -a "$SUMMARY"
     done
   done
 fi
@@ -247,7 +260,8 @@ if [ $BENCH -eq 1 ]; then
     name=$(basename "$cfg" .json)
     for np in 1 2 4 8; do
       [ "$np" -le "$NGPU" ] || continue
-      run_case "bench_${name}_np$np" "$np" --config "$cfg" --set mesh.ep=$np --set mesh.fsdp=1
+      run_case "bench_${name}_np$np$TAG" "$np" --config "$cfg" --set mesh.ep=$np --set mesh.fsdp=1 \
+        $RUN_ARGS
     done
   done
 fi

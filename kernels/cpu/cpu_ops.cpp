@@ -64,8 +64,8 @@ void CpuOps::release(void* p) {
 void CpuOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
   init_range(rule, begin, begin + n, static_cast<float*>(dst));  // storage is float here
 }
-void CpuOps::download_storage(float* dst, const void* src, int64_t n) {
-  std::memcpy(dst, src, sizeof(float) * n);
+void CpuOps::download_floats(float* dst, const void* src, int64_t n, DType) {
+  std::memcpy(dst, src, sizeof(float) * n);  // floats of any dtype here
 }
 void CpuOps::copy_to_host(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
@@ -143,9 +143,9 @@ void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, con
 void CpuOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
                             const void* a, const void* w_in, const void* w_out,
                             const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
-                            float* dw_in, float* dw_out) {
+                            void* dw_in, void* dw_out) {
   cpu::expert_ffn_bwd(F(dye), F(xe), F(h), F(a), F(w_in), F(w_out), row_offsets_host, d.E_local,
-                      d.H, d.F, d.dtype, F(da), F(dh), F(dxe), dw_in, dw_out);
+                      d.H, d.F, d.dtype, d.grad_dtype, F(da), F(dh), F(dxe), F(dw_in), F(dw_out));
 }
 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

@@ -13,9 +13,10 @@ class CpuOps : public Ops {
   std::string name() const override { return "cpu"; }
   void* alloc(size_t bytes) override;
   void release(void* p) override;
-  size_t storage_bytes() const override { return sizeof(float); }
+  size_t bytes_of(DType) const override { return sizeof(float); }
+  DType storage_dtype() const override { return dtype_; }
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
-  void download_storage(float* dst, const void* src, int64_t n) override;
+  void download_floats(float* dst, const void* src, int64_t n, DType t) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   uint64_t digest(const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
@@ -42,7 +43,7 @@ class CpuOps : public Ops {
                       const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
   void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h, const void* a,
                       const void* w_in, const void* w_out, const int64_t* row_offsets_host,
-                      void* da, void* dh, void* dxe, float* dw_in, float* dw_out) override;
+                      void* da, void* dh, void* dxe, void* dw_in, void* dw_out) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
   void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,

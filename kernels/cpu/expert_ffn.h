@@ -19,10 +19,11 @@ void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
                     float* h, float* a, float* ye);
 
 // dye [R, H] -> dxe [R, H] (stored as dtype); dw_in [E_local, H, 2F] and dw_out [E_local, F, H]
-// fp32, overwritten (an expert with no rows gets zeros). da [R, F] and dh [R, 2F] are scratch.
+// accumulated in fp32 and stored as grad_dtype, overwritten (an expert with no rows gets zeros).
+// da [R, F] and dh [R, 2F] are scratch.
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,
                     const float* w_in, const float* w_out, const int64_t* row_offsets,
-                    int64_t E_local, int64_t H, int64_t F, DType dtype, float* da, float* dh,
-                    float* dxe, float* dw_in, float* dw_out);
+                    int64_t E_local, int64_t H, int64_t F, DType dtype, DType grad_dtype, float* da,
+                    float* dh, float* dxe, float* dw_in, float* dw_out);
 
 }  // namespace moe::cpu

@@ -90,9 +90,8 @@ void calibration_fill(void* dst, int64_t n, uint32_t salt, DType dtype, cudaStre
   CUDA_CHECK(cudaGetLastError());
 }
 
-size_t storage_offset(const Dims& d, int64_t elems) {
-  return size_t(elems) * (d.dtype == DType::kBf16 ? 2 : 4);
-}
+size_t offset_of(DType t, int64_t elems) { return size_t(elems) * (t == DType::kBf16 ? 2 : 4); }
+size_t storage_offset(const Dims& d, int64_t elems) { return offset_of(d.dtype, elems); }
 const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
@@ -202,8 +201,8 @@ void CudaOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_
   cuda::fill_seeded(rule, begin, n, dtype_, dst, stream_);
 }
 
-void CudaOps::download_storage(float* dst, const void* src, int64_t n) {
-  if (dtype_ == DType::kBf16) {
+void CudaOps::download_floats(float* dst, const void* src, int64_t n, DType t) {
+  if (t == DType::kBf16) {
     std::vector<uint16_t> b(n);
     copy_to_host(b.data(), src, 2 * n);
     for_each_part(n, part_count(n, 1 << 22), [&](int, int64_t begin, int64_t end) {
@@ -353,16 +352,18 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
 
 void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
                              const void* a, const void* w_in, const void* w_out, const int64_t* off,
-                             void* da, void* dh, void* dxe, float* dw_in, float* dw_out) {
+                             void* da, void* dh, void* dxe, void* dw_in, void* dw_out) {
   const int64_t H = d.H, F = d.F;
   std::vector<cuda::GemmProblem> wgrad_out, dgrad_a, dgrad_x, wgrad_in;
   for (int64_t l = 0; l < d.E_local; ++l) {
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
     // Weight gradients for every expert: an expert with no rows gets zeros (K = 0).
     wgrad_out.push_back({F, H, n, at(a, storage_offset(d, r0 * F)),
-                         at(dye, storage_offset(d, r0 * H)), dw_out + l * F * H});
+                         at(dye, storage_offset(d, r0 * H)),
+                         at(dw_out, offset_of(d.grad_dtype, l * F * H))});
     wgrad_in.push_back({H, 2 * F, n, at(xe, storage_offset(d, r0 * H)),
-                        at(dh, storage_offset(d, r0 * 2 * F)), dw_in + l * H * 2 * F});
+                        at(dh, storage_offset(d, r0 * 2 * F)),
+                        at(dw_in, offset_of(d.grad_dtype, l * H * 2 * F))});
     if (n == 0) continue;
     dgrad_a.push_back({n, F, H, at(dye, storage_offset(d, r0 * H)),
                        at(w_out, storage_offset(d, l * F * H)), at(da, storage_offset(d, r0 * F))});
@@ -371,11 +372,11 @@ void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, con
                        at(dxe, storage_offset(d, r0 * H))});
   }
   const int64_t rows = off[d.E_local];
-  gemm_->grouped(true, false, wgrad_out, false, d.dtype, DType::kFp32, stream_);
+  gemm_->grouped(true, false, wgrad_out, false, d.dtype, d.grad_dtype, stream_);
   gemm_->grouped(false, true, dgrad_a, false, d.dtype, d.dtype, stream_);
   cuda::swiglu_bwd(da, h, rows, F, d.dtype, dh, stream_);
   gemm_->grouped(false, true, dgrad_x, false, d.dtype, d.dtype, stream_);
-  gemm_->grouped(true, false, wgrad_in, false, d.dtype, DType::kFp32, stream_);
+  gemm_->grouped(true, false, wgrad_in, false, d.dtype, d.grad_dtype, stream_);
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

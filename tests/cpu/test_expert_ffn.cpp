@@ -227,8 +227,8 @@ void check_expert_ffn(DType dtype, const std::vector<int64_t>& rows, uint64_t se
   std::vector<float> da(R * F, kNaN), dh(R * 2 * F, kNaN), dxe(R * H, kNaN),
       dw_in(E_local * H * 2 * F, kNaN), dw_out(E_local * F * H, kNaN);
   cpu::expert_ffn_bwd(dye.data(), xe.data(), h.data(), a.data(), w_in.data(), w_out.data(),
-                      off.data(), E_local, H, F, dtype, da.data(), dh.data(), dxe.data(),
-                      dw_in.data(), dw_out.data());
+                      off.data(), E_local, H, F, dtype, DType::kFp32, da.data(), dh.data(),
+                      dxe.data(), dw_in.data(), dw_out.data());
 
   const FfnRef ref = ffn_reference(xe, w_in, w_out, dye, off, E_local, H, F);
   const double act_tol = bf16 ? 1e-2 : 1e-5, grad_tol = bf16 ? 2e-2 : 1e-5;
@@ -272,11 +272,48 @@ TEST(ExpertFfn, NoRowsAtAllGivesZeroWeightGrads) {
     cpu::expert_ffn_fwd(nullptr, w_in.data(), w_out.data(), off.data(), E_local, H, F, dtype,
                         nullptr, nullptr, nullptr);
     cpu::expert_ffn_bwd(nullptr, nullptr, nullptr, nullptr, w_in.data(), w_out.data(), off.data(),
-                        E_local, H, F, dtype, nullptr, nullptr, nullptr, dw_in.data(),
+                        E_local, H, F, dtype, dtype, nullptr, nullptr, nullptr, dw_in.data(),
                         dw_out.data());
     expect_all_zero("dw_in", dw_in.data(), int64_t(dw_in.size()));
     expect_all_zero("dw_out", dw_out.data(), int64_t(dw_out.size()));
   }
+}
+
+// expert_grad_dtype bf16: the same fp32 sums, each rounded once to bf16 (dw = round(dw_fp32)
+// exactly); dxe does not depend on the gradients' dtype.
+TEST(ExpertFfn, Bf16WeightGradsAreTheFp32OnesRounded) {
+  const int64_t E_local = 3, H = 16, F = 12, R = 42;
+  const std::vector<int64_t> off = {0, 9, 9, 42};
+  std::mt19937_64 rng(205);
+  const std::vector<float> xe = random_floats(rng, R * H, 1.0f, true);
+  const std::vector<float> w_in = random_floats(rng, E_local * H * 2 * F, 0.4f, true);
+  const std::vector<float> w_out = random_floats(rng, E_local * F * H, 0.4f, true);
+  const std::vector<float> dye = random_floats(rng, R * H, 1.0f, true);
+  std::vector<float> h(R * 2 * F), a(R * F), ye(R * H);
+  cpu::expert_ffn_fwd(xe.data(), w_in.data(), w_out.data(), off.data(), E_local, H, F,
+                      DType::kBf16, h.data(), a.data(), ye.data());
+  struct Grads {
+    std::vector<float> dxe, dw_in, dw_out;
+  };
+  auto backward = [&](DType grad_dtype) {
+    Grads g{std::vector<float>(R * H, kNaN), std::vector<float>(E_local * H * 2 * F, kNaN),
+            std::vector<float>(E_local * F * H, kNaN)};
+    std::vector<float> da(R * F), dh(R * 2 * F);
+    cpu::expert_ffn_bwd(dye.data(), xe.data(), h.data(), a.data(), w_in.data(), w_out.data(),
+                        off.data(), E_local, H, F, DType::kBf16, grad_dtype, da.data(), dh.data(),
+                        g.dxe.data(), g.dw_in.data(), g.dw_out.data());
+    return g;
+  };
+  const Grads f = backward(DType::kFp32), b = backward(DType::kBf16);
+  EXPECT_EQ(f.dxe, b.dxe);
+  int64_t changed = 0;
+  for (auto [fp32, bf16] : {std::pair{&f.dw_in, &b.dw_in}, std::pair{&f.dw_out, &b.dw_out}})
+    for (size_t i = 0; i < fp32->size(); ++i) {
+      ASSERT_EQ((*bf16)[i], round_to_bf16((*fp32)[i])) << "element " << i;
+      changed += (*bf16)[i] != (*fp32)[i];
+    }
+  EXPECT_GT(changed, 0) << "no gradient needed rounding: the test shows nothing";
+  expect_all_zero("dw_in of the empty expert", b.dw_in.data() + H * 2 * F, H * 2 * F);
 }
 
 }  // namespace

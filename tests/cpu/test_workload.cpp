@@ -387,6 +387,24 @@ TEST(WorkloadOverride, MalformedAndUnknownAssignments) {
   EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "=3"); }, {"unknown key ''"}));
 }
 
+TEST(WorkloadParse, ExpertGradDtype) {
+  Workload w = minimal();
+  EXPECT_EQ(w.expert_grad_dtype, DType::kFp32);
+  EXPECT_EQ(workload_to_json(w).at("expert_grad_dtype"), "fp32");
+  apply_override(w, "expert_grad_dtype=bf16");
+  EXPECT_EQ(w.expert_grad_dtype, DType::kBf16);
+  EXPECT_EQ(workload_to_json(w).at("expert_grad_dtype"), "bf16");
+  resolve_and_validate(w, 1);
+  EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "expert_grad_dtype=fp16"); },
+                              {"'expert_grad_dtype'", "\"fp32\", \"bf16\""}));
+  // Gradients narrower than the weights they train: refused, naming both keys and the fix.
+  Workload fp32 = minimal();
+  apply_override(fp32, "dtype=fp32");
+  apply_override(fp32, "expert_grad_dtype=bf16");
+  EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(fp32, 1); },
+                              {"expert_grad_dtype = \"bf16\"", "dtype = \"fp32\"", "set"}));
+}
+
 TEST(WorkloadOverride, FailedOverrideLeavesWorkloadUnchanged) {
   Workload w = minimal();
   apply_override(w, "steps=9");
@@ -653,6 +671,14 @@ TEST(WorkloadEstimate, ReferenceAndStorageSize) {
   EXPECT_GE(on - off, 8 * 3 * 64 * 32 * 8 + 2 * 4 * 16 * 64 * 8);
   EXPECT_LT(estimate_rank_bytes(w, 4, 2), estimate_rank_bytes(w, 4, 4));
   EXPECT_EQ(estimate_rank_bytes(w, 4), estimate_rank_bytes(w, 4, 4));
+  // bf16 expert gradients: 2 bytes less per parameter for the gathered gradients and per shard
+  // element, where the backend stores bf16; the CPU backend keeps floats either way.
+  Workload bf16_grads = w;
+  bf16_grads.expert_grad_dtype = DType::kBf16;
+  resolve_and_validate(bf16_grads, 4);  // ep 4, fsdp 1: 2 local experts
+  const int64_t P = 2 * 3 * 64 * 32;
+  EXPECT_EQ(estimate_rank_bytes(w, 4, 2) - estimate_rank_bytes(bf16_grads, 4, 2), 2 * (P + P));
+  EXPECT_EQ(estimate_rank_bytes(bf16_grads, 4, 4), estimate_rank_bytes(w, 4, 4));
   // An unresolved mesh is resolved (and so checked) on a copy.
   checked.mesh.ep = 3;
   EXPECT_TRUE(ThrowsUserError([&] { estimate_rank_bytes(checked, 6); }, {"mesh.ep = 3"}));

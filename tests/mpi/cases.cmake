@@ -65,7 +65,8 @@ moe_mpi_case(np4_align16_capacity 4 --set mesh.ep=4 --set align=16 --set capacit
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
-foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab)
+foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
+               expert_grad_dtype)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
