@@ -290,8 +290,8 @@ TEST(ExpertFfn, Bf16WeightGradsAreTheFp32OnesRounded) {
   const std::vector<float> w_out = random_floats(rng, E_local * F * H, 0.4f, true);
   const std::vector<float> dye = random_floats(rng, R * H, 1.0f, true);
   std::vector<float> h(R * 2 * F), a(R * F), ye(R * H);
-  cpu::expert_ffn_fwd(xe.data(), w_in.data(), w_out.data(), off.data(), E_local, H, F,
-                      DType::kBf16, h.data(), a.data(), ye.data());
+  cpu::expert_ffn_fwd(xe.data(), w_in.data(), w_out.data(), off.data(), E_local, H, F, DType::kBf16,
+                      h.data(), a.data(), ye.data());
   struct Grads {
     std::vector<float> dxe, dw_in, dw_out;
   };
