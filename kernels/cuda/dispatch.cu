@@ -1,5 +1,7 @@
+#include <cstdint>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <initializer_list>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dispatch.h"
@@ -246,22 +248,28 @@ __global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const i
   }
 }
 
-// ---- combine ----
-template <class T>
+// ---- combine: one block per token (or routed row); each thread takes N consecutive elements
+// of the row at a time (N = kPack16<T> when rows allow 16-byte moves, else 1), the same
+// per-element arithmetic either way. ----
+template <class T, int N>
 __global__ void unpermute_combine_kernel(const T* y_send, const int32_t* send_pos, const float* p,
                                          int64_t T_, int64_t K, int64_t H, T* out) {
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
-    for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-      float acc = 0.0f;
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
+      float acc[N] = {}, y[N];
       for (int64_t k = 0; k < K; ++k) {
         const int64_t row = send_pos[t * K + k];
-        if (row >= 0) acc += p[t * K + k] * load_f(y_send + row * H + h);  // -1: dropped
+        if (row < 0) continue;  // dropped
+        const float w = p[t * K + k];
+        load_n<N>(y_send + row * H + h, y);
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] += w * y[i];
       }
-      store_f(out + t * H + h, acc);
+      store_n<N>(out + t * H + h, acc);
     }
 }
 
-template <class T>
+template <class T, int N>
 __global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
                                              const int32_t* send_pos, const float* p, int64_t T_,
                                              int64_t K, int64_t H, T* dy_send, float* dp) {
@@ -275,10 +283,16 @@ __global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
     }
     const float w = p[tk];
     float dot = 0.0f;
-    for (int64_t h = threadIdx.x; h < H; h += kThreads) {
-      const float g = load_f(dout + t * H + h);
-      dot += load_f(y_send + row * H + h) * g;
-      store_f(dy_send + row * H + h, w * g);
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(kThreads) * N) {
+      float g[N], y[N], dy[N];
+      load_n<N>(dout + t * H + h, g);
+      load_n<N>(y_send + row * H + h, y);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        dot += y[i] * g[i];
+        dy[i] = w * g[i];
+      }
+      store_n<N>(dy_send + row * H + h, dy);
     }
     dot = Reduce(tmp).Sum(dot);
     if (threadIdx.x == 0) dp[tk] = dot;
@@ -286,42 +300,68 @@ __global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
   }
 }
 
-template <class T>
+template <class T, int N>
 __global__ void unpermute_sum_kernel(const T* dx_send, const int32_t* send_pos, int64_t T_,
                                      int64_t K, int64_t H, float* dx_acc) {
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
-    for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-      float acc = 0.0f;
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
+      float acc[N] = {}, x[N];
       for (int64_t k = 0; k < K; ++k) {
         const int64_t row = send_pos[t * K + k];
-        if (row >= 0) acc += load_f(dx_send + row * H + h);  // -1: dropped
+        if (row < 0) continue;  // dropped
+        load_n<N>(dx_send + row * H + h, x);
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] += x[i];
       }
-      dx_acc[t * H + h] = acc;
+      store_n<N>(dx_acc + t * H + h, acc);
     }
+}
+
+// Whether rows of H elements of T at these bases allow 16-byte moves: whole 16-byte row lengths
+// (also for the fp32 rows H * 4 bytes, which then hold whole packs too) and aligned bases.
+template <class T>
+bool rows_take_pack16(int64_t H, std::initializer_list<const void*> bases) {
+  if (H % kPack16<T> != 0) return false;
+  for (const void* b : bases)
+    if (reinterpret_cast<uintptr_t>(b) % 16 != 0) return false;
+  return true;
 }
 
 // ---- SwiGLU ----
 __device__ __forceinline__ float sigmoidf_(float v) { return 1.0f / (1.0f + expf(-v)); }
 
-template <class T>
+// Each thread takes N consecutive elements of a row of a (N divides F; see the combine kernels).
+template <class T, int N>
 __global__ void swiglu_fwd_kernel(const T* h, int64_t n, int64_t F, T* a) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * F;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
+       i += int64_t(gridDim.x) * blockDim.x * N) {
     const int64_t r = i / F, j = i % F;
-    const float g = load_f(h + r * 2 * F + j), u = load_f(h + r * 2 * F + F + j);
-    store_f(a + i, g * sigmoidf_(g) * u);
+    float g[N], u[N], out[N];
+    load_n<N>(h + r * 2 * F + j, g);
+    load_n<N>(h + r * 2 * F + F + j, u);
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = g[e] * sigmoidf_(g[e]) * u[e];
+    store_n<N>(a + i, out);
   }
 }
 
-template <class T>
+template <class T, int N>
 __global__ void swiglu_bwd_kernel(const T* da, const T* h, int64_t n, int64_t F, T* dh) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * F;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
+       i += int64_t(gridDim.x) * blockDim.x * N) {
     const int64_t r = i / F, j = i % F;
-    const float g = load_f(h + r * 2 * F + j), u = load_f(h + r * 2 * F + F + j);
-    const float sg = sigmoidf_(g), d = load_f(da + i);
-    store_f(dh + r * 2 * F + j, d * u * (sg * (1.0f + g * (1.0f - sg))));
-    store_f(dh + r * 2 * F + F + j, d * (g * sg));
+    float g[N], u[N], d[N], dg[N], du[N];
+    load_n<N>(h + r * 2 * F + j, g);
+    load_n<N>(h + r * 2 * F + F + j, u);
+    load_n<N>(da + i, d);
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      const float sg = sigmoidf_(g[e]);
+      dg[e] = d[e] * u[e] * (sg * (1.0f + g[e] * (1.0f - sg)));
+      du[e] = d[e] * (g[e] * sg);
+    }
+    store_n<N>(dh + r * 2 * F + j, dg);
+    store_n<N>(dh + r * 2 * F + F + j, du);
   }
 }
 
@@ -411,8 +451,10 @@ void unpermute_combine(const void* y_send, const int32_t* send_pos, const float*
   if (T == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    unpermute_combine_kernel<<<row_grid(T), kThreads, 0, stream>>>(
-        static_cast<const S*>(y_send), send_pos, p, T, K, H, static_cast<S*>(out));
+    auto* k = rows_take_pack16<S>(H, {y_send, out}) ? unpermute_combine_kernel<S, kPack16<S>>
+                                                    : unpermute_combine_kernel<S, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                            static_cast<S*>(out));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -423,9 +465,12 @@ void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* 
   if (T * K == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    unpermute_combine_bwd_kernel<<<row_grid(T * K), kThreads, 0, stream>>>(
-        static_cast<const S*>(dout), static_cast<const S*>(y_send), send_pos, p, T, K, H,
-        static_cast<S*>(dy_send), dp);
+    auto* k = rows_take_pack16<S>(H, {dout, y_send, dy_send})
+                  ? unpermute_combine_bwd_kernel<S, kPack16<S>>
+                  : unpermute_combine_bwd_kernel<S, 1>;
+    k<<<row_grid(T * K), kThreads, 0, stream>>>(static_cast<const S*>(dout),
+                                                static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                                static_cast<S*>(dy_send), dp);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -435,8 +480,10 @@ void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int6
   if (T == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    unpermute_sum_kernel<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send),
-                                                               send_pos, T, K, H, dx_acc);
+    auto* k = rows_take_pack16<S>(H, {dx_send, dx_acc}) ? unpermute_sum_kernel<S, kPack16<S>>
+                                                        : unpermute_sum_kernel<S, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send), send_pos, T, K, H,
+                                            dx_acc);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -475,8 +522,11 @@ void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaS
   if (n * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    swiglu_fwd_kernel<<<blocks_for(n * F), kThreads, 0, stream>>>(static_cast<const S*>(h), n, F,
-                                                                  static_cast<S*>(a));
+    // Rows of F (a) and 2F (h) elements: F in whole packs makes both whole.
+    const int pack = rows_take_pack16<S>(F, {h, a}) ? kPack16<S> : 1;
+    auto* k = pack > 1 ? swiglu_fwd_kernel<S, kPack16<S>> : swiglu_fwd_kernel<S, 1>;
+    k<<<blocks_for(n * F / pack), kThreads, 0, stream>>>(static_cast<const S*>(h), n, F,
+                                                         static_cast<S*>(a));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -486,7 +536,9 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
   if (n * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    swiglu_bwd_kernel<<<blocks_for(n * F), kThreads, 0, stream>>>(
+    const int pack = rows_take_pack16<S>(F, {da, h, dh}) ? kPack16<S> : 1;
+    auto* k = pack > 1 ? swiglu_bwd_kernel<S, kPack16<S>> : swiglu_bwd_kernel<S, 1>;
+    k<<<blocks_for(n * F / pack), kThreads, 0, stream>>>(
         static_cast<const S*>(da), static_cast<const S*>(h), n, F, static_cast<S*>(dh));
   });
   CUDA_CHECK(cudaGetLastError());

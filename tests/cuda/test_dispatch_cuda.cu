@@ -498,7 +498,7 @@ TEST(DispatchCudaCombine, ForwardMatchesCpu) {
   DevBuf<float> p(r.p);
   uint64_t seed = 410;
   for (DType dtype : kDTypes)
-    for (int64_t H : {100, 300}) {
+    for (int64_t H : {100, 300, 256}) {  // 256: 16-byte moves for bf16 and fp32
       const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
       SCOPED_TRACE(what);
       const std::vector<float> y = random_values(r.T * r.K * H, dtype, -1.0f, 1.0f, seed++);
@@ -521,7 +521,7 @@ TEST(DispatchCudaCombine, BackwardMatchesCpu) {
   DevBuf<float> p(r.p);
   uint64_t seed = 510;
   for (DType dtype : kDTypes)
-    for (int64_t H : {100, 300}) {
+    for (int64_t H : {100, 300, 256}) {  // 256: 16-byte moves for bf16 and fp32
       const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
       SCOPED_TRACE(what);
       const std::vector<float> dout = random_values(r.T * H, dtype, -1.0f, 1.0f, seed++);
@@ -556,7 +556,7 @@ TEST(DispatchCudaCombine, UnpermuteSumMatchesCpu) {
   DevBuf<int32_t> send_pos(r.layout.send_pos);
   uint64_t seed = 610;
   for (DType dtype : kDTypes)
-    for (int64_t H : {100, 300}) {
+    for (int64_t H : {100, 300, 256}) {  // 256: 16-byte moves for bf16 and fp32
       const std::string what = std::string(dtype_name(dtype)) + " H=" + std::to_string(H);
       SCOPED_TRACE(what);
       const std::vector<float> dx_send = random_values(r.T * r.K * H, dtype, -1.0f, 1.0f, seed++);
@@ -567,6 +567,49 @@ TEST(DispatchCudaCombine, UnpermuteSumMatchesCpu) {
       cuda::unpermute_sum(d_dx_send.ptr, send_pos.ptr, r.T, r.K, H, dtype, dx_acc.ptr, stream.s);
       EXPECT_EQ(count_mismatches(dx_acc.host(), want, 1e-6, what.c_str()), 0);
     }
+}
+
+// The combine kernels move 16 bytes at a time where rows allow it, else one element: the same
+// arithmetic per element, so the same bits (dy_send, out, dx_acc; dp sums in another order).
+// One element past an aligned base makes every row unaligned and forces the element path.
+TEST(DispatchCudaCombine, PackedAndElementPathsAgreeBitwise) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const Routed r(650);
+  DevBuf<int32_t> send_pos(r.layout.send_pos);
+  DevBuf<float> p(r.p);
+  const int64_t H = 256, rows = r.T * r.K;
+  uint64_t seed = 660;
+  for (DType dtype : kDTypes) {
+    const std::string what = dtype_name(dtype);
+    SCOPED_TRACE(what);
+    const size_t eb = dtype == DType::kBf16 ? 2 : 4;
+    // Each buffer holds one spare leading element; `shift` 0 or 1 picks the base.
+    const std::vector<float> y = random_values(1 + rows * H, dtype, -1.0f, 1.0f, seed++);
+    const std::vector<float> dout = random_values(1 + r.T * H, dtype, -1.0f, 1.0f, seed++);
+    StorageBuf d_y(dtype, y), d_dout(dtype, dout);
+    std::vector<float> out[2], dy[2], dx[2];
+    for (int shift : {0, 1}) {
+      auto at = [&](const StorageBuf& b) { return static_cast<char*>(b.ptr) + shift * eb; };
+      StorageBuf d_out(dtype, 1 + r.T * H), d_dy(dtype, 1 + rows * H);
+      DevBuf<float> d_dx(size_t(1 + r.T * H)), d_dp(static_cast<size_t>(rows));
+      cuda::unpermute_combine(at(d_y), send_pos.ptr, p.ptr, r.T, r.K, H, dtype, at(d_out),
+                              stream.s);
+      cuda::unpermute_combine_bwd(at(d_dout), at(d_y), send_pos.ptr, p.ptr, r.T, r.K, H, dtype,
+                                  at(d_dy), d_dp.ptr, stream.s);
+      cuda::unpermute_sum(at(d_y), send_pos.ptr, r.T, r.K, H, dtype, d_dx.ptr + shift, stream.s);
+      CUDA_CHECK(cudaStreamSynchronize(stream.s));
+      auto part = [&](const std::vector<float>& v, int64_t n) {
+        return std::vector<float>(v.begin() + shift, v.begin() + shift + n);
+      };
+      out[shift] = part(d_out.host(), r.T * H);
+      dy[shift] = part(d_dy.host(), rows * H);
+      dx[shift] = part(d_dx.host(), r.T * H);
+    }
+    expect_identical(out[1], out[0], what + " out");
+    expect_identical(dy[1], dy[0], what + " dy_send");
+    expect_identical(dx[1], dx[0], what + " dx_acc");
+  }
 }
 
 // Rows dropped by a capacity (send_pos -1): permute does not send them, the combine leaves them
@@ -671,6 +714,33 @@ TEST(DispatchCudaSwiglu, ForwardAndBackwardMatchCpu) {
       expect_storage_close(dh.host(), want_dh, dtype, std::max<int64_t>(1, (n_dh - 1) / 200), 0.0,
                            what + " dh");
     }
+}
+
+// As for the combine: 16-byte moves where rows allow them, one element otherwise, same bits.
+TEST(DispatchCudaSwiglu, PackedAndElementPathsAgreeBitwise) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const int64_t n = 37, F = 96;
+  uint64_t seed = 760;
+  for (DType dtype : kDTypes) {
+    const std::string what = dtype_name(dtype);
+    SCOPED_TRACE(what);
+    const size_t eb = dtype == DType::kBf16 ? 2 : 4;
+    StorageBuf h(dtype, random_values(1 + n * 2 * F, dtype, -3.0f, 3.0f, seed++));
+    StorageBuf da(dtype, random_values(1 + n * F, dtype, -1.0f, 1.0f, seed++));
+    std::vector<float> a[2], dh[2];
+    for (int shift : {0, 1}) {
+      auto at = [&](const StorageBuf& b) { return static_cast<char*>(b.ptr) + shift * eb; };
+      StorageBuf d_a(dtype, 1 + n * F), d_dh(dtype, 1 + n * 2 * F);
+      cuda::swiglu_fwd(at(h), n, F, dtype, at(d_a), stream.s);
+      cuda::swiglu_bwd(at(da), at(h), n, F, dtype, at(d_dh), stream.s);
+      const std::vector<float> got_a = d_a.host(), got_dh = d_dh.host();
+      a[shift].assign(got_a.begin() + shift, got_a.begin() + shift + n * F);
+      dh[shift].assign(got_dh.begin() + shift, got_dh.begin() + shift + n * 2 * F);
+    }
+    expect_identical(a[1], a[0], what + " a");
+    expect_identical(dh[1], dh[0], what + " dh");
+  }
 }
 
 // ---- storage conversions ----
