@@ -125,7 +125,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   MOE_USER_CHECK(local_size <= gpus, local_size << " ranks on this host but " << gpus
                                                 << " GPUs visible: launch one rank per GPU");
   auto ops = std::make_unique<CudaOps>(local, w.dtype);
-  auto comm = std::make_unique<NcclComm>(world, mesh, ops->stream(), timeout_s);
+  auto comm = std::make_unique<NcclComm>(world, mesh, ops->current_stream(), timeout_s);
   NcclComm* c = comm.get();
   ops->set_waiter([c](const char* what) { c->wait(what); });
   cudaDeviceProp prop{};

@@ -157,6 +157,7 @@ json result_to_json(const RunResult& r) {
   for (const PhaseResult& p : r.phases) {
     json ph = summary_json(p.ms);
     ph["in_step"] = p.in_step;
+    if (!p.beside.empty()) ph["beside"] = p.beside;
     ph["share"] = r.step_ms.median > 0 && p.in_step ? p.ms.median / r.step_ms.median : 0.0;
     if (p.flops > 0) {
       ph["flops"] = p.flops;
@@ -291,6 +292,12 @@ void print_summary(const RunResult& r) {
   floor_cells(r.step_floor_ms, r.step_ms.median, fl, eff);
   std::printf("  %-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", "step", r.step_ms.median,
               r.step_ms.p10, r.step_ms.p90, "", "", "", "", fl, eff);
+  for (const PhaseResult& p : r.phases)
+    if (!p.beside.empty())
+      std::printf(
+          "# overlap: %s runs beside %s (MOE_OVERLAP), so the shares add to more than "
+          "100%%\n",
+          p.name.c_str(), p.beside.c_str());
   std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
               rate(r.tokens_per_step, r.step_ms.median),
               rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);

@@ -1,5 +1,6 @@
 #include "app/roofline.h"
 
+#include <algorithm>
 #include <map>
 
 namespace moe {
@@ -25,17 +26,21 @@ double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& p
     own[p.name] = p.floor_ms;
   }
   // A phase that holds an all-to-all (dispatch_fwd holds a2a_dispatch_fwd) is bound by it.
-  double step = 0;
   for (PhaseResult& p : phases) {
-    if (!p.in_step) continue;
-    if (p.floor_ms == 0) {
-      auto part = own.find("a2a_" + p.name);
-      if (part != own.end() && part->second > 0) {
-        p.floor_ms = part->second;
-        p.floor_bound = "network";
-      }
+    if (!p.in_step || p.floor_ms > 0) continue;
+    auto part = own.find("a2a_" + p.name);
+    if (part != own.end() && part->second > 0) {
+      p.floor_ms = part->second;
+      p.floor_bound = "network";
     }
-    step += p.floor_ms;
+    own[p.name] = p.floor_ms;
+  }
+  // A phase run beside another adds only what its floor exceeds the other's by.
+  double step = 0;
+  for (const PhaseResult& p : phases) {
+    if (!p.in_step) continue;
+    const double other = p.beside.empty() ? 0.0 : own[p.beside];
+    step += std::max(0.0, p.floor_ms - other);
   }
   return step;
 }

@@ -16,11 +16,14 @@ namespace moe {
 
 struct PhaseResult {
   std::string name;
-  Summary ms;               // per step: max over ranks
-  double flops = 0;         // per step, whole world (0 for communication-only phases)
-  double bytes = 0;         // per step, per rank, for bandwidth (0 for compute-only phases)
-  double bus_factor = 0;    // busbw = algbw * bus_factor (nccl-tests conventions)
-  bool in_step = true;      // partitions the step (false: a part of another phase)
+  Summary ms;             // per step: max over ranks
+  double flops = 0;       // per step, whole world (0 for communication-only phases)
+  double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
+  double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
+  bool in_step = true;    // partitions the step (false: a part of another phase)
+  // The in-step phase this one runs beside (MOE_OVERLAP), "" if none: their times overlap, and
+  // the step's floor counts the larger of their floors.
+  std::string beside;
   double floor_ms = 0;      // the least time on this machine (app/roofline.h); 0: no floor
   std::string floor_bound;  // what sets floor_ms: "compute", "memory" or "network"
   // Per step, per rank: backend-memory bytes the phase must read and write at the least (the

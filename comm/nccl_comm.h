@@ -1,6 +1,7 @@
 #pragma once
-// Comm over NCCL: the CUDA backend's collectives, enqueued on one stream. Communicators: world
-// from a unique id broadcast over MPI, then EP and FSDP groups with ncclCommSplit.
+// Comm over NCCL: the CUDA backend's collectives, enqueued on the backend's current stream (its
+// main lane, or the side lane while one is open: CudaOps::fork_side). Communicators: world from a
+// unique id broadcast over MPI, then EP and FSDP groups with ncclCommSplit.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -24,7 +25,8 @@ namespace moe {
 
 class NcclComm : public Comm {
  public:
-  NcclComm(MPI_Comm world, const Mesh& mesh, cudaStream_t stream, double timeout_s);
+  // *stream: the stream to enqueue on, read at each call (CudaOps::current_stream()).
+  NcclComm(MPI_Comm world, const Mesh& mesh, const cudaStream_t* stream, double timeout_s);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -47,7 +49,7 @@ class NcclComm : public Comm {
  private:
   ncclComm_t comm(Group g) const;
   ncclComm_t world_ = nullptr, ep_ = nullptr, fsdp_ = nullptr;
-  cudaStream_t stream_;
+  const cudaStream_t* stream_;
   double timeout_s_;
 };
 

@@ -31,6 +31,8 @@ const char* phase_name(int phase) {
   return (phase >= 0 && phase < kNumPhases) ? kNames[phase] : "?";
 }
 
+const char* overlap_name(Overlap o) { return o == Overlap::kDispatchBwd ? "dispatch_bwd" : "none"; }
+
 MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
     : w_(w), mesh_(mesh), ops_(ops), comm_(comm) {
   d_.T = w.tokens_per_rank;
@@ -209,14 +211,21 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kCombineBwd);
 
   t.begin(kExpertsBwd);
-  ops_.expert_ffn_bwd(d_, dye_.ptr, xe_.ptr, h_.ptr, a_.ptr, w_in_full_, w_out_full_,
-                      row_offsets_.data(), da_.ptr, dh_.ptr, dxe_.ptr, dw_in_full_, dw_out_full_);
+  ops_.expert_ffn_bwd_data(d_, dye_.ptr, h_.ptr, w_in_full_, w_out_full_, row_offsets_.data(),
+                           da_.ptr, dh_.ptr, dxe_.ptr);
+  const bool beside = overlap_ == Overlap::kDispatchBwd;
+  if (beside) {
+    ops_.fork_side();
+    dispatch_bwd();
+    ops_.to_main();
+  }
+  ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, row_offsets_.data(),
+                              dw_in_full_, dw_out_full_);
   t.end(kExpertsBwd);
-
-  t.begin(kDispatchBwd);
-  combine_back(dxe_.ptr, send_, kA2aDispatchBwd);
-  ops_.unpermute_sum(d_, send_, send_pos_, dx_acc_);
-  t.end(kDispatchBwd);
+  if (beside)
+    ops_.join_side();
+  else
+    dispatch_bwd();
 
   t.begin(kRouterBwd);
   ops_.router_bwd(d_, w_.router, x_, w_gate_, logits_, scores_, idx_, dp_, stats_, dlogits_,
@@ -297,6 +306,13 @@ void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int ph
   comm_.alltoallv_rows(recv_.ptr, recv_rows_.data(), dst_send, send_rows_.data(),
                        ops_.storage_bytes() * d_.H, Group::kEp);
   timer_->end(phase_a2a);
+}
+
+void MoeLayer::dispatch_bwd() {
+  timer_->begin(kDispatchBwd);
+  combine_back(dxe_.ptr, send_, kA2aDispatchBwd);
+  ops_.unpermute_sum(d_, send_, send_pos_, dx_acc_);
+  timer_->end(kDispatchBwd);
 }
 
 void MoeLayer::grad_sync() {

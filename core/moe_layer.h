@@ -81,6 +81,13 @@ struct DeviceBuffer {
   size_t bytes = 0;
 };
 
+// Which phases of the step run beside others (MOE_OVERLAP; a schedule, not a change of the work or
+// of any result). kNone: one after another. kDispatchBwd: dispatch_bwd (dx back to its tokens'
+// ranks, and the unpermute) runs on the backend's side lane beside experts_bwd's weight
+// gradients, which it does not touch.
+enum class Overlap { kNone, kDispatchBwd };
+const char* overlap_name(Overlap o);
+
 class MoeLayer {
  public:
   MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm);
@@ -89,6 +96,8 @@ class MoeLayer {
   MoeLayer& operator=(const MoeLayer&) = delete;
 
   const Dims& dims() const { return d_; }
+  void set_overlap(Overlap o) { overlap_ = o; }
+  Overlap overlap() const { return overlap_; }
   // Draws this step's x and dout from the seed and uploads them (untimed).
   void load_step_inputs(int64_t step);
   // Forward + backward of one step; phase times (ms, this rank) in `phase_ms` [kNumPhases].
@@ -107,6 +116,7 @@ class MoeLayer {
   void exchange_counts();
   void dispatch(const void* src_send, void* dst_expert_major, int phase_a2a);
   void combine_back(const void* src_expert_major, void* dst_send, int phase_a2a);
+  void dispatch_bwd();
   void grad_sync();
   void exchange_counts_grow_buffers_for(int64_t rows);
   void* grow(DeviceBuffer& b, size_t bytes);
@@ -116,6 +126,7 @@ class MoeLayer {
   Mesh mesh_;
   Ops& ops_;
   Comm& comm_;
+  Overlap overlap_ = Overlap::kNone;
   Dims d_;
   std::unique_ptr<PhaseTimer> timer_;
   std::vector<void*> owned_;

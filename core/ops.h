@@ -86,6 +86,14 @@ class Ops {
   virtual uint64_t digest(const void* src, size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void sync() = 0;
+  // A second lane of work beside the main one, for overlapping communication with compute.
+  // fork_side(): later calls (Ops, the backend's Comm and the timer) go to the side lane, which
+  // starts after all work issued so far; to_main(): later calls go to the main lane again;
+  // join_side(): the main lane's later work waits for everything issued to the side lane. One
+  // lane per backend that runs calls in order (the CPU backend) makes all three no-ops.
+  virtual void fork_side() {}
+  virtual void to_main() {}
+  virtual void join_side() {}
   virtual int64_t memory_high_water() const = 0;  // bytes, backend memory
   // Lowers the high-water mark to the bytes in use now, so that buffers a start-up measurement
   // allocated and released (the roofline calibration) do not count as the step's memory.
@@ -131,11 +139,15 @@ class Ops {
   // Expert FFN over expert-major rows; row_offsets_host [E_local+1]. See kernels/cpu/expert_ffn.h.
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                               const int64_t* row_offsets_host, void* h, void* a, void* ye) = 0;
-  // dw_in, dw_out: d.grad_dtype.
-  virtual void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
-                              const void* a, const void* w_in, const void* w_out,
-                              const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
-                              void* dw_in, void* dw_out) = 0;
+  // Its backward in two halves, so that the all-to-all of dxe may run beside the weight
+  // gradients: the data gradients (da, dh scratch; dxe), then the weight gradients dw_in, dw_out
+  // (d.grad_dtype; reads dh from the first half).
+  virtual void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
+                                   const void* w_out, const int64_t* row_offsets_host, void* da,
+                                   void* dh, void* dxe) = 0;
+  virtual void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
+                                      const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                                      void* dw_out) = 0;
   // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
   // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

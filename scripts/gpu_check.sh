@@ -136,6 +136,17 @@ print(b / f, '(want 0.5)')" "$OUTDIR/gpu_np2_fsdp2_bf16_grads.json" "$OUTDIR/gpu
     run_case "gpu_np4_ep$1_fsdp$2_bf16_grads" 4 --config $TINY --set mesh.ep=$1 \
       --set mesh.fsdp=$2 $LOSS --set expert_grad_dtype=bf16
   done
+  # The backward all-to-all beside the weight-gradient GEMMs (MOE_OVERLAP): checked, with the
+  # digests of the plain schedule.
+  export MOE_OVERLAP=dispatch_bwd
+  run_case gpu_np2_ep2_overlap 2 --config $TINY --set mesh.ep=2 $LOSS
+  run_case gpu_np4_ep4_fsdp1_softmax_overlap 4 --config $TINY --set mesh.ep=4 --set mesh.fsdp=1 $LOSS
+  unset MOE_OVERLAP
+  for c in gpu_np2_ep2 gpu_np4_ep4_fsdp1_softmax; do
+    [ -f "$OUTDIR/${c}_overlap.json" ] || continue
+    note "overlap $c vs plain: $("$BIN" compare "$OUTDIR/$c.json" "$OUTDIR/${c}_overlap.json" 2>&1 |
+      grep '^# digests')"
+  done
   # A medium shape the float64 reference still checks in seconds.
   run_case gpu_np4_medium 4 --config configs/quickstart.json --set mesh.ep=4 \
     --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIG $LOSS --set check=every --steps 3

@@ -140,12 +140,18 @@ void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, con
                       F(h), F(a), F(ye));
 }
 
-void CpuOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
-                            const void* a, const void* w_in, const void* w_out,
-                            const int64_t* row_offsets_host, void* da, void* dh, void* dxe,
-                            void* dw_in, void* dw_out) {
-  cpu::expert_ffn_bwd(F(dye), F(xe), F(h), F(a), F(w_in), F(w_out), row_offsets_host, d.E_local,
-                      d.H, d.F, d.dtype, d.grad_dtype, F(da), F(dh), F(dxe), F(dw_in), F(dw_out));
+void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
+                                 const void* w_out, const int64_t* row_offsets_host, void* da,
+                                 void* dh, void* dxe) {
+  cpu::expert_ffn_bwd_data(F(dye), F(h), F(w_in), F(w_out), row_offsets_host, d.E_local, d.H, d.F,
+                           d.dtype, F(da), F(dh), F(dxe));
+}
+
+void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
+                                    const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                                    void* dw_out) {
+  cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), row_offsets_host, d.E_local, d.H, d.F,
+                              d.grad_dtype, F(dw_in), F(dw_out));
 }
 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

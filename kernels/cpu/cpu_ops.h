@@ -41,9 +41,12 @@ class CpuOps : public Ops {
                bool to_expert_major, void* dst) override;
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
-  void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h, const void* a,
-                      const void* w_in, const void* w_out, const int64_t* row_offsets_host,
-                      void* da, void* dh, void* dxe, void* dw_in, void* dw_out) override;
+  void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
+                           const void* w_out, const int64_t* row_offsets_host, void* da, void* dh,
+                           void* dxe) override;
+  void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
+                              const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                              void* dw_out) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
   void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,

@@ -49,26 +49,39 @@ void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
   }
 }
 
+void expert_ffn_bwd_data(const float* dye, const float* h, const float* w_in, const float* w_out,
+                         const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
+                         DType dtype, float* da, float* dh, float* dxe) {
+  for (int64_t l = 0; l < E_local; ++l) {
+    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
+    if (n == 0) continue;
+    gemm(false, true, n, F, H, dye + r0 * H, w_out + l * F * H, da + r0 * F, false, dtype);
+    swiglu_bwd(da + r0 * F, h + r0 * 2 * F, n, F, dtype, dh + r0 * 2 * F);
+    gemm(false, true, n, H, 2 * F, dh + r0 * 2 * F, w_in + l * H * 2 * F, dxe + r0 * H, false,
+         dtype);
+  }
+}
+
+void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, const float* dh,
+                            const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
+                            DType grad_dtype, float* dw_in, float* dw_out) {
+  for (int64_t l = 0; l < E_local; ++l) {
+    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
+    // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); n == 0 (K = 0, null
+    // operands never read) gives zeros.
+    gemm(true, false, F, H, n, n ? a + r0 * F : nullptr, n ? dye + r0 * H : nullptr,
+         dw_out + l * F * H, false, grad_dtype);
+    gemm(true, false, H, 2 * F, n, n ? xe + r0 * H : nullptr, n ? dh + r0 * 2 * F : nullptr,
+         dw_in + l * H * 2 * F, false, grad_dtype);
+  }
+}
+
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,
                     const float* w_in, const float* w_out, const int64_t* row_offsets,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, DType grad_dtype, float* da,
                     float* dh, float* dxe, float* dw_in, float* dw_out) {
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
-    const float* wi = w_in + l * H * 2 * F;
-    const float* wo = w_out + l * F * H;
-    // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); n == 0 gives zeros.
-    gemm(true, false, F, H, n, a + r0 * F, dye + r0 * H, dw_out + l * F * H, false, grad_dtype);
-    if (n == 0) {
-      gemm(true, false, H, 2 * F, 0, nullptr, nullptr, dw_in + l * H * 2 * F, false, grad_dtype);
-      continue;
-    }
-    gemm(false, true, n, F, H, dye + r0 * H, wo, da + r0 * F, false, dtype);
-    swiglu_bwd(da + r0 * F, h + r0 * 2 * F, n, F, dtype, dh + r0 * 2 * F);
-    gemm(false, true, n, H, 2 * F, dh + r0 * 2 * F, wi, dxe + r0 * H, false, dtype);
-    gemm(true, false, H, 2 * F, n, xe + r0 * H, dh + r0 * 2 * F, dw_in + l * H * 2 * F, false,
-         grad_dtype);
-  }
+  expert_ffn_bwd_data(dye, h, w_in, w_out, row_offsets, E_local, H, F, dtype, da, dh, dxe);
+  expert_ffn_bwd_weights(dye, xe, a, dh, row_offsets, E_local, H, F, grad_dtype, dw_in, dw_out);
 }
 
 }  // namespace moe::cpu

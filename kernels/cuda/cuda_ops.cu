@@ -29,10 +29,11 @@ enum ScratchSlot {
   kNumScratchSlots
 };
 
-// Phase times from CUDA events recorded on the backend's stream.
+// Phase times from CUDA events recorded on the backend's current stream (*stream: a phase run
+// on the side lane is timed there).
 class EventTimer : public PhaseTimer {
  public:
-  EventTimer(int n, cudaStream_t stream, std::function<void()> wait)
+  EventTimer(int n, const cudaStream_t* stream, std::function<void()> wait)
       : stream_(stream), wait_(std::move(wait)), begin_(n), end_(n), used_(n, false) {
     for (int i = 0; i < n; ++i) {
       CUDA_CHECK(cudaEventCreate(&begin_[i]));
@@ -45,9 +46,9 @@ class EventTimer : public PhaseTimer {
       cudaEventDestroy(end_[i]);
     }
   }
-  void begin(int phase) override { CUDA_CHECK(cudaEventRecord(begin_[phase], stream_)); }
+  void begin(int phase) override { CUDA_CHECK(cudaEventRecord(begin_[phase], *stream_)); }
   void end(int phase) override {
-    CUDA_CHECK(cudaEventRecord(end_[phase], stream_));
+    CUDA_CHECK(cudaEventRecord(end_[phase], *stream_));
     used_[phase] = true;
   }
   std::vector<double> read() override {
@@ -64,7 +65,7 @@ class EventTimer : public PhaseTimer {
   }
 
  private:
-  cudaStream_t stream_;
+  const cudaStream_t* stream_;
   std::function<void()> wait_;
   std::vector<cudaEvent_t> begin_, end_;
   std::vector<bool> used_;
@@ -99,7 +100,11 @@ char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchSlots) {
   CUDA_CHECK(cudaSetDevice(device));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
+  stream_ = main_;
   // MOE_GEMM_STREAMS: side streams the per-expert GEMM loop spreads over (default 4).
   int streams = 4;
   if (const char* s = std::getenv("MOE_GEMM_STREAMS")) {
@@ -154,7 +159,10 @@ void CudaOps::set_expert_gemm_method(const std::string& name) {
 CudaOps::~CudaOps() {
   for (Scratch& s : scratch_) release(s.ptr);
   gemm_.reset();
-  if (stream_) cudaStreamDestroy(stream_);
+  for (cudaEvent_t e : {forked_, side_done_})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {main_, side_})
+    if (s) cudaStreamDestroy(s);
 }
 
 void* CudaOps::alloc(size_t bytes) {
@@ -197,6 +205,19 @@ void CudaOps::sync() {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void CudaOps::fork_side() {
+  CUDA_CHECK(cudaEventRecord(forked_, main_));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, forked_, 0));
+  stream_ = side_;
+}
+
+void CudaOps::to_main() { stream_ = main_; }
+
+void CudaOps::join_side() {
+  CUDA_CHECK(cudaEventRecord(side_done_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(main_, side_done_, 0));
+}
+
 void CudaOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
   cuda::fill_seeded(rule, begin, n, dtype_, dst, stream_);
 }
@@ -232,7 +253,7 @@ void CudaOps::copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 
 std::unique_ptr<PhaseTimer> CudaOps::make_timer(int num_phases) {
-  return std::make_unique<EventTimer>(num_phases, stream_, [this] { sync(); });
+  return std::make_unique<EventTimer>(num_phases, &stream_, [this] { sync(); });
 }
 
 double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
@@ -350,20 +371,13 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
   gemm_->grouped(false, false, down, false, d.dtype, d.dtype, stream_);
 }
 
-void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h,
-                             const void* a, const void* w_in, const void* w_out, const int64_t* off,
-                             void* da, void* dh, void* dxe, void* dw_in, void* dw_out) {
+void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
+                                  const void* w_out, const int64_t* off, void* da, void* dh,
+                                  void* dxe) {
   const int64_t H = d.H, F = d.F;
-  std::vector<cuda::GemmProblem> wgrad_out, dgrad_a, dgrad_x, wgrad_in;
+  std::vector<cuda::GemmProblem> dgrad_a, dgrad_x;
   for (int64_t l = 0; l < d.E_local; ++l) {
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    // Weight gradients for every expert: an expert with no rows gets zeros (K = 0).
-    wgrad_out.push_back({F, H, n, at(a, storage_offset(d, r0 * F)),
-                         at(dye, storage_offset(d, r0 * H)),
-                         at(dw_out, offset_of(d.grad_dtype, l * F * H))});
-    wgrad_in.push_back({H, 2 * F, n, at(xe, storage_offset(d, r0 * H)),
-                        at(dh, storage_offset(d, r0 * 2 * F)),
-                        at(dw_in, offset_of(d.grad_dtype, l * H * 2 * F))});
     if (n == 0) continue;
     dgrad_a.push_back({n, F, H, at(dye, storage_offset(d, r0 * H)),
                        at(w_out, storage_offset(d, l * F * H)), at(da, storage_offset(d, r0 * F))});
@@ -371,11 +385,27 @@ void CudaOps::expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, con
                        at(w_in, storage_offset(d, l * H * 2 * F)),
                        at(dxe, storage_offset(d, r0 * H))});
   }
-  const int64_t rows = off[d.E_local];
-  gemm_->grouped(true, false, wgrad_out, false, d.dtype, d.grad_dtype, stream_);
   gemm_->grouped(false, true, dgrad_a, false, d.dtype, d.dtype, stream_);
-  cuda::swiglu_bwd(da, h, rows, F, d.dtype, dh, stream_);
+  cuda::swiglu_bwd(da, h, off[d.E_local], F, d.dtype, dh, stream_);
   gemm_->grouped(false, true, dgrad_x, false, d.dtype, d.dtype, stream_);
+}
+
+void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
+                                     const void* dh, const int64_t* off, void* dw_in,
+                                     void* dw_out) {
+  const int64_t H = d.H, F = d.F;
+  std::vector<cuda::GemmProblem> wgrad_out, wgrad_in;
+  for (int64_t l = 0; l < d.E_local; ++l) {
+    const int64_t r0 = off[l], n = off[l + 1] - off[l];
+    // Every expert: one with no rows gets zeros (K = 0).
+    wgrad_out.push_back({F, H, n, at(a, storage_offset(d, r0 * F)),
+                         at(dye, storage_offset(d, r0 * H)),
+                         at(dw_out, offset_of(d.grad_dtype, l * F * H))});
+    wgrad_in.push_back({H, 2 * F, n, at(xe, storage_offset(d, r0 * H)),
+                        at(dh, storage_offset(d, r0 * 2 * F)),
+                        at(dw_in, offset_of(d.grad_dtype, l * H * 2 * F))});
+  }
+  gemm_->grouped(true, false, wgrad_out, false, d.dtype, d.grad_dtype, stream_);
   gemm_->grouped(true, false, wgrad_in, false, d.dtype, d.grad_dtype, stream_);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The CUDA backend's compute behind the Ops interface: kernels from kernels/cuda, expert and
 // router GEMMs on cuBLASLt, everything on one stream (NCCL shares it, so no cross-stream sync is
-// needed between compute and communication). Storage tensors are bf16 (or fp32) on the device.
+// needed between compute and communication), except what the orchestration puts on the side
+// lane (fork_side), a second stream ordered against the first by two events. Storage tensors are
+// bf16 (or fp32) on the device.
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -24,7 +26,9 @@ class CudaOps : public Ops {
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
 
-  cudaStream_t stream() const { return stream_; }
+  // The stream calls go to now: the main lane's, or the side lane's between fork_side() and
+  // to_main(). NcclComm and the phase timer read it at each call.
+  const cudaStream_t* current_stream() const { return &stream_; }
   // Replaces cudaStreamSynchronize wherever the host waits, e.g. with NcclComm::wait, whose
   // timeout keeps a dead peer from hanging this rank.
   void set_waiter(std::function<void(const char*)> waiter) { waiter_ = std::move(waiter); }
@@ -44,6 +48,9 @@ class CudaOps : public Ops {
   uint64_t digest(const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void sync() override;
+  void fork_side() override;
+  void to_main() override;
+  void join_side() override;
   int64_t memory_high_water() const override { return high_water_; }
   void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
@@ -64,9 +71,12 @@ class CudaOps : public Ops {
                bool to_expert_major, void* dst) override;
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
-  void expert_ffn_bwd(const Dims& d, const void* dye, const void* xe, const void* h, const void* a,
-                      const void* w_in, const void* w_out, const int64_t* row_offsets_host,
-                      void* da, void* dh, void* dxe, void* dw_in, void* dw_out) override;
+  void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
+                           const void* w_out, const int64_t* row_offsets_host, void* da, void* dh,
+                           void* dxe) override;
+  void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
+                              const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                              void* dw_out) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
   void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,
@@ -79,7 +89,9 @@ class CudaOps : public Ops {
   void* scratch(int slot, size_t bytes);
 
   DType dtype_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the current lane: main_ or side_
+  cudaStream_t main_ = nullptr, side_ = nullptr;
+  cudaEvent_t forked_ = nullptr, side_done_ = nullptr;
   std::unique_ptr<cuda::GemmRunner> gemm_;
   std::function<void(const char*)> waiter_;
   bool fixed_gemm_method_ = false;  // MOE_GEMM_METHOD named one: no choice in warm-up

@@ -3,6 +3,8 @@
 // ep 1 or with the calibration off; and the keys the result JSON carries for them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "app/report.h"
 #include "app/roofline.h"
 
@@ -80,6 +82,21 @@ TEST(Roofline, MemoryBytesBoundWhenTheyTakeLonger) {
     EXPECT_EQ(ps[1].floor_bound, bytes == 1e6 ? "compute" : "memory");
     EXPECT_EQ(ps[2].floor_bound, "network");  // dispatch_fwd, by its all-to-all
     EXPECT_EQ(ps[3].floor_bound, "");         // layout: no floor
+  }
+}
+
+// dispatch_bwd beside experts_bwd (MOE_OVERLAP): the step's floor counts the larger of the two.
+TEST(Roofline, APhaseBesideAnotherAddsOnlyItsExcess) {
+  for (double a2a_bytes : {1e6, 4e6}) {  // dispatch_bwd's floor 0.02 ms, then 0.08 ms
+    std::vector<PhaseResult> ps = {phase("experts_bwd", 0.1, true, 8e9),  // floor 0.04 ms
+                                   phase("dispatch_bwd", 0.05, true),
+                                   phase("a2a_dispatch_bwd", 0.03, false, 0, a2a_bytes)};
+    const double alone = apply_floors(calibration(2), 2, ps);
+    EXPECT_DOUBLE_EQ(alone, 0.04 + a2a_bytes / 50e6);
+    ps[1].beside = "experts_bwd";
+    const double beside = apply_floors(calibration(2), 2, ps);
+    EXPECT_DOUBLE_EQ(beside, std::max(0.04, a2a_bytes / 50e6)) << a2a_bytes;
+    EXPECT_DOUBLE_EQ(floor_of(ps, "dispatch_bwd"), a2a_bytes / 50e6);  // its own floor stays
   }
 }
 

@@ -66,7 +66,7 @@ moe_mpi_case(np4_align16_capacity 4 --set mesh.ep=4 --set align=16 --set capacit
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
-               expert_grad_dtype)
+               expert_grad_dtype overlap)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})

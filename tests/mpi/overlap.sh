@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# MOE_OVERLAP=dispatch_bwd changes the schedule, not the work: on ep 2 x fsdp 2 the check passes,
+# the digests equal those of the plain schedule, provenance names the overlap, dispatch_bwd is
+# marked as running beside experts_bwd (JSON and text), compare takes the two runs side by side,
+# and a bad value is refused on every rank with exit status 2.
+source "$(dirname "$0")/common.sh"
+args=(run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --steps 2 --warmup 1
+  --set router.aux_coeff=0.01)
+mpi 4 "${args[@]}" --out "$WORK/plain.json" >/dev/null
+MOE_OVERLAP=dispatch_bwd mpi 4 "${args[@]}" --out "$WORK/beside.json" >"$WORK/beside.txt" ||
+  { cat "$WORK/beside.txt"; fail "MOE_OVERLAP=dispatch_bwd: the run failed"; }
+grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/beside.txt" || { cat "$WORK/beside.txt"; fail "no PASS"; }
+grep -q "^# overlap: dispatch_bwd runs beside experts_bwd" "$WORK/beside.txt" ||
+  { cat "$WORK/beside.txt"; fail "no '# overlap:' line"; }
+
+/usr/bin/python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+a, b = (json.load(open(f"{work}/{n}.json")) for n in ("plain", "beside"))
+def check(cond, what):
+    if not cond:
+        sys.exit(f"FAIL: {what}")
+check(a["digests"] == b["digests"], "the overlap changed results")
+check(a["provenance"]["overlap"] == "none", "plain run's overlap is not none")
+check(b["provenance"]["overlap"] == "dispatch_bwd", "overlap not in provenance")
+check(b["timing"]["phases"]["dispatch_bwd"].get("beside") == "experts_bwd", "dispatch_bwd not beside")
+check("beside" not in a["timing"]["phases"]["dispatch_bwd"], "plain run marks an overlap")
+PY
+"$MOEBENCH" compare "$WORK/plain.json" "$WORK/beside.json" >"$WORK/cmp.txt" 2>&1 ||
+  { cat "$WORK/cmp.txt"; fail "compare refused runs that differ only in schedule"; }
+grep -q "bitwise identical" "$WORK/cmp.txt" || { cat "$WORK/cmp.txt"; fail "compare digests"; }
+
+rc=0
+MOE_OVERLAP=everything mpi 2 run --config "$TINY" -q >"$WORK/bad.txt" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/bad.txt"; fail "bad MOE_OVERLAP gave exit $rc, want 2"; }
+grep -q "MOE_OVERLAP=everything: use none" "$WORK/bad.txt" || { cat "$WORK/bad.txt"; fail "message"; }
+echo "overlap: PASS"
