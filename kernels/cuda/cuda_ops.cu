@@ -94,6 +94,11 @@ void calibration_fill(void* dst, int64_t n, uint32_t salt, DType dtype, cudaStre
 size_t offset_of(DType t, int64_t elems) { return size_t(elems) * (t == DType::kBf16 ? 2 : 4); }
 size_t storage_offset(const Dims& d, int64_t elems) { return offset_of(d.dtype, elems); }
 const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+// An emptied list that keeps its capacity: the expert GEMM lists allocate in warm-up only.
+std::vector<cuda::GemmProblem>& reuse(std::vector<cuda::GemmProblem>& v) {
+  v.clear();
+  return v;
+}
 char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
@@ -355,7 +360,8 @@ void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                              const int64_t* off, void* h, void* a, void* ye) {
   const int64_t H = d.H, F = d.F;
-  std::vector<cuda::GemmProblem> up, down;
+  auto& up = reuse(problems_[0]);
+  auto& down = reuse(problems_[1]);
   for (int64_t l = 0; l < d.E_local; ++l) {
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
     if (n == 0) continue;
@@ -375,7 +381,8 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
                                   const void* w_out, const int64_t* off, void* da, void* dh,
                                   void* dxe) {
   const int64_t H = d.H, F = d.F;
-  std::vector<cuda::GemmProblem> dgrad_a, dgrad_x;
+  auto& dgrad_a = reuse(problems_[0]);
+  auto& dgrad_x = reuse(problems_[1]);
   for (int64_t l = 0; l < d.E_local; ++l) {
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
     if (n == 0) continue;
@@ -394,7 +401,8 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
                                      const void* dh, const int64_t* off, void* dw_in,
                                      void* dw_out) {
   const int64_t H = d.H, F = d.F;
-  std::vector<cuda::GemmProblem> wgrad_out, wgrad_in;
+  auto& wgrad_out = reuse(problems_[0]);
+  auto& wgrad_in = reuse(problems_[1]);
   for (int64_t l = 0; l < d.E_local; ++l) {
     const int64_t r0 = off[l], n = off[l + 1] - off[l];
     // Every expert: one with no rows gets zeros (K = 0).

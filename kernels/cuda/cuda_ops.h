@@ -16,7 +16,8 @@
 namespace moe {
 namespace cuda {
 class GemmRunner;
-}
+struct GemmProblem;
+}  // namespace cuda
 
 class CudaOps : public Ops {
  public:
@@ -100,8 +101,9 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Scratch> scratch_;             // one per ScratchSlot (cuda_ops.cu)
-  std::unordered_map<void*, size_t> sizes_;  // allocation sizes, for the exact high-water mark
+  std::vector<Scratch> scratch_;                // one per ScratchSlot (cuda_ops.cu)
+  std::unordered_map<void*, size_t> sizes_;     // allocation sizes, for the exact high-water mark
+  std::vector<cuda::GemmProblem> problems_[2];  // the expert GEMM lists, reused every step
 };
 
 }  // namespace moe
