@@ -4,10 +4,12 @@
 # other tenants) falls on both alike, then one compare of the rounds. Use it when a figure moved
 # between sessions on different hosts and the question is whether the code moved it.
 #   scripts/ab.sh --a BIN_A --b BIN_B --np NP --out DIR [--rounds N] [--env-a K=V] [--env-b K=V]
-#                 [--timeout S] -- RUN ARGS...
+#                 [--set-a K=V] [--set-b K=V] [--timeout S] -- RUN ARGS...
 # RUN ARGS go to `moebench run` unchanged (e.g. --config configs/bench/mixtral_8x7b.json
 # --set mesh.ep=2). --env-a/--env-b (repeatable) set environment variables for one side only, so
-# the same binary can be A and B with, e.g., --env-b MOE_GEMM_ALGO=exact. Writes DIR/a_R.json,
+# the same binary can be A and B with, e.g., --env-b MOE_GEMM_ALGO=exact; --set-a/--set-b
+# (repeatable) add `--set K=V` to one side's runs (e.g. --set-b expert_grad_dtype=bf16: then the
+# sides do different work, and compare.txt names the keys instead of comparing). Writes DIR/a_R.json,
 # DIR/b_R.json and their logs, DIR/ab.txt (the table below) and DIR/compare.txt (`moebench
 # compare` of A's and B's median rounds). Prints per round and in all the step medians, and B/A.
 # Where the binaries cannot ask git for their commit (a tree copied to the GPU machine), set each
@@ -16,13 +18,13 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() { echo "ab.sh: $*" >&2; exit 2; }
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 
-A="" B="" NP="" OUT="" ROUNDS=3 TIMEOUT=0 ENV_A=() ENV_B=() ARGS=()
+A="" B="" NP="" OUT="" ROUNDS=3 TIMEOUT=0 ENV_A=() ENV_B=() SET_A=() SET_B=() ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage ;;
@@ -34,6 +36,8 @@ while [ $# -gt 0 ]; do
     --timeout) need "$@"; TIMEOUT=$2; shift ;;
     --env-a) need "$@"; [[ $2 == *=* ]] || die "--env-a $2: expected KEY=VALUE"; ENV_A+=("$2"); shift ;;
     --env-b) need "$@"; [[ $2 == *=* ]] || die "--env-b $2: expected KEY=VALUE"; ENV_B+=("$2"); shift ;;
+    --set-a) need "$@"; [[ $2 == *=* ]] || die "--set-a $2: expected KEY=VALUE"; SET_A+=(--set "$2"); shift ;;
+    --set-b) need "$@"; [[ $2 == *=* ]] || die "--set-b $2: expected KEY=VALUE"; SET_B+=(--set "$2"); shift ;;
     --) shift; ARGS=("$@"); break ;;
     *) die "unknown option $1 (run arguments go after --)" ;;
   esac
@@ -51,14 +55,18 @@ read -r -a MPI <<< "${MPIRUN:-mpirun --oversubscribe}"
 
 # run_side SIDE ROUND: one run of A or B; a failed run stops the comparison.
 run_side() {
-  local side=$1 round=$2 bin envs=()
-  if [ "$side" = a ]; then bin=$A; envs=("${ENV_A[@]+"${ENV_A[@]}"}"); else bin=$B; envs=("${ENV_B[@]+"${ENV_B[@]}"}"); fi
+  local side=$1 round=$2 bin envs=() sets=()
+  if [ "$side" = a ]; then
+    bin=$A; envs=("${ENV_A[@]+"${ENV_A[@]}"}"); sets=("${SET_A[@]+"${SET_A[@]}"}")
+  else
+    bin=$B; envs=("${ENV_B[@]+"${ENV_B[@]}"}"); sets=("${SET_B[@]+"${SET_B[@]}"}")
+  fi
   local json=$OUT/${side}_$round.json log=$OUT/${side}_$round.log xs=()
   for kv in "${envs[@]+"${envs[@]}"}"; do xs+=(-x "${kv%%=*}"); done
   local t=()
   [ "$TIMEOUT" -gt 0 ] && t=(timeout -k 5 "$TIMEOUT")
   if ! env "${envs[@]+"${envs[@]}"}" "${t[@]+"${t[@]}"}" "${MPI[@]}" "${xs[@]+"${xs[@]}"}" \
-      -np "$NP" "$bin" run -q --out "$json" "${ARGS[@]}" > "$log" 2>&1; then
+      -np "$NP" "$bin" run -q --out "$json" "${ARGS[@]}" "${sets[@]+"${sets[@]}"}" > "$log" 2>&1; then
     tail -20 "$log" >&2
     die "round $round, ${side^^} failed (log: $log)"
   fi

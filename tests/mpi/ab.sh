@@ -26,6 +26,17 @@ grep -q "round 1, B failed" "$WORK/out2.txt" || { cat "$WORK/out2.txt"; fail "fa
 [ -s "$WORK/fault/a_1.json" ] || fail "A's run should have finished"
 echo "ok (2): --env-b reached B only, and B's failure stopped the comparison"
 
+# --set-b reaches B's runs only: A keeps the default gradients, B records bf16 ones, and
+# compare.txt names the differing key instead of comparing.
+"$AB" --a "$MOEBENCH" --b "$MOEBENCH" --set-b expert_grad_dtype=bf16 --np 2 --rounds 1 \
+  --out "$WORK/set" "${args[@]}" > "$WORK/out4.txt" 2>&1 || { cat "$WORK/out4.txt"; fail "--set-b run"; }
+/usr/bin/python3 -c "
+import json, sys
+a, b = (json.load(open(f'{sys.argv[1]}/{s}_1.json'))['config']['expert_grad_dtype'] for s in 'ab')
+sys.exit(0 if (a, b) == ('fp32', 'bf16') else f'FAIL: A {a}, B {b}')" "$WORK/set"
+grep -q "config.expert_grad_dtype" "$WORK/set/compare.txt" || { cat "$WORK/set/compare.txt"; fail "compare.txt"; }
+echo "ok: --set-b reached B only"
+
 set +e
 "$AB" --a "$MOEBENCH" --np 2 --out "$WORK/x" "${args[@]}" > "$WORK/out3.txt" 2>&1
 rc=$?
