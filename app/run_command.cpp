@@ -260,8 +260,10 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
     if (n == "experts_fwd") p.mem_bytes = weight_elems * sb + rows * 2 * H * sb;
     if (n == "experts_bwd") p.mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
     if (n.rfind("a2a_", 0) == 0) {
-      p.bytes = a2a_bytes;
-      p.bus_factor = (ep - 1) / ep;
+      if (m.ep > 1) {  // at ep 1 no all-to-all runs (MoeLayer::dispatch)
+        p.bytes = a2a_bytes;
+        p.bus_factor = (ep - 1) / ep;
+      }
       p.bytes_sent =
           n == "a2a_dispatch_fwd" || n == "a2a_combine_bwd" ? sent.dispatch : sent.combine;
     }

@@ -292,16 +292,24 @@ void MoeLayer::exchange_counts() {
   exchange_counts_grow_buffers_for(row_offsets_[El]);
 }
 
+// At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
+// reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms).
 void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_a2a) {
-  timer_->begin(phase_a2a);
-  comm_.alltoallv_rows(src_send, send_rows_.data(), recv_.ptr, recv_rows_.data(),
-                       ops_.storage_bytes() * d_.H, Group::kEp);
-  timer_->end(phase_a2a);
-  ops_.regroup(d_, recv_.ptr, recv_counts_, recv_counts_host_.data(), true, dst_expert_major);
+  const void* src = src_send;
+  if (d_.ep > 1) {
+    timer_->begin(phase_a2a);
+    comm_.alltoallv_rows(src_send, send_rows_.data(), recv_.ptr, recv_rows_.data(),
+                         ops_.storage_bytes() * d_.H, Group::kEp);
+    timer_->end(phase_a2a);
+    src = recv_.ptr;
+  }
+  ops_.regroup(d_, src, recv_counts_, recv_counts_host_.data(), true, dst_expert_major);
 }
 
 void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int phase_a2a) {
-  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_.data(), false, recv_.ptr);
+  void* rank_major = d_.ep > 1 ? recv_.ptr : dst_send;
+  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_.data(), false, rank_major);
+  if (d_.ep == 1) return;
   timer_->begin(phase_a2a);
   comm_.alltoallv_rows(recv_.ptr, recv_rows_.data(), dst_send, send_rows_.data(),
                        ops_.storage_bytes() * d_.H, Group::kEp);
