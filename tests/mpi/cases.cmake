@@ -62,6 +62,13 @@ moe_mpi_case(np4_capacity_position_hot 4 --set mesh.ep=4 --set capacity_factor=0
 moe_mpi_case(np4_align16_capacity 4 --set mesh.ep=4 --set align=16 --set capacity_factor=1.25
              --set routing.mode=powerlaw)
 
+# bf16 expert gradients with FSDP (bf16 reduce-scatter), capacity drops and align padding.
+moe_mpi_case(np4_bf16_grads_capacity_align 4 --set mesh.ep=2 --set mesh.fsdp=2
+             --set expert_grad_dtype=bf16 --set capacity_factor=1.0 --set align=8
+             ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+moe_mpi_case(np8_ep4_fsdp2_bf16_grads 8 --set mesh.ep=4 --set mesh.fsdp=2 --set expert_grad_dtype=bf16
+             ${MOE_SIGMOID_GROUPS})
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
