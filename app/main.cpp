@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
                   "seconds a rank waits on its peers before aborting (GPU backend)")
       ->check(CLI::PositiveNumber);
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
+  run->add_flag("--dry-run", opt.dry_run,
+                "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
+                "estimates, and exit without running");
+  run->add_option("--world", opt.world, "with --dry-run: plan for this many ranks")
+      ->check(CLI::PositiveNumber);
   run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   moe::CompareOptions compare_opt;

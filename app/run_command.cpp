@@ -16,6 +16,7 @@
 
 #include "app/backend.h"
 #include "app/calibrate.h"
+#include "app/dry_run.h"
 #include "app/dump.h"
 #include "app/gemm_choice.h"
 #include "app/report.h"
@@ -106,6 +107,15 @@ std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world
     digests[name] = hex;
   }
   return digests;
+}
+
+// The workload file with the command line's --set, --steps and --warmup applied.
+Workload workload_from_options(const RunOptions& opt) {
+  Workload w = load_workload_file(opt.config);
+  for (const std::string& s : opt.sets) apply_override(w, s);
+  if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
+  if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
+  return w;
 }
 
 // MOE_OVERLAP: which phases run beside others (core/moe_layer.h); unset means none.
@@ -298,14 +308,27 @@ int run_command(const RunOptions& opt) {
 
   Workload w;
   std::string backend;
+  if (opt.dry_run || opt.world > 0) {
+    const int plan_world = opt.world > 0 ? opt.world : world_size;
+    const bool ok = on_all_ranks(world, [&] {
+      MOE_USER_CHECK(opt.dry_run, "--world " << opt.world << " plans for another world size and "
+                                             << "needs --dry-run; a run takes mpirun's -np");
+      w = workload_from_options(opt);
+      resolve_and_validate(w, plan_world);
+      // A plan for GPUs may be made where there are none.
+      backend = opt.backend == "cuda" ? "cuda" : resolve_backend(opt.backend);
+      check_backend_supports(backend, w);
+    });
+    if (!ok) return 2;
+    if (rank == 0) print_dry_run(w, plan_world, backend);
+    return 0;
+  }
+
   Mesh mesh;
   Overlap overlap = Overlap::kNone;
   const bool ok = on_all_ranks(world, [&] {
     overlap = overlap_from_env();
-    w = load_workload_file(opt.config);
-    for (const std::string& s : opt.sets) apply_override(w, s);
-    if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
-    if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
+    w = workload_from_options(opt);
     resolve_and_validate(w, world_size);
     backend = resolve_backend(opt.backend);
     check_backend_supports(backend, w);

@@ -16,6 +16,8 @@ struct RunOptions {
   int64_t steps = -1, warmup = -1;  // -1: from the workload
   double timeout_s = 300;           // a rank waiting longer on its peers gives up (GPU backend)
   bool quiet = false;
+  bool dry_run = false;  // print the plan (app/dry_run.h) and exit
+  int world = 0;         // --dry-run only: plan for this many ranks (0: the MPI world's size)
   std::string command_line;
 };
 

@@ -684,10 +684,12 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   add({H, E, S});  // w_gate
   add({H, E, 4});  // its fp32 grad
   if (w.router.expert_bias) add({E, 4});
-  add({P_shard, S});     // this rank's FSDP shard of its experts
-  add({P, S});           // the all-gathered experts
-  add({P, G});           // grads of the gathered experts
-  add({P_shard, G});     // grad shard after the reduce-scatter
+  add({P, S});  // the (all-gathered) experts
+  add({P, G});  // their grads
+  if (fsdp > 1) {
+    add({P_shard, S});  // this rank's FSDP shard of its experts
+    add({P_shard, G});  // grad shard after the reduce-scatter
+  }
   add({4, T, H, S});     // x, dout, out, dx
   add({3, T, E, 4});     // logits, scores, dlogits
   add({2, T, K, 4});     // idx, p

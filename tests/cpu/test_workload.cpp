@@ -629,9 +629,9 @@ TEST(WorkloadEstimate, MatchesTheFormulaOnASmallCase) {
       "topk": 1}, "tokens_per_rank": 3, "check": "off"})",
                                        "t");
   const int64_t H = 4, F = 2, E = 2, K = 1, T = 3, P = E * 3 * H * F, R = T * K;
-  const int64_t step = 2 * H * E * 4                                    // w_gate, its grad
-                       + 4 * P * 4                                      // expert weights, grads
-                       + 4 * T * H * 4 + 3 * T * E * 4 + 2 * T * K * 4  // per-token buffers
+  const int64_t step = 2 * H * E * 4  // w_gate, its grad
+                       + 2 * P * 4    // expert weights, grads (fsdp 1: no separate shards)
+                       + 4 * T * H * 4 + 3 * T * E * 4 + 2 * T * K * 4       // per-token buffers
                        + 6 * R * H * 4 + 2 * R * 2 * F * 4 + 2 * R * F * 4;  // per-row buffers
   EXPECT_EQ(estimate_rank_bytes(w, 1), step);
   w.check = CheckMode::kFirst;
@@ -677,7 +677,7 @@ TEST(WorkloadEstimate, ReferenceAndStorageSize) {
   bf16_grads.expert_grad_dtype = DType::kBf16;
   resolve_and_validate(bf16_grads, 4);  // ep 4, fsdp 1: 2 local experts
   const int64_t P = 2 * 3 * 64 * 32;
-  EXPECT_EQ(estimate_rank_bytes(w, 4, 2) - estimate_rank_bytes(bf16_grads, 4, 2), 2 * (P + P));
+  EXPECT_EQ(estimate_rank_bytes(w, 4, 2) - estimate_rank_bytes(bf16_grads, 4, 2), 2 * P);
   EXPECT_EQ(estimate_rank_bytes(bf16_grads, 4, 4), estimate_rank_bytes(w, 4, 4));
   // An unresolved mesh is resolved (and so checked) on a copy.
   checked.mesh.ep = 3;

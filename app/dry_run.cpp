@@ -1,0 +1,72 @@
+#include "app/dry_run.h"
+
+#include <cstdio>
+
+#include "app/backend.h"
+#include "core/mesh.h"
+#include "core/moe_layer.h"
+
+namespace moe {
+namespace {
+
+double gib(double bytes) { return bytes / double(int64_t(1) << 30); }
+
+}  // namespace
+
+void print_dry_run(const Workload& w, int world, const std::string& backend) {
+  const Mesh m = make_mesh(world, 0, w.mesh.ep, w.mesh.fsdp, w.model.experts);
+  const double T = double(w.tokens_per_rank), H = double(w.model.hidden), F = double(w.model.ffn),
+               E = double(w.model.experts), K = double(w.model.topk), N = T * world;
+  const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
+  // Each rank's experts see the rows of its EP group's tokens.
+  const double El = double(m.experts_per_rank), rows_per_expert = T * m.ep * K / E;
+  std::printf("# dry run (nothing runs, nothing is written): %s on %d rank%s, backend %s\n",
+              w.name.c_str(), world, world == 1 ? "" : "s", backend.c_str());
+  std::printf(
+      "# mesh ep %d x fsdp %d: %ld experts per EP rank, %ld tokens per rank, dtype %s, "
+      "expert gradients %s\n",
+      m.ep, m.fsdp, long(m.experts_per_rank), long(w.tokens_per_rank), dtype_name(w.dtype),
+      dtype_name(w.expert_grad_dtype));
+  std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n",
+              rows_per_expert, rows_per_expert * El,
+              w.capacity_factor > 0 ? " (at most: the capacity may drop rows)" : "");
+  std::printf(
+      "# expert GEMMs per local expert: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
+      "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
+      rows_per_expert, H, H, 2 * F, rows_per_expert, F, F, H);
+  // The report's model FLOPs (fwd + bwd): experts 18 HF per routed row, router 6 HE per token.
+  const double flops = 18 * N * K * H * F + 6 * N * H * E;
+  std::printf(
+      "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
+      "rank)\n",
+      flops, flops / world * 1e-12, flops / world * 1e-9);
+  if (m.ep > 1) {
+    const double a2a = T * K * H * storage;
+    std::printf(
+        "# all-to-all: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
+        "4 per step\n",
+        a2a / (1 << 20), a2a * (m.ep - 1) / m.ep / (1 << 20));
+  } else {
+    std::printf("# all-to-all: none (ep 1)\n");
+  }
+  if (m.fsdp > 1)
+    std::printf("# FSDP: all-gather of %.1f MiB of expert weights per rank per step\n",
+                El * 3 * H * F * storage / (1 << 20));
+  Workload no_check = w;
+  no_check.check = CheckMode::kOff;
+  const double step = double(estimate_rank_bytes(no_check, world, storage));
+  const bool ref_on_gpu = reference_device(backend, w) == "gpu";
+  const ReferenceBytes ref = w.check == CheckMode::kOff
+                                 ? ReferenceBytes{}
+                                 : estimate_reference_bytes(w, world, ref_on_gpu);
+  const char* where = backend == "cuda" ? "GPU" : "host";
+  std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
+              gib(step), where);
+  if (w.check != CheckMode::kOff) {
+    std::printf("; the check %.2f GiB of host memory", gib(double(ref.host)));
+    if (ref.device > 0) std::printf(" and %.2f GiB of GPU memory", gib(double(ref.device)));
+  }
+  std::printf("\n");
+}
+
+}  // namespace moe
