@@ -112,14 +112,15 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   dp_ = static_cast<float*>(fixed(4 * T * K));
   stats_ = static_cast<float*>(fixed(4 * (2 * E + 1)));
   send_pos_ = static_cast<int32_t*>(fixed(4 * T * K));
-  expert_counts_ = static_cast<int32_t*>(fixed(4 * E));
-  recv_counts_ = static_cast<int32_t*>(fixed(4 * d_.ep * El));
+  expert_counts_ = static_cast<int32_t*>(fixed(4 * (E + d_.ep * El)));
+  recv_counts_ = expert_counts_ + E;
   send_ = fixed(sb * T * K * H);
   y_send_ = fixed(sb * T * K * H);
   dy_send_ = fixed(sb * T * K * H);
 
-  expert_counts_host_.resize(E);
-  recv_counts_host_.resize(d_.ep * El);
+  counts_host_.resize(E + d_.ep * El);
+  expert_counts_host_ = counts_host_.data();
+  recv_counts_host_ = counts_host_.data() + E;
   send_rows_.resize(d_.ep);
   recv_rows_.resize(d_.ep);
   row_offsets_.resize(El + 1);
@@ -272,8 +273,7 @@ void MoeLayer::exchange_counts() {
   // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
   comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
   // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
-  ops_.copy_to_host(expert_counts_host_.data(), expert_counts_, 4 * d_.E);
-  ops_.copy_to_host(recv_counts_host_.data(), recv_counts_, 4 * recv_counts_host_.size());
+  ops_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
   timer_->end(kCountsExchange);
 
   const int64_t El = d_.E_local;
@@ -288,7 +288,7 @@ void MoeLayer::exchange_counts() {
   }
   // The expert-major layout the regroup writes: blocks padded to multiples of align. One
   // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
-  cpu::expert_major_offsets(recv_counts_host_.data(), d_.ep, El, d_.align, row_offsets_.data());
+  cpu::expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
   exchange_counts_grow_buffers_for(row_offsets_[El]);
 }
 
@@ -303,12 +303,12 @@ void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_
     timer_->end(phase_a2a);
     src = recv_.ptr;
   }
-  ops_.regroup(d_, src, recv_counts_, recv_counts_host_.data(), true, dst_expert_major);
+  ops_.regroup(d_, src, recv_counts_, recv_counts_host_, true, dst_expert_major);
 }
 
 void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int phase_a2a) {
   void* rank_major = d_.ep > 1 ? recv_.ptr : dst_send;
-  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_.data(), false, rank_major);
+  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_, false, rank_major);
   if (d_.ep == 1) return;
   timer_->begin(phase_a2a);
   comm_.alltoallv_rows(recv_.ptr, recv_rows_.data(), dst_send, send_rows_.data(),

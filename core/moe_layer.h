@@ -154,16 +154,19 @@ class MoeLayer {
   float *p_ = nullptr, *dp_ = nullptr;  // [T, K] fp32
   float* stats_ = nullptr;              // [2E + 1] fp32
   int32_t* send_pos_ = nullptr;         // [T * K]
-  int32_t* expert_counts_ = nullptr;    // [E]
-  int32_t* recv_counts_ = nullptr;      // [ep, E_local]
+  // [E] then [ep, E_local], adjacent so that one copy brings both to the host.
+  int32_t* expert_counts_ = nullptr;
+  int32_t* recv_counts_ = nullptr;
 
   // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
   void *send_ = nullptr, *y_send_ = nullptr, *dy_send_ = nullptr;
   // Receive side, ragged (R rows): landing buffer, expert-major inputs and activations.
   DeviceBuffer recv_, xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
 
-  // Host copies of the layout (the one device-to-host copy per dispatch).
-  std::vector<int32_t> expert_counts_host_, recv_counts_host_;
+  // Host copy of the layout (the one device-to-host copy per dispatch): counts_host_ holds
+  // expert_counts_host_ [E] then recv_counts_host_ [ep, E_local].
+  std::vector<int32_t> counts_host_;
+  int32_t *expert_counts_host_ = nullptr, *recv_counts_host_ = nullptr;
   std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
   int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
   std::vector<float> stats_host_;
