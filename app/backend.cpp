@@ -93,6 +93,20 @@ ReferenceMathFactory reference_math_factory(const std::string& backend, const Wo
   return cpu_reference_math_from_seed;
 }
 
+int storage_bytes_of(const std::string& backend, DType dtype) {
+  return backend == "cuda" && dtype == DType::kBf16 ? 2 : 4;
+}
+
+MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend) {
+  Workload no_check = w;
+  no_check.check = CheckMode::kOff;
+  MemoryNeed need;
+  need.step = estimate_rank_bytes(no_check, world_size, storage_bytes_of(backend, w.dtype));
+  if (w.check != CheckMode::kOff)
+    need.check = estimate_reference_bytes(w, world_size, reference_device(backend, w) == "gpu");
+  return need;
+}
+
 int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   int local_size = 1;
   local_rank_and_size(world, &local_size);

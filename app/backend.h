@@ -33,6 +33,18 @@ void check_backend_supports(const std::string& name, const Workload& w);
 std::string reference_device(const std::string& backend, const Workload& w);
 ReferenceMathFactory reference_math_factory(const std::string& backend, const Workload& w);
 
+// Bytes per stored element of dtype on this backend (the CPU backend keeps floats).
+int storage_bytes_of(const std::string& backend, DType dtype);
+
+// What one rank of `backend` needs for w, estimated before anything is allocated (the run
+// refuses a workload beyond the free memory; --dry-run prints it): the step's buffers in the
+// backend's memory, and the check's reference (none with check off).
+struct MemoryNeed {
+  int64_t step = 0;
+  ReferenceBytes check;
+};
+MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);
+
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
 // 0 when unknown.
 int64_t backend_memory_available(const std::string& name, MPI_Comm world);

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/backend.h"
+#include "app/report.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
 
@@ -17,7 +18,7 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
   const Mesh m = make_mesh(world, 0, w.mesh.ep, w.mesh.fsdp, w.model.experts);
   const double T = double(w.tokens_per_rank), H = double(w.model.hidden), F = double(w.model.ffn),
                E = double(w.model.experts), K = double(w.model.topk), N = T * world;
-  const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
+  const int storage = storage_bytes_of(backend, w.dtype);
   // Each rank's experts see the rows of its EP group's tokens.
   const double El = double(m.experts_per_rank), rows_per_expert = T * m.ep * K / E;
   std::printf("# dry run (nothing runs, nothing is written): %s on %d rank%s, backend %s\n",
@@ -34,8 +35,7 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
       "# expert GEMMs per local expert: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
       "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
       rows_per_expert, H, H, 2 * F, rows_per_expert, F, F, H);
-  // The report's model FLOPs (fwd + bwd): experts 18 HF per routed row, router 6 HE per token.
-  const double flops = 18 * N * K * H * F + 6 * N * H * E;
+  const double flops = model_flops_per_step(w.model, N, N * K);  // dropless
   std::printf(
       "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
       "rank)\n",
@@ -52,13 +52,9 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
   if (m.fsdp > 1)
     std::printf("# FSDP: all-gather of %.1f MiB of expert weights per rank per step\n",
                 El * 3 * H * F * storage / (1 << 20));
-  Workload no_check = w;
-  no_check.check = CheckMode::kOff;
-  const double step = double(estimate_rank_bytes(no_check, world, storage));
-  const bool ref_on_gpu = reference_device(backend, w) == "gpu";
-  const ReferenceBytes ref = w.check == CheckMode::kOff
-                                 ? ReferenceBytes{}
-                                 : estimate_reference_bytes(w, world, ref_on_gpu);
+  const MemoryNeed need = estimate_memory_need(w, world, backend);
+  const double step = double(need.step);
+  const ReferenceBytes& ref = need.check;
   const char* where = backend == "cuda" ? "GPU" : "host";
   std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
               gib(step), where);

@@ -147,6 +147,11 @@ void print_roofline_footer(const RunResult& r) {
 
 }  // namespace
 
+double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept) {
+  const double H = double(m.hidden), F = double(m.ffn), E = double(m.experts);
+  return 18.0 * rows_kept * H * F + 6.0 * tokens * H * E;
+}
+
 json result_to_json(const RunResult& r) {
   json j;
   j["schema_version"] = 1;

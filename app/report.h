@@ -8,6 +8,9 @@
 namespace moe {
 
 nlohmann::json result_to_json(const RunResult& r);
+// The model FLOPs of one step, fwd + bwd (the result's flops_formula): 18 HF per routed row kept
+// by the experts, 6 HE per token for the router.
+double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept);
 void print_summary(const RunResult& r);
 // Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);

@@ -59,13 +59,10 @@ bool on_all_ranks(MPI_Comm world, Fn fn) {
 // dump_bytes: the host copies a --dump makes (every local expert's weights and gradients).
 void check_memory(const Workload& w, int world_size, const std::string& backend, int64_t dump_bytes,
                   MPI_Comm world) {
-  Workload no_check = w;
-  no_check.check = CheckMode::kOff;
-  const int storage = backend == "cuda" && w.dtype == DType::kBf16 ? 2 : 4;
+  const MemoryNeed need = estimate_memory_need(w, world_size, backend);
+  const ReferenceBytes& ref_need = need.check;
   const bool ref_on_gpu = reference_device(backend, w) == "gpu";
-  ReferenceBytes ref_need;
-  if (w.check != CheckMode::kOff) ref_need = estimate_reference_bytes(w, world_size, ref_on_gpu);
-  const int64_t step_need = estimate_rank_bytes(no_check, world_size, storage) + ref_need.device;
+  const int64_t step_need = need.step + ref_need.device;
   const int64_t step_avail = backend_memory_available(backend, world);
   const int64_t host_avail = backend_memory_available("cpu", world);
   const int64_t host_need =
@@ -478,7 +475,7 @@ int run_command(const RunOptions& opt) {
   r.step_ms = summarize(samples[kStep]);
   r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);
-  r.model_flops_per_step = 18.0 * rows_kept * d.H * d.F + 6.0 * d.N * d.H * d.E;
+  r.model_flops_per_step = model_flops_per_step(w.model, double(d.N), rows_kept);
 
   std::vector<double> er, rr;
   for (double v : expert_rows) er.push_back(v / double(w.steps));

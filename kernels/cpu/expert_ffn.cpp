@@ -67,12 +67,10 @@ void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, c
                             DType grad_dtype, float* dw_in, float* dw_out) {
   for (int64_t l = 0; l < E_local; ++l) {
     const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
-    // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); n == 0 (K = 0, null
-    // operands never read) gives zeros.
-    gemm(true, false, F, H, n, n ? a + r0 * F : nullptr, n ? dye + r0 * H : nullptr,
-         dw_out + l * F * H, false, grad_dtype);
-    gemm(true, false, H, 2 * F, n, n ? xe + r0 * H : nullptr, n ? dh + r0 * 2 * F : nullptr,
-         dw_in + l * H * 2 * F, false, grad_dtype);
+    // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); n == 0 gives zeros.
+    gemm(true, false, F, H, n, a + r0 * F, dye + r0 * H, dw_out + l * F * H, false, grad_dtype);
+    gemm(true, false, H, 2 * F, n, xe + r0 * H, dh + r0 * 2 * F, dw_in + l * H * 2 * F, false,
+         grad_dtype);
   }
 }
 

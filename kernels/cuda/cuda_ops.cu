@@ -91,7 +91,7 @@ void calibration_fill(void* dst, int64_t n, uint32_t salt, DType dtype, cudaStre
   CUDA_CHECK(cudaGetLastError());
 }
 
-size_t offset_of(DType t, int64_t elems) { return size_t(elems) * (t == DType::kBf16 ? 2 : 4); }
+size_t offset_of(DType t, int64_t elems) { return size_t(elems) * cuda::stored_bytes(t); }
 size_t storage_offset(const Dims& d, int64_t elems) { return offset_of(d.dtype, elems); }
 const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 // An emptied list that keeps its capacity: the expert GEMM lists allocate in warm-up only.
@@ -209,6 +209,8 @@ void CudaOps::sync() {
   else
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
+
+size_t CudaOps::bytes_of(DType t) const { return cuda::stored_bytes(t); }
 
 void CudaOps::fork_side() {
   CUDA_CHECK(cudaEventRecord(forked_, main_));

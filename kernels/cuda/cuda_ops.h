@@ -38,7 +38,7 @@ class CudaOps : public Ops {
   std::string name() const override { return "cuda"; }
   void* alloc(size_t bytes) override;
   void release(void* p) override;
-  size_t bytes_of(DType t) const override { return t == DType::kBf16 ? 2 : 4; }
+  size_t bytes_of(DType t) const override;
   DType storage_dtype() const override { return dtype_; }
   void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
   std::vector<std::string> expert_gemm_methods() const override;

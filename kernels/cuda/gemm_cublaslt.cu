@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace moe::cuda {
 
@@ -30,7 +31,6 @@ const char* gemm_method_name(GemmMethod m) {
 namespace {
 
 cudaDataType_t cuda_type(DType d) { return d == DType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
-size_t elem_bytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
 
 // The largest power of two (up to 256, cuBLASLt's default assumption) dividing the address.
 uint32_t alignment_of(const void* p) {
@@ -309,7 +309,7 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
   if (M == 0 || N == 0) return;
   if (K == 0) {
     // cuBLASLt may reject k = 0; the empty sum is zero (all-zero bits in bf16 and fp32).
-    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(C, 0, size_t(M * N) * elem_bytes(out), stream));
+    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(C, 0, size_t(M * N) * stored_bytes(out), stream));
     return;
   }
   lt_matmul(trans_a, trans_b, GemmProblem{M, N, K, A, B, C}, accumulate, in, out, workspaces_[0],
@@ -337,7 +337,7 @@ void GemmRunner::grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmPr
     if (p.M == 0 || p.N == 0) continue;
     if (p.K == 0) {
       if (!accumulate) {
-        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * elem_bytes(out), stream));
+        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * stored_bytes(out), stream));
       }
       continue;
     }
@@ -388,7 +388,7 @@ bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
   // expert slice starting at an odd row of an odd-width matrix) goes to the cuBLASLt loop, which
   // picks algorithms by the actual alignment. It also takes only int sizes. (lda, ldb: of our
   // row-major A and B.)
-  const int64_t in_bytes = int64_t(elem_bytes(in)), out_bytes = int64_t(elem_bytes(out));
+  const int64_t in_bytes = int64_t(stored_bytes(in)), out_bytes = int64_t(stored_bytes(out));
   int count = 0;
   for (const GemmProblem& p : problems) {
     if (p.M == 0 || p.N == 0 || p.K == 0) continue;
@@ -407,7 +407,7 @@ bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
   if (!accumulate) {
     for (const GemmProblem& p : problems) {
       if (p.M > 0 && p.N > 0 && p.K == 0) {
-        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * elem_bytes(out), stream));
+        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * stored_bytes(out), stream));
       }
     }
   }

@@ -11,6 +11,11 @@ __device__ __forceinline__ float load_f(const __nv_bfloat16* p) { return __bfloa
 __device__ __forceinline__ void store_f(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_f(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
+// Bytes of one element of dtype on the device.
+inline size_t stored_bytes(DType t) {
+  return t == DType::kBf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+}
+
 // N consecutive elements as floats. N = 1 is a plain load; N a multiple of 16 bytes' worth
 // (4 floats, 8 bf16) moves 16 bytes per instruction and needs p 16-byte aligned. The values are
 // exactly those of N load_f / store_f calls, so a kernel's arithmetic does not depend on N.
