@@ -117,6 +117,7 @@ if [ $SKIP_TESTS -eq 0 ]; then
   LOSS="--set router.aux_coeff=0.01 --set router.z_coeff=0.001"
   run_case gpu_np1_tiny 1 --config $TINY
   run_case gpu_np1_tiny_fp32 1 --config $TINY --set dtype=fp32 $SIG $LOSS
+  run_case gpu_np1_tiny_bf16_grads 1 --config $TINY $SIG --set expert_grad_dtype=bf16
   run_case gpu_np2_ep2 2 --config $TINY --set mesh.ep=2 $LOSS
   run_case gpu_np2_fsdp2 2 --config $TINY --set mesh.ep=1 --set mesh.fsdp=2 $SIG
   # bf16 expert gradients: bf16 wgrad GEMM outputs and a bf16 NCCL reduce-scatter, checked.
@@ -139,10 +140,11 @@ print(b / f, '(want 0.5)')" "$OUTDIR/gpu_np2_fsdp2_bf16_grads.json" "$OUTDIR/gpu
   # The backward all-to-all beside the weight-gradient GEMMs (MOE_OVERLAP): checked, with the
   # digests of the plain schedule.
   export MOE_OVERLAP=dispatch_bwd
+  run_case gpu_np1_tiny_overlap 1 --config $TINY
   run_case gpu_np2_ep2_overlap 2 --config $TINY --set mesh.ep=2 $LOSS
   run_case gpu_np4_ep4_fsdp1_softmax_overlap 4 --config $TINY --set mesh.ep=4 --set mesh.fsdp=1 $LOSS
   unset MOE_OVERLAP
-  for c in gpu_np2_ep2 gpu_np4_ep4_fsdp1_softmax; do
+  for c in gpu_np1_tiny gpu_np2_ep2 gpu_np4_ep4_fsdp1_softmax; do
     [ -f "$OUTDIR/${c}_overlap.json" ] || continue
     note "overlap $c vs plain: $("$BIN" compare "$OUTDIR/$c.json" "$OUTDIR/${c}_overlap.json" 2>&1 |
       grep '^# digests')"
