@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -58,6 +59,14 @@ inline std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
   std::vector<uint16_t> b(v.size());
   for (size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16_bits(v[i]);
   return b;
+}
+
+// `v` with `shift` (0 or 1) spare zeros before it and 1 - shift after: one buffer size, the same
+// values at an aligned or a one-element-unaligned base.
+inline std::vector<float> shifted_by(const std::vector<float>& v, int shift) {
+  std::vector<float> out(v.size() + 1, 0.0f);
+  std::copy(v.begin(), v.end(), out.begin() + shift);
+  return out;
 }
 
 struct StorageBuf {

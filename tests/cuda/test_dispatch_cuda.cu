@@ -584,13 +584,13 @@ TEST(DispatchCudaCombine, PackedAndElementPathsAgreeBitwise) {
     const std::string what = dtype_name(dtype);
     SCOPED_TRACE(what);
     const size_t eb = dtype == DType::kBf16 ? 2 : 4;
-    // Each buffer holds one spare leading element; `shift` 0 or 1 picks the base.
-    const std::vector<float> y = random_values(1 + rows * H, dtype, -1.0f, 1.0f, seed++);
-    const std::vector<float> dout = random_values(1 + r.T * H, dtype, -1.0f, 1.0f, seed++);
-    StorageBuf d_y(dtype, y), d_dout(dtype, dout);
+    const std::vector<float> y = random_values(rows * H, dtype, -1.0f, 1.0f, seed++);
+    const std::vector<float> dout = random_values(r.T * H, dtype, -1.0f, 1.0f, seed++);
     std::vector<float> out[2], dy[2], dx[2];
     for (int shift : {0, 1}) {
+      // Every buffer holds one spare element; the same values start at element `shift`.
       auto at = [&](const StorageBuf& b) { return static_cast<char*>(b.ptr) + shift * eb; };
+      StorageBuf d_y(dtype, shifted_by(y, shift)), d_dout(dtype, shifted_by(dout, shift));
       StorageBuf d_out(dtype, 1 + r.T * H), d_dy(dtype, 1 + rows * H);
       DevBuf<float> d_dx(size_t(1 + r.T * H)), d_dp(static_cast<size_t>(rows));
       cuda::unpermute_combine(at(d_y), send_pos.ptr, p.ptr, r.T, r.K, H, dtype, at(d_out),
@@ -726,11 +726,12 @@ TEST(DispatchCudaSwiglu, PackedAndElementPathsAgreeBitwise) {
     const std::string what = dtype_name(dtype);
     SCOPED_TRACE(what);
     const size_t eb = dtype == DType::kBf16 ? 2 : 4;
-    StorageBuf h(dtype, random_values(1 + n * 2 * F, dtype, -3.0f, 3.0f, seed++));
-    StorageBuf da(dtype, random_values(1 + n * F, dtype, -1.0f, 1.0f, seed++));
+    const std::vector<float> h_vals = random_values(n * 2 * F, dtype, -3.0f, 3.0f, seed++);
+    const std::vector<float> da_vals = random_values(n * F, dtype, -1.0f, 1.0f, seed++);
     std::vector<float> a[2], dh[2];
     for (int shift : {0, 1}) {
       auto at = [&](const StorageBuf& b) { return static_cast<char*>(b.ptr) + shift * eb; };
+      StorageBuf h(dtype, shifted_by(h_vals, shift)), da(dtype, shifted_by(da_vals, shift));
       StorageBuf d_a(dtype, 1 + n * F), d_dh(dtype, 1 + n * 2 * F);
       cuda::swiglu_fwd(at(h), n, F, dtype, at(d_a), stream.s);
       cuda::swiglu_bwd(at(da), at(h), n, F, dtype, at(d_dh), stream.s);
