@@ -190,9 +190,15 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   exchange_counts();
   t.end(kLayout);
 
+  // Where the send order is the expert-major order, the send-order views are the expert-major
+  // buffers themselves (see send_order).
+  void* x_send = send_order(send_, xe_);
+  void* y_send = send_order(y_send_, ye_);
+  void* dy_send = send_order(dy_send_, dye_);
+
   t.begin(kDispatchFwd);
-  ops_.permute(d_, x_, send_pos_, send_);
-  dispatch(send_, xe_.ptr, kA2aDispatchFwd);
+  ops_.permute(d_, x_, send_pos_, x_send);
+  dispatch(x_send, xe_.ptr, kA2aDispatchFwd);
   t.end(kDispatchFwd);
 
   t.begin(kExpertsFwd);
@@ -201,14 +207,14 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kExpertsFwd);
 
   t.begin(kCombineFwd);
-  combine_back(ye_.ptr, y_send_, kA2aCombineFwd);
-  ops_.combine_fwd(d_, y_send_, send_pos_, p_, out_);
+  combine_back(ye_.ptr, y_send, kA2aCombineFwd);
+  ops_.combine_fwd(d_, y_send, send_pos_, p_, out_);
   t.end(kCombineFwd);
 
   // ---- backward: the adjoint of each forward phase, in reverse ----
   t.begin(kCombineBwd);
-  ops_.combine_bwd(d_, dout_, y_send_, send_pos_, p_, dy_send_, dp_);
-  dispatch(dy_send_, dye_.ptr, kA2aCombineBwd);
+  ops_.combine_bwd(d_, dout_, y_send, send_pos_, p_, dy_send, dp_);
+  dispatch(dy_send, dye_.ptr, kA2aCombineBwd);
   t.end(kCombineBwd);
 
   t.begin(kExpertsBwd);
@@ -290,11 +296,19 @@ void MoeLayer::exchange_counts() {
   // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
   cpu::expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
   exchange_counts_grow_buffers_for(row_offsets_[El]);
+  // At ep 1 the send order is by expert; with no align padding it is the expert-major order too.
+  send_is_expert_major_ = d_.ep == 1 && row_offsets_[El] == rows_received_;
+}
+
+void* MoeLayer::send_order(void* send_buffer, const DeviceBuffer& expert_major) const {
+  return send_is_expert_major_ ? expert_major.ptr : send_buffer;
 }
 
 // At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
-// reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms).
+// reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms). Where the
+// regroup would be a plain copy too (send_is_expert_major_), the two are one buffer: nothing runs.
 void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_a2a) {
+  if (send_is_expert_major_) return;
   const void* src = src_send;
   if (d_.ep > 1) {
     timer_->begin(phase_a2a);
@@ -307,6 +321,7 @@ void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_
 }
 
 void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int phase_a2a) {
+  if (send_is_expert_major_) return;
   void* rank_major = d_.ep > 1 ? recv_.ptr : dst_send;
   ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_, false, rank_major);
   if (d_.ep == 1) return;
@@ -318,8 +333,9 @@ void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int ph
 
 void MoeLayer::dispatch_bwd() {
   timer_->begin(kDispatchBwd);
-  combine_back(dxe_.ptr, send_, kA2aDispatchBwd);
-  ops_.unpermute_sum(d_, send_, send_pos_, dx_acc_);
+  void* dx_send = send_order(send_, dxe_);
+  combine_back(dxe_.ptr, dx_send, kA2aDispatchBwd);
+  ops_.unpermute_sum(d_, dx_send, send_pos_, dx_acc_);
   timer_->end(kDispatchBwd);
 }
 

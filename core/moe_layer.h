@@ -120,6 +120,8 @@ class MoeLayer {
   void grad_sync();
   void exchange_counts_grow_buffers_for(int64_t rows);
   void* grow(DeviceBuffer& b, size_t bytes);
+  // The buffer in send order: send_buffer, or expert_major where the two orders coincide.
+  void* send_order(void* send_buffer, const DeviceBuffer& expert_major) const;
   void* fixed(size_t bytes);
 
   Workload w_;
@@ -169,6 +171,9 @@ class MoeLayer {
   int32_t *expert_counts_host_ = nullptr, *recv_counts_host_ = nullptr;
   std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
   int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
+  // ep 1 and no align padding this step: the send order is the expert-major order, so the
+  // regroups would be plain copies; send-order views use the expert-major buffers instead.
+  bool send_is_expert_major_ = false;
   std::vector<float> stats_host_;
   StepTraffic traffic_;
 };
