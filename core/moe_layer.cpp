@@ -114,9 +114,13 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   send_pos_ = static_cast<int32_t*>(fixed(4 * T * K));
   expert_counts_ = static_cast<int32_t*>(fixed(4 * (E + d_.ep * El)));
   recv_counts_ = expert_counts_ + E;
-  send_ = fixed(sb * T * K * H);
-  y_send_ = fixed(sb * T * K * H);
-  dy_send_ = fixed(sb * T * K * H);
+  // At ep 1 with align 1 the send order is always the expert-major order (send_order): the
+  // send-order views are the expert-major buffers, with no memory of their own.
+  if (d_.ep > 1 || d_.align > 1) {
+    send_ = fixed(sb * T * K * H);
+    y_send_ = fixed(sb * T * K * H);
+    dy_send_ = fixed(sb * T * K * H);
+  }
 
   counts_host_.resize(E + d_.ep * El);
   expert_counts_host_ = counts_host_.data();
@@ -154,7 +158,8 @@ void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
 void MoeLayer::exchange_counts_grow_buffers_for(int64_t rows) {
   const size_t sb = ops_.storage_bytes();
   const int64_t H = d_.H, F = d_.F;
-  for (DeviceBuffer* b : {&recv_, &xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
+  if (d_.ep > 1) grow(recv_, sb * rows * H);  // the all-to-all's landing buffer
+  for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
   grow(h_, sb * rows * 2 * F);
   grow(dh_, sb * rows * 2 * F);
   grow(a_, sb * rows * F);
@@ -298,6 +303,7 @@ void MoeLayer::exchange_counts() {
   exchange_counts_grow_buffers_for(row_offsets_[El]);
   // At ep 1 the send order is by expert; with no align padding it is the expert-major order too.
   send_is_expert_major_ = d_.ep == 1 && row_offsets_[El] == rows_received_;
+  MOE_CHECK(send_is_expert_major_ || send_, "ep 1, align 1: the send order must be expert-major");
 }
 
 void* MoeLayer::send_order(void* send_buffer, const DeviceBuffer& expert_major) const {

@@ -690,10 +690,14 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
     add({P_shard, S});  // this rank's FSDP shard of its experts
     add({P_shard, G});  // grad shard after the reduce-scatter
   }
-  add({4, T, H, S});     // x, dout, out, dx
-  add({3, T, E, 4});     // logits, scores, dlogits
-  add({2, T, K, 4});     // idx, p
-  add({6, R, H, S});     // send, recv, expert input and output, and their grads
+  add({4, T, H, S});  // x, dout, out, dx
+  add({3, T, E, 4});  // logits, scores, dlogits
+  add({2, T, K, 4});  // idx, p
+  add({4, R, H, S});  // expert-major input and output, and their grads
+  // Send-order x, y and dy, except at ep 1 with align 1, where the send order is the expert-major
+  // order and they are the buffers above; the all-to-all's landing buffer where there is one.
+  if (w.mesh.ep > 1 || w.align > 1) add({3, T, K, H, S});
+  if (w.mesh.ep > 1) add({R, H, S});
   add({2, R, 2, F, S});  // h, dh
   add({2, R, F, S});     // a, da
   if (w.check != CheckMode::kOff) bytes = sum({bytes, estimate_reference_bytes(w, W, false).host});

@@ -632,8 +632,14 @@ TEST(WorkloadEstimate, MatchesTheFormulaOnASmallCase) {
   const int64_t step = 2 * H * E * 4  // w_gate, its grad
                        + 2 * P * 4    // expert weights, grads (fsdp 1: no separate shards)
                        + 4 * T * H * 4 + 3 * T * E * 4 + 2 * T * K * 4       // per-token buffers
-                       + 6 * R * H * 4 + 2 * R * 2 * F * 4 + 2 * R * F * 4;  // per-row buffers
+                       + 4 * R * H * 4 + 2 * R * 2 * F * 4 + 2 * R * F * 4;  // per-row buffers
   EXPECT_EQ(estimate_rank_bytes(w, 1), step);
+  // Align padding: R grows, and the send order has buffers of its own again (3 x T*K rows).
+  Workload padded = w;
+  padded.align = 2;
+  const int64_t R2 = T * K + E * (2 - 1);
+  EXPECT_EQ(estimate_rank_bytes(padded, 1),
+            step + (R2 - R) * (4 * H + 2 * 2 * F + 2 * F) * 4 + 3 * T * K * H * 4);
   w.check = CheckMode::kFirst;
   const int64_t reference = E * 3 * H * F * 8 + 2 * T * H * 8 + T * K * 16 + T * E * 8 +
                             2 * T * H * 8 + P * 8 + H * E * 8 +
