@@ -49,7 +49,7 @@ json provenance(const RunResult& r) {
   // A copy of the tree sent to a lent GPU machine gets both from the environment, set by
   // scripts/gpu_check.sh and sweep.sh from the commit it was sent at (BUILD_COMMIT): the copy's
   // own git metadata, where it has any, can name an older commit.
-  const char* env_commit = std::getenv("MOE_GIT_COMMIT");
+  const char* env_commit = std::getenv("MOE_GIT_COMMIT");  // checked by check_git_commit_env
   const char* env_dirty = std::getenv("MOE_GIT_DIRTY");
   std::string commit, dirty;
   if (env_commit && std::strlen(env_commit) == 40) {
@@ -146,6 +146,16 @@ void print_roofline_footer(const RunResult& r) {
 }
 
 }  // namespace
+
+void check_git_commit_env() {
+  const char* v = std::getenv("MOE_GIT_COMMIT");
+  if (!v) return;
+  const std::string s(v);
+  const bool full = s.size() == 40 && s.find_first_not_of("0123456789abcdefABCDEF") == s.npos;
+  MOE_USER_CHECK(full,
+                 "MOE_GIT_COMMIT=" << s << ": not a full 40-digit commit sha; set it to "
+                                   << "`git rev-parse <commit>` or unset it (then git is asked)");
+}
 
 double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept) {
   const double H = double(m.hidden), F = double(m.ffn), E = double(m.experts);

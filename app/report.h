@@ -12,6 +12,10 @@ nlohmann::json result_to_json(const RunResult& r);
 // by the experts, 6 HE per token for the router.
 double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept);
 void print_summary(const RunResult& r);
+// MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and
+// the provenance fall back to git, which names whatever checkout the binary sits in. Throws a
+// usage error naming the variable and the fix.
+void check_git_commit_env();
 // Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 

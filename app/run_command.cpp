@@ -325,6 +325,7 @@ int run_command(const RunOptions& opt) {
   Overlap overlap = Overlap::kNone;
   const bool ok = on_all_ranks(world, [&] {
     overlap = overlap_from_env();
+    check_git_commit_env();
     w = workload_from_options(opt);
     resolve_and_validate(w, world_size);
     backend = resolve_backend(opt.backend);

@@ -13,7 +13,7 @@
 # DIR/b_R.json and their logs, DIR/ab.txt (the table below) and DIR/compare.txt (`moebench
 # compare` of A's and B's median rounds). Prints per round and in all the step medians, and B/A.
 # Where the binaries cannot ask git for their commit (a tree copied to the GPU machine), set each
-# side's provenance with --env-a MOE_GIT_COMMIT=<sha> and --env-b MOE_GIT_COMMIT=<sha>.
+# side's provenance with --env-a MOE_GIT_COMMIT=<40-hex sha> and --env-b MOE_GIT_COMMIT=<40-hex sha>.
 # Environment: MPIRUN (default "mpirun --oversubscribe").
 set -euo pipefail
 

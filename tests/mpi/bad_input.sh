@@ -30,4 +30,7 @@ expect_error 2 "--backend cuda" run --config "$TINY" --backend cuda
 expect_error 2 'reference = "gpu" needs --backend cuda' run --config "$TINY" --backend cpu \
   --set reference=gpu
 expect_error 2 "reference" run --config "$TINY" --set reference=fpga
+# A short sha for the provenance would be ignored in favour of whatever checkout git finds.
+MOE_GIT_COMMIT=924d460 expect_error 2 "MOE_GIT_COMMIT=924d460: not a full 40-digit" \
+  run --config "$TINY"
 echo "bad_input: PASS"
