@@ -383,6 +383,10 @@ bool GemmRunner::grouped_batched(bool trans_a, bool trans_b,
   // fp16 or fp32 -> fp32 only: bf16 inputs with an fp32 output (the weight gradients) are not
   // supported, so that case runs the cuBLASLt loop instead.
   if (in != out) return false;
+  // Weight gradients (A transposed: the rows are the reduction) stay on the loop in bf16 too: the
+  // grouped call was slower there (Qwen3-30B-A3B at EP 1, bf16 gradients, H200: experts_bwd
+  // 3.11 ms against 2.51 with the loop's fp32 gradients; results/2026-11-23-h200-ep1).
+  if (trans_a) return false;
   // Its 16-bit kernels need suitably aligned pointers (the cuBLAS docs ask for 16 bytes, less only
   // when k allows it). Rather than reproduce that rule, anything less than 16-byte aligned (an
   // expert slice starting at an odd row of an odd-width matrix) goes to the cuBLASLt loop, which
