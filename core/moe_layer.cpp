@@ -114,9 +114,10 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   send_pos_ = static_cast<int32_t*>(fixed(4 * T * K));
   expert_counts_ = static_cast<int32_t*>(fixed(4 * (E + d_.ep * El)));
   recv_counts_ = expert_counts_ + E;
-  // At ep 1 with align 1 the send order is always the expert-major order (send_order): the
-  // send-order views are the expert-major buffers, with no memory of their own.
-  if (d_.ep > 1 || d_.align > 1) {
+  // Where the send order is the expert-major order, the send-order views are the expert-major
+  // buffers (send_order), with no memory of their own.
+  send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
+  if (!send_is_expert_major_) {
     send_ = fixed(sb * T * K * H);
     y_send_ = fixed(sb * T * K * H);
     dy_send_ = fixed(sb * T * K * H);
@@ -301,9 +302,6 @@ void MoeLayer::exchange_counts() {
   // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
   cpu::expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
   exchange_counts_grow_buffers_for(row_offsets_[El]);
-  // At ep 1 the send order is by expert; with no align padding it is the expert-major order too.
-  send_is_expert_major_ = d_.ep == 1 && row_offsets_[El] == rows_received_;
-  MOE_CHECK(send_is_expert_major_ || send_, "ep 1, align 1: the send order must be expert-major");
 }
 
 void* MoeLayer::send_order(void* send_buffer, const DeviceBuffer& expert_major) const {

@@ -129,6 +129,9 @@ class MoeLayer {
   Ops& ops_;
   Comm& comm_;
   Overlap overlap_ = Overlap::kNone;
+  // send_order_is_expert_major (ep 1, align 1): the regroups would be plain copies, so there are
+  // none, and the send-order views are the expert-major buffers.
+  bool send_is_expert_major_ = false;
   Dims d_;
   std::unique_ptr<PhaseTimer> timer_;
   std::vector<void*> owned_;
@@ -171,9 +174,6 @@ class MoeLayer {
   int32_t *expert_counts_host_ = nullptr, *recv_counts_host_ = nullptr;
   std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
   int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
-  // ep 1 and no align padding this step: the send order is the expert-major order, so the
-  // regroups would be plain copies; send-order views use the expert-major buffers instead.
-  bool send_is_expert_major_ = false;
   std::vector<float> stats_host_;
   StepTraffic traffic_;
 };

@@ -696,7 +696,7 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   add({4, R, H, S});  // expert-major input and output, and their grads
   // Send-order x, y and dy, except at ep 1 with align 1, where the send order is the expert-major
   // order and they are the buffers above; the all-to-all's landing buffer where there is one.
-  if (w.mesh.ep > 1 || w.align > 1) add({3, T, K, H, S});
+  if (!send_order_is_expert_major(w.mesh.ep, w.align)) add({3, T, K, H, S});
   if (w.mesh.ep > 1) add({R, H, S});
   add({2, R, 2, F, S});  // h, dh
   add({2, R, F, S});     // a, da
