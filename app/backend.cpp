@@ -73,13 +73,21 @@ std::string resolve_backend(const std::string& asked) {
 }
 
 void check_backend_supports(const std::string& name, const Workload& w) {
-  MOE_USER_CHECK(w.reference != "gpu" || name == "cuda",
+  // The CPU backend has one way to run its GEMMs: a run must not record knobs it did not turn.
+  const GemmConfig cuda_only;
+  MOE_USER_CHECK(
+      name == "cuda" || (w.gemm.method == cuda_only.method && w.gemm.streams == cuda_only.streams &&
+                         w.gemm.algo == cuda_only.algo),
+      "gemm.method, gemm.streams and gemm.algo choose among the CUDA backend's GEMM "
+      "paths; the "
+          << name << " backend has one: leave them at their defaults (auto, 4, auto)");
+  MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || name == "cuda",
                  "reference = \"gpu\" needs --backend cuda (this run uses "
                      << name << "); set reference=cpu or reference=auto");
 }
 
 std::string reference_device(const std::string& backend, const Workload& w) {
-  if (w.reference != "auto") return w.reference;
+  if (w.reference != ReferenceDevice::kAuto) return name_of(w.reference);
   return backend == "cuda" ? "gpu" : "cpu";
 }
 
@@ -138,7 +146,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   const int gpus = visible_gpus();
   MOE_USER_CHECK(local_size <= gpus, local_size << " ranks on this host but " << gpus
                                                 << " GPUs visible: launch one rank per GPU");
-  auto ops = std::make_unique<CudaOps>(local, w.dtype);
+  auto ops = std::make_unique<CudaOps>(local, w.dtype, w.gemm);
   auto comm = std::make_unique<NcclComm>(world, mesh, ops->current_stream(), timeout_s);
   NcclComm* c = comm.get();
   ops->set_waiter([c](const char* what) { c->wait(what); });

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/workload.h"
 
 namespace moe {
 namespace {
@@ -151,15 +152,13 @@ void flatten(const json& j, const std::string& path, std::map<std::string, json>
   }
 }
 
-// config keys that do not change the work done per step: the label, how many steps are timed or
-// warmed up, whether the output is checked, and whether the start-up roofline calibration ran
-// (results from before that key lack it). config.mesh is the requested mesh; the resolved one
+// Config keys that do not change the work done per step (core/workload.h: the schedule and GEMM
+// knobs, labels, step counts, checking). config.mesh is the requested mesh; the resolved one
 // (mesh.*) is compared instead, so a difference is named once.
 bool changes_work(const std::string& key) {
-  static const std::set<std::string> ignored = {"config.name",      "config.steps",
-                                                "config.warmup",    "config.check",
-                                                "config.reference", "config.roofline"};
-  return !ignored.count(key) && key.rfind("config.mesh.", 0) != 0;
+  const std::string prefix = "config.";
+  if (key.rfind(prefix, 0) != 0) return true;
+  return key.rfind("config.mesh.", 0) != 0 && workload_key_changes_work(key.substr(prefix.size()));
 }
 
 std::string trim_right(std::string s) {

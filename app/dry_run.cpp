@@ -28,6 +28,7 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
       "expert gradients %s\n",
       m.ep, m.fsdp, long(m.experts_per_rank), long(w.tokens_per_rank), dtype_name(w.dtype),
       dtype_name(w.expert_grad_dtype));
+  std::printf("# knobs: %s\n", describe_how_keys(w).c_str());
   std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n",
               rows_per_expert, rows_per_expert * El,
               w.capacity_factor > 0 ? " (at most: the capacity may drop rows)" : "");

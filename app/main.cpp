@@ -5,10 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "app/compare_command.h"
 #include "app/run_command.h"
 #include "core/error.h"
+#include "core/workload.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   moe::CompareOptions compare_opt;
   CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
+  CLI::App* keys = app.add_subcommand(
+      "keys", "print every workload key (type, default, meaning) as a Markdown table");
 
   int rc = 0;
   try {
@@ -64,7 +68,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
 
   try {
-    rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
+    if (keys->parsed()) {
+      if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);
+    } else {
+      rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
+    }
   } catch (const std::exception& e) {
     // An error on one rank mid-step: the others may be inside a collective, so abort the world
     // rather than leave them waiting.

@@ -206,7 +206,7 @@ json result_to_json(const RunResult& r) {
   const RoutingStats& rs = r.routing;
   const double kept = rs.rows_routed_per_step - rs.rows_dropped_per_step;
   j["routing"] = {
-      {"mode", r.workload.routing.mode},
+      {"mode", name_of(r.workload.routing.mode)},
       {"rows_per_expert", summary_json(rs.rows_per_expert)},
       {"rows_received_per_rank", summary_json(rs.rows_received_per_rank)},
       {"expert_load_max_over_mean", rs.load_max_over_mean},
@@ -263,19 +263,20 @@ void print_summary(const RunResult& r) {
   std::printf("# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
               w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
               long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));
+  std::printf("# knobs: %s\n", describe_how_keys(w).c_str());
   std::printf("# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
-              w.router.score.c_str(), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
+              name_of(w.router.score), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
               w.router.normalize_topk ? ", normalized" : "", w.router.scaling,
               long(w.router.group_topk), long(w.router.groups), w.router.expert_bias ? "on" : "off",
               w.router.aux_coeff, w.router.z_coeff);
-  std::printf("# routing %s", w.routing.mode.c_str());
-  if (w.routing.mode == "powerlaw") std::printf(" (skew %g)", w.routing.skew);
-  if (w.routing.mode == "hot")
+  std::printf("# routing %s", name_of(w.routing.mode));
+  if (w.routing.mode == RoutingMode::kPowerlaw) std::printf(" (skew %g)", w.routing.skew);
+  if (w.routing.mode == RoutingMode::kHot)
     std::printf(" (%g of tokens to %ld hot experts)", w.routing.hot_fraction,
                 long(w.routing.hot_experts));
   if (w.capacity_factor > 0)
     std::printf(", capacity_factor %g (%ld rows per expert per rank, drop by %s)",
-                w.capacity_factor, long(r.routing.capacity_rows), w.drop_policy.c_str());
+                w.capacity_factor, long(r.routing.capacity_rows), name_of(w.drop_policy));
   else
     std::printf(", dropless");
   if (w.align > 1) std::printf(", align %ld", long(w.align));
@@ -310,7 +311,7 @@ void print_summary(const RunResult& r) {
   for (const PhaseResult& p : r.phases)
     if (!p.beside.empty())
       std::printf(
-          "# overlap: %s runs beside %s (MOE_OVERLAP), so the shares add to more than "
+          "# overlap: %s runs beside %s (overlap key), so the shares add to more than "
           "100%%\n",
           p.name.c_str(), p.beside.c_str());
   std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",

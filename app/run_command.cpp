@@ -115,16 +115,6 @@ Workload workload_from_options(const RunOptions& opt) {
   return w;
 }
 
-// MOE_OVERLAP: which phases run beside others (core/moe_layer.h); unset means none.
-Overlap overlap_from_env() {
-  const char* v = std::getenv("MOE_OVERLAP");
-  if (!v || std::string(v) == "none") return Overlap::kNone;
-  MOE_USER_CHECK(std::string(v) == "dispatch_bwd",
-                 "MOE_OVERLAP=" << v << ": use none (the default) or dispatch_bwd (the backward "
-                                << "all-to-all of dx beside the weight-gradient GEMMs)");
-  return Overlap::kDispatchBwd;
-}
-
 // Test hook for "a rank that fails never leaves the others waiting": MOE_FAULT=RANK:STEP:throw
 // makes that rank throw an internal error before that step, MOE_FAULT=RANK:STEP:exit makes it
 // die without a word (as a crashed process would). Unset in normal use.
@@ -322,9 +312,7 @@ int run_command(const RunOptions& opt) {
   }
 
   Mesh mesh;
-  Overlap overlap = Overlap::kNone;
   const bool ok = on_all_ranks(world, [&] {
-    overlap = overlap_from_env();
     check_git_commit_env();
     w = workload_from_options(opt);
     resolve_and_validate(w, world_size);
@@ -359,7 +347,6 @@ int run_command(const RunOptions& opt) {
     if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
   }
   MoeLayer layer(w, mesh, ops, *be.comm);
-  layer.set_overlap(overlap);
   const ReferenceMathFactory make_math = reference_math_factory(backend, w);
   const Dims& d = layer.dims();
   if (rank == 0)
@@ -368,7 +355,6 @@ int run_command(const RunOptions& opt) {
 
   r.backend = backend;
   r.backend_info = be.info;
-  r.backend_info["overlap"] = overlap_name(overlap);
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;
@@ -459,7 +445,7 @@ int run_command(const RunOptions& opt) {
     ph.name = phase_name(p);
     ph.ms = summarize(samples[p]);
     ph.in_step = p < kNumStepPhases;
-    if (p == kDispatchBwd && layer.overlap() == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
+    if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
     r.phases.push_back(ph);
   }
   const double steps = double(w.steps);

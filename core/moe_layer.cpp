@@ -31,8 +31,6 @@ const char* phase_name(int phase) {
   return (phase >= 0 && phase < kNumPhases) ? kNames[phase] : "?";
 }
 
-const char* overlap_name(Overlap o) { return o == Overlap::kDispatchBwd ? "dispatch_bwd" : "none"; }
-
 MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
     : w_(w), mesh_(mesh), ops_(ops), comm_(comm) {
   d_.T = w.tokens_per_rank;
@@ -48,7 +46,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   d_.dtype = w.dtype;
   d_.grad_dtype = w.expert_grad_dtype;
   d_.capacity = expert_capacity(w);
-  d_.drop_by_position = w.drop_policy == "position";
+  d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
   const size_t sb = ops.storage_bytes(), gb = ops.bytes_of(d_.grad_dtype);
@@ -226,7 +224,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.begin(kExpertsBwd);
   ops_.expert_ffn_bwd_data(d_, dye_.ptr, h_.ptr, w_in_full_, w_out_full_, row_offsets_.data(),
                            da_.ptr, dh_.ptr, dxe_.ptr);
-  const bool beside = overlap_ == Overlap::kDispatchBwd;
+  const bool beside = w_.overlap == Overlap::kDispatchBwd;
   if (beside) {
     ops_.fork_side();
     dispatch_bwd();

@@ -81,13 +81,6 @@ struct DeviceBuffer {
   size_t bytes = 0;
 };
 
-// Which phases of the step run beside others (MOE_OVERLAP; a schedule, not a change of the work or
-// of any result). kNone: one after another. kDispatchBwd: dispatch_bwd (dx back to its tokens'
-// ranks, and the unpermute) runs on the backend's side lane beside experts_bwd's weight
-// gradients, which it does not touch.
-enum class Overlap { kNone, kDispatchBwd };
-const char* overlap_name(Overlap o);
-
 class MoeLayer {
  public:
   MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm);
@@ -96,8 +89,6 @@ class MoeLayer {
   MoeLayer& operator=(const MoeLayer&) = delete;
 
   const Dims& dims() const { return d_; }
-  void set_overlap(Overlap o) { overlap_ = o; }
-  Overlap overlap() const { return overlap_; }
   // Draws this step's x and dout from the seed and uploads them (untimed).
   void load_step_inputs(int64_t step);
   // Forward + backward of one step; phase times (ms, this rank) in `phase_ms` [kNumPhases].
@@ -128,7 +119,6 @@ class MoeLayer {
   Mesh mesh_;
   Ops& ops_;
   Comm& comm_;
-  Overlap overlap_ = Overlap::kNone;
   // send_order_is_expert_major (ep 1, align 1): the regroups would be plain copies, so there are
   // none, and the send-order views are the expert-major buffers.
   bool send_is_expert_major_ = false;

@@ -513,7 +513,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   }
   prob.capacity = expert_capacity(w);
   prob.capacity_group = T;
-  prob.drop_by_position = w.drop_policy == "position";
+  prob.drop_by_position = w.drop_policy == DropPolicy::kPosition;
 
   // The world's tokens in rank order: token g = rank * T + t.
   std::vector<float> gathered(N * H);

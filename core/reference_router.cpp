@@ -42,10 +42,7 @@ double logsumexp(int64_t n, const double* v) {
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
-bool is_softmax(const RouterConfig& rc) {
-  MOE_CHECK(rc.score == "softmax" || rc.score == "sigmoid", "unknown router.score " << rc.score);
-  return rc.score == "softmax";
-}
+bool is_softmax(const RouterConfig& rc) { return rc.score == RouterScore::kSoftmax; }
 
 // The aux loss's r[e] for one token: softmax of the logits, or s / sum(s) for sigmoid.
 void aux_probs(const RouterConfig& rc, int64_t E, const double* logits, double* r) {

@@ -5,9 +5,7 @@
 namespace moe {
 
 bool check_router_shape(const RouterConfig& cfg, int64_t E, int64_t K) {
-  MOE_CHECK(cfg.score == "softmax" || cfg.score == "sigmoid",
-            "router score must be softmax or sigmoid, got '" << cfg.score << "'");
-  const bool softmax = cfg.score == "softmax";
+  const bool softmax = cfg.score == RouterScore::kSoftmax;
   MOE_CHECK(E > 0 && K > 0 && K <= E, "router needs 0 < K <= E, got K=" << K << " E=" << E);
   MOE_CHECK(!cfg.softmax_after_topk || softmax, "softmax_after_topk needs softmax scores");
   if (cfg.groups > 1) {

@@ -41,7 +41,7 @@ void distinct_uniform(const TokenDraws& draws, uint64_t j0, int64_t n, int64_t m
 
 }  // namespace
 
-bool routing_is_forced(const Workload& w) { return w.routing.mode != "learned"; }
+bool routing_is_forced(const Workload& w) { return w.routing.mode != RoutingMode::kLearned; }
 
 int64_t expert_capacity(const Workload& w) {
   if (w.capacity_factor <= 0) return 0;
@@ -64,9 +64,9 @@ std::vector<int32_t> expert_popularity_order(const Workload& w) {
 
 void forced_routing(const Workload& w, int64_t step, int64_t token_begin, int64_t num_tokens,
                     int32_t* idx) {
-  const std::string& mode = w.routing.mode;
+  const RoutingMode mode = w.routing.mode;
   const int64_t E = w.model.experts, K = w.model.topk;
-  MOE_CHECK(routing_is_forced(w), "forced_routing called for routing.mode = " << mode);
+  MOE_CHECK(routing_is_forced(w), "forced_routing called for routing.mode = " << name_of(mode));
   const uint64_t stream = kRoutingStream | (uint64_t(step) << 8);
   const std::vector<int32_t> order = expert_popularity_order(w);
   std::vector<double> weight(E), key(E);
@@ -79,12 +79,12 @@ void forced_routing(const Workload& w, int64_t step, int64_t token_begin, int64_
     const int64_t g = token_begin + t;
     const TokenDraws draws{w.seed, stream, uint64_t(g)};
     chosen.clear();
-    if (mode == "uniform") {
+    if (mode == RoutingMode::kUniform) {
       distinct_uniform(
           draws, 0, E, K, [](int64_t i) { return i; }, chosen);
-    } else if (mode == "balanced") {
+    } else if (mode == RoutingMode::kBalanced) {
       for (int64_t k = 0; k < K; ++k) chosen.push_back(int32_t((g * K + k + shift) % E));
-    } else if (mode == "powerlaw") {
+    } else if (mode == RoutingMode::kPowerlaw) {
       // Weighted sampling without replacement: the K largest u^(1/w), compared as log(u) / w.
       for (int64_t e = 0; e < E; ++e) key[e] = std::log(draws(uint64_t(e))) / weight[e];
       std::iota(by_key.begin(), by_key.end(), 0);
@@ -92,7 +92,7 @@ void forced_routing(const Workload& w, int64_t step, int64_t token_begin, int64_
           by_key.begin(), by_key.begin() + K, by_key.end(),
           [&](int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); });
       chosen.assign(by_key.begin(), by_key.begin() + K);
-    } else if (mode == "hot") {
+    } else if (mode == RoutingMode::kHot) {
       const int64_t h = w.routing.hot_experts;
       if (draws(0) <= w.routing.hot_fraction) {
         distinct_uniform(
@@ -105,7 +105,7 @@ void forced_routing(const Workload& w, int64_t step, int64_t token_begin, int64_
             draws, 1, E, K, [](int64_t i) { return i; }, chosen);
       }
     } else {
-      MOE_CHECK(false, "unknown routing.mode " << mode);
+      MOE_CHECK(false, "unknown routing.mode " << name_of(mode));
     }
     std::sort(chosen.begin(), chosen.end());
     std::copy(chosen.begin(), chosen.end(), idx + t * K);

@@ -8,8 +8,38 @@
 
 namespace moe {
 
+// Every choice-valued key is a typed enum, parsed once (core/workload_keys.cpp holds each enum's
+// names, in declaration order, beside the key that takes it); name_of gives the JSON spelling.
 enum class DType { kBf16, kFp32 };
-const char* dtype_name(DType d);
+enum class RouterScore { kSoftmax, kSigmoid };
+enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
+enum class DropPolicy { kProbability, kPosition };
+enum class DispatchKind { kAlltoall };
+enum class CheckMode { kFirst, kEvery, kOff };
+enum class ReferenceDevice { kAuto, kCpu, kGpu };
+// Which phases of the step run beside others: a schedule, never a change of the work or of any
+// result. kDispatchBwd: dispatch_bwd (dx back to its tokens' ranks, and the unpermute) runs on the
+// backend's side lane beside experts_bwd's weight gradients, which it does not touch.
+enum class Overlap { kNone, kDispatchBwd };
+// The CUDA backend's expert GEMMs: kAuto chooses per workload in warm-up (app/gemm_choice.h);
+// kLtMultistream is a cuBLASLt call per expert over gemm.streams side streams; kGroupedBatched one
+// cublasGemmGroupedBatchedEx call.
+enum class GemmMethod { kAuto, kLtMultistream, kGroupedBatched };
+// How cuBLASLt algorithms are chosen for new GEMM shapes: kAuto by GEMM size, kBucket one query per
+// bucket of row counts, kExact one per shape (kernels/cuda/gemm_cublaslt.h).
+enum class GemmAlgo { kAuto, kBucket, kExact };
+
+const char* name_of(DType value);
+const char* name_of(RouterScore value);
+const char* name_of(RoutingMode value);
+const char* name_of(DropPolicy value);
+const char* name_of(DispatchKind value);
+const char* name_of(CheckMode value);
+const char* name_of(ReferenceDevice value);
+const char* name_of(Overlap value);
+const char* name_of(GemmMethod value);
+const char* name_of(GemmAlgo value);
+inline const char* dtype_name(DType d) { return name_of(d); }
 
 struct ModelShape {
   int64_t hidden = 0;   // H
@@ -19,7 +49,7 @@ struct ModelShape {
 };
 
 struct RouterConfig {
-  std::string score = "softmax";    // "softmax" | "sigmoid"
+  RouterScore score = RouterScore::kSoftmax;
   bool softmax_after_topk = false;  // Mixtral style; only with softmax
   bool normalize_topk = false;
   double scaling = 1.0;
@@ -30,13 +60,13 @@ struct RouterConfig {
   double z_coeff = 0.0;
 };
 
-// Where tokens go. "learned" routes by the gate (MATH.md); the other modes force the expert set of
+// Where tokens go. kLearned routes by the gate (MATH.md); the other modes force the expert set of
 // every token from the seed (core/routing_modes.h) while the gate still weighs and is trained.
 struct RoutingConfig {
-  std::string mode = "learned";  // "learned" | "uniform" | "balanced" | "powerlaw" | "hot"
-  double skew = 1.2;             // powerlaw: expert weight ~ 1 / popularity_rank^skew
-  double hot_fraction = 0.5;     // hot: share of tokens that go to the hot experts
-  int64_t hot_experts = 1;       // hot: how many experts are hot
+  RoutingMode mode = RoutingMode::kLearned;
+  double skew = 1.2;          // powerlaw: expert weight ~ 1 / popularity_rank^skew
+  double hot_fraction = 0.5;  // hot: share of tokens that go to the hot experts
+  int64_t hot_experts = 1;    // hot: how many experts are hot
 };
 
 struct MeshConfig {
@@ -44,9 +74,15 @@ struct MeshConfig {
   int64_t fsdp = 0;  // 0 = "auto"
 };
 
-enum class CheckMode { kOff, kFirst, kEvery };
-const char* check_mode_name(CheckMode m);
+// The CUDA backend's expert GEMM knobs (the CPU backend has one way and refuses others).
+struct GemmConfig {
+  GemmMethod method = GemmMethod::kAuto;
+  int64_t streams = 4;  // side streams of the per-expert loop
+  GemmAlgo algo = GemmAlgo::kAuto;
+};
 
+// Each field's key, type, default and meaning are in one table (core/workload_keys.cpp), from
+// which parsing, --set, to_json and docs/configuration.md all come.
 struct Workload {
   std::string name = "unnamed";
   ModelShape model;
@@ -55,24 +91,18 @@ struct Workload {
   int64_t tokens_per_rank = 0;  // T; 0 means "not given", an error
   MeshConfig mesh;
   DType dtype = DType::kBf16;
-  // The expert weight gradients (dw_in, dw_out) and their FSDP reduce-scatter: fp32 (Megatron's
-  // main grads) or bf16 (grads in the parameters' dtype, as eager PyTorch makes them; half the
-  // bytes written by the wgrad GEMMs and sent by the reduce-scatter). Accumulation is fp32.
   DType expert_grad_dtype = DType::kFp32;
-  std::string dispatch = "alltoall";
-  // Per source rank and expert at most ceil(capacity_factor * T * K / E) rows are sent; the rest
-  // are dropped by drop_policy. 0 (JSON null) = dropless.
-  double capacity_factor = 0.0;
-  std::string drop_policy = "probability";  // "probability" (keep the largest p) | "position"
+  DispatchKind dispatch = DispatchKind::kAlltoall;
+  double capacity_factor = 0.0;  // 0 (JSON null) = dropless
+  DropPolicy drop_policy = DropPolicy::kProbability;
   int64_t align = 1;  // each local expert's rows padded to a multiple of this for the GEMMs
+  Overlap overlap = Overlap::kNone;
+  GemmConfig gemm;
   int64_t steps = 20;
   int64_t warmup = 3;
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
-  // Where the reference's dense arithmetic runs: "cpu" (float64 on the host), "gpu" (fp32 on the
-  // GPU; cuda backend only) or "auto" (the backend's own device).
-  std::string reference = "auto";
-  // Measure the GEMM rate and all-to-all bandwidth at start-up, for the report's floors.
+  ReferenceDevice reference = ReferenceDevice::kAuto;
   bool roofline = true;
 };
 
@@ -110,5 +140,18 @@ struct ReferenceBytes {
 ReferenceBytes estimate_reference_bytes(const Workload& w, int world_size, bool on_gpu);
 
 nlohmann::json workload_to_json(const Workload& w);
+
+// Whether a key ("router.score", "gemm.method") defines the work of a step, as opposed to how the
+// backend runs it (overlap, gemm.*) or how the run is taken (steps, check, ...). Results that
+// differ only in the latter compare. Unknown paths count as work.
+bool workload_key_changes_work(const std::string& path);
+
+// "overlap=none gemm.method=auto gemm.streams=4 gemm.algo=auto": the keys of how the backend runs
+// the work, for the report header and --dry-run.
+std::string describe_how_keys(const Workload& w);
+
+// The configuration reference as a Markdown table (key, type, default, meaning), made from the key
+// table: `moebench keys` prints it and docs/configuration.md holds it (a test keeps them equal).
+std::string workload_keys_markdown();
 
 }  // namespace moe

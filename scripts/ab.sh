@@ -6,10 +6,10 @@
 #   scripts/ab.sh --a BIN_A --b BIN_B --np NP --out DIR [--rounds N] [--env-a K=V] [--env-b K=V]
 #                 [--set-a K=V] [--set-b K=V] [--timeout S] -- RUN ARGS...
 # RUN ARGS go to `moebench run` unchanged (e.g. --config configs/bench/mixtral_8x7b.json
-# --set mesh.ep=2). --env-a/--env-b (repeatable) set environment variables for one side only, so
-# the same binary can be A and B with, e.g., --env-b MOE_GEMM_ALGO=exact; --set-a/--set-b
-# (repeatable) add `--set K=V` to one side's runs (e.g. --set-b expert_grad_dtype=bf16: then the
-# sides do different work, and compare.txt names the keys instead of comparing). Writes DIR/a_R.json,
+# --set mesh.ep=2). --env-a/--env-b (repeatable) set environment variables for one side only;
+# --set-a/--set-b (repeatable) add `--set K=V` to one side's runs, so the same binary can be A and
+# B with, e.g., --set-b gemm.algo=exact (a knob: compare.txt compares them) or --set-b
+# expert_grad_dtype=bf16 (different work: compare.txt names the keys instead of comparing). Writes DIR/a_R.json,
 # DIR/b_R.json and their logs, DIR/ab.txt (the table below) and DIR/compare.txt (`moebench
 # compare` of A's and B's median rounds). Prints per round and in all the step medians, and B/A.
 # Where the binaries cannot ask git for their commit (a tree copied to the GPU machine), set each

@@ -138,13 +138,12 @@ print(b / f, '(want 0.5)')" "$OUTDIR/gpu_np2_fsdp2_bf16_grads.json" "$OUTDIR/gpu
     run_case "gpu_np4_ep$1_fsdp$2_bf16_grads" 4 --config $TINY --set mesh.ep=$1 \
       --set mesh.fsdp=$2 $LOSS --set expert_grad_dtype=bf16
   done
-  # The backward all-to-all beside the weight-gradient GEMMs (MOE_OVERLAP): checked, with the
+  # The backward all-to-all beside the weight-gradient GEMMs (overlap key): checked, with the
   # digests of the plain schedule.
-  export MOE_OVERLAP=dispatch_bwd
-  run_case gpu_np1_tiny_overlap 1 --config $TINY
-  run_case gpu_np2_ep2_overlap 2 --config $TINY --set mesh.ep=2 $LOSS
-  run_case gpu_np4_ep4_fsdp1_softmax_overlap 4 --config $TINY --set mesh.ep=4 --set mesh.fsdp=1 $LOSS
-  unset MOE_OVERLAP
+  OV="--set overlap=dispatch_bwd"
+  run_case gpu_np1_tiny_overlap 1 --config $TINY $OV
+  run_case gpu_np2_ep2_overlap 2 --config $TINY --set mesh.ep=2 $LOSS $OV
+  run_case gpu_np4_ep4_fsdp1_softmax_overlap 4 --config $TINY --set mesh.ep=4 --set mesh.fsdp=1 $LOSS $OV
   for c in gpu_np1_tiny gpu_np2_ep2 gpu_np4_ep4_fsdp1_softmax; do
     [ -f "$OUTDIR/${c}_overlap.json" ] || continue
     note "overlap $c vs plain: $("$BIN" compare "$OUTDIR/$c.json" "$OUTDIR/${c}_overlap.json" 2>&1 |
@@ -233,8 +232,9 @@ if [ $SWEEPS -eq 1 ] && [ $SECONDS -le "$DEADLINE" ]; then
     [ "$np" -le "$NGPU" ] && NPS=${NPS:+$NPS,}$np && NMAX=$np
   done
   for m in $SWEEP_METHODS; do
-    MOE_GEMM_METHOD=$m scripts/sweep.sh --name mixtral_8x7b_$m --config configs/bench/mixtral_8x7b.json \
+    scripts/sweep.sh --name mixtral_8x7b_$m --config configs/bench/mixtral_8x7b.json \
       --axis np=$NPS --axis tokens_per_rank=2048,4096,8192 --set mesh.fsdp=1 --set check=first \
+      --set gemm.method=$m \
       --bin "$BIN" --out "$SW" --backend cuda --timeout 120 > "$OUTDIR/sweep_$m.log" 2>&1
     note "sweep mixtral_8x7b_$m: rc=$? ($(tail -1 "$OUTDIR/sweep_$m.log"))"
     tar czf "$FINAL/sweeps.tgz" -C "$OUTDIR" sweeps  # after each, in case the call is cut short
@@ -262,8 +262,8 @@ if [ $GEMM_METHODS -eq 1 ]; then
   for shape in "qwen3_30b_a3b 2048 768 128 8" "deepseek_v3_ep8 7168 2048 32 8"; do
     set -- $shape
     for method in lt_multistream grouped_batched; do
-      MOE_GEMM_METHOD=$method run_case "gemm_$1_$method" 1 --config configs/bench/mixtral_8x7b.json \
-        --set name=$1 --set model.hidden=$2 --set model.ffn=$3 --set model.experts=$4 \
+      run_case "gemm_$1_$method" 1 --config configs/bench/mixtral_8x7b.json \
+        --set gemm.method=$method --set name=$1 --set model.hidden=$2 --set model.ffn=$3 --set model.experts=$4 \
         --set model.topk=$5 --set router.softmax_after_topk=false
     done
   done

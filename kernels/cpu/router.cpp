@@ -15,11 +15,7 @@ namespace moe::cpu {
 
 namespace {
 
-bool is_softmax(const RouterConfig& cfg) {
-  MOE_CHECK(cfg.score == "softmax" || cfg.score == "sigmoid",
-            "router score must be softmax or sigmoid, got '" << cfg.score << "'");
-  return cfg.score == "softmax";
-}
+bool is_softmax(const RouterConfig& cfg) { return cfg.score == RouterScore::kSoftmax; }
 
 void check_shapes(const RouterConfig& cfg, int64_t E, int64_t K) { check_router_shape(cfg, E, K); }
 

@@ -103,43 +103,20 @@ char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
 
-CudaOps::CudaOps(int device, DType dtype) : dtype_(dtype), scratch_(kNumScratchSlots) {
+CudaOps::CudaOps(int device, DType dtype, const GemmConfig& gemm)
+    : dtype_(dtype), scratch_(kNumScratchSlots) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
   stream_ = main_;
-  // MOE_GEMM_STREAMS: side streams the per-expert GEMM loop spreads over (default 4).
-  int streams = 4;
-  if (const char* s = std::getenv("MOE_GEMM_STREAMS")) {
-    char* end = nullptr;
-    const long n = std::strtol(s, &end, 10);
-    MOE_USER_CHECK(end != s && *end == '\0' && n >= 1 && n <= 32,
-                   "MOE_GEMM_STREAMS=" << s << ": use a number of streams from 1 to 32");
-    streams = int(n);
-  }
-  gemm_ = std::make_unique<cuda::GemmRunner>(streams);
-  // MOE_GEMM_METHOD fixes the expert GEMM method (lt_multistream: a cuBLASLt call per expert
-  // over side streams; grouped_batched: one cublasGemmGroupedBatchedEx call where cuBLAS supports
-  // the dtypes); unset or auto, the run chooses per workload in warm-up.
-  if (const char* m = std::getenv("MOE_GEMM_METHOD")) {
-    const std::string method = m;
-    MOE_USER_CHECK(method == "lt_multistream" || method == "grouped_batched" || method == "auto",
-                   "MOE_GEMM_METHOD=" << method << ": use auto, lt_multistream or grouped_batched");
-    fixed_gemm_method_ = method != "auto";
-    if (fixed_gemm_method_) set_expert_gemm_method(method);
-  }
-  // MOE_GEMM_ALGO=exact|bucket fixes how cuBLASLt algorithms are chosen for new GEMM shapes
-  // (GemmRunner::set_algo_policy), for comparing the policies; unset or auto, by GEMM size.
-  if (const char* a = std::getenv("MOE_GEMM_ALGO")) {
-    const std::string algo = a;
-    MOE_USER_CHECK(algo == "auto" || algo == "bucket" || algo == "exact",
-                   "MOE_GEMM_ALGO=" << algo << ": use auto (the default), bucket or exact");
-    gemm_->set_algo_policy(algo == "bucket"  ? cuda::AlgoPolicy::kBucket
-                           : algo == "exact" ? cuda::AlgoPolicy::kExact
-                                             : cuda::AlgoPolicy::kAuto);
-  }
+  gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
+  fixed_gemm_method_ = gemm.method != GemmMethod::kAuto;
+  if (fixed_gemm_method_) set_expert_gemm_method(name_of(gemm.method));
+  gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
+                         : gemm.algo == GemmAlgo::kExact ? cuda::AlgoPolicy::kExact
+                                                         : cuda::AlgoPolicy::kAuto);
 }
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {

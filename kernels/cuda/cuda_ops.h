@@ -21,8 +21,10 @@ struct GemmProblem;
 
 class CudaOps : public Ops {
  public:
-  // Selects `device` and creates the stream, cuBLASLt runner and pinned staging.
-  CudaOps(int device, DType dtype);
+  // Selects `device` and creates the stream, cuBLASLt runner and pinned staging; `gemm` (the
+  // workload's gemm.* keys) sets the runner's streams, its algorithm policy and, unless auto, the
+  // expert GEMM method.
+  CudaOps(int device, DType dtype, const GemmConfig& gemm);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -95,7 +97,7 @@ class CudaOps : public Ops {
   cudaEvent_t forked_ = nullptr, side_done_ = nullptr;
   std::unique_ptr<cuda::GemmRunner> gemm_;
   std::function<void(const char*)> waiter_;
-  bool fixed_gemm_method_ = false;  // MOE_GEMM_METHOD named one: no choice in warm-up
+  bool fixed_gemm_method_ = false;  // gemm.method named one: no choice in warm-up
   int64_t in_use_ = 0, high_water_ = 0;
   struct Scratch {
     void* ptr = nullptr;

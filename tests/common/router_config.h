@@ -11,7 +11,7 @@ inline RouterConfig make_cfg(const std::string& score, bool after_topk, bool nor
                              double scaling, int64_t groups, int64_t group_topk, double aux = 0.0,
                              double z = 0.0) {
   RouterConfig c;
-  c.score = score;
+  c.score = score == "sigmoid" ? RouterScore::kSigmoid : RouterScore::kSoftmax;
   c.softmax_after_topk = after_topk;
   c.normalize_topk = normalize;
   c.scaling = scaling;

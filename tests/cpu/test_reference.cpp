@@ -202,7 +202,7 @@ TEST(ReferenceGrad, SoftmaxAfterTopk) {
 
 TEST(ReferenceGrad, SigmoidGroupsNormalizeScalingBias) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   rc.groups = 4;
   rc.group_topk = 2;
   rc.normalize_topk = true;
@@ -228,7 +228,7 @@ TEST(ReferenceGrad, SoftmaxAuxZOnly) {
 
 TEST(ReferenceGrad, SigmoidAuxZOnly) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   rc.aux_coeff = 1.0;
   rc.z_coeff = 0.5;
   check_gradients(rc, 2, /*zero_dout=*/true);
@@ -251,7 +251,7 @@ TEST(ReferenceRouting, ExactTiesPickLowerIds) {
 
 TEST(ReferenceRouting, SortedByDescendingScoreAndGathered) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   const std::vector<double> logits = {-1.0, 3.0, 0.5, 2.0};
   TokenRouting r = reference_route_token(rc, 4, 2, logits.data(), nullptr);
   EXPECT_EQ(r.idx, (std::vector<int32_t>{1, 3}));
@@ -268,7 +268,7 @@ TEST(ReferenceRouting, SortedByDescendingScoreAndGathered) {
 
 TEST(ReferenceRouting, GroupLimitedStaysInKeptGroups) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   rc.groups = 4;
   rc.group_topk = 2;
   // Groups of 2, K/Gk = 2: a group's score is the sum of both. Expert 0 has the best single
@@ -285,7 +285,7 @@ TEST(ReferenceRouting, GroupLimitedStaysInKeptGroups) {
 
 TEST(ReferenceRouting, GroupLimitedRandom) {
   std::mt19937_64 rng(3);
-  for (const char* score : {"softmax", "sigmoid"}) {
+  for (RouterScore score : {RouterScore::kSoftmax, RouterScore::kSigmoid}) {
     RouterConfig rc;
     rc.score = score;
     rc.groups = 4;
@@ -328,7 +328,7 @@ TEST(ReferenceRouting, SoftmaxAfterTopkSumsToScaling) {
 
 TEST(ReferenceRouting, NormalizeSumsToScaling) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   rc.normalize_topk = true;
   rc.scaling = 1.5;
   const std::vector<double> logits = {0.3, -1.2, 2.0, 0.7, 1.1, -0.4};
@@ -406,7 +406,7 @@ TEST(ReferenceNearTie, AdoptedSoftmaxAfterTopkWeights) {
 
 TEST(ReferenceNearTie, GroupScoreNearTie) {
   RouterConfig rc;
-  rc.score = "sigmoid";
+  rc.score = RouterScore::kSigmoid;
   rc.groups = 4;
   rc.group_topk = 2;
   // One expert per group counts (K/Gk = 1); groups 1 and 2 are within 1e-4, while the selectable
@@ -460,7 +460,7 @@ TEST(ReferenceWorld, OneRankWorld) {
   Workload w;
   w.model = ModelShape{16, 8, 8, 2};
   w.tokens_per_rank = 6;
-  w.router.score = "sigmoid";
+  w.router.score = RouterScore::kSigmoid;
   w.router.groups = 4;
   w.router.group_topk = 2;
   w.router.expert_bias = true;

@@ -51,7 +51,7 @@ std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float lo, floa
 
 // ---- float64 reference of MATH.md, one token at a time ----
 
-bool is_softmax(const RouterConfig& cfg) { return cfg.score == "softmax"; }
+bool is_softmax(const RouterConfig& cfg) { return cfg.score == RouterScore::kSoftmax; }
 
 std::vector<double> softmax64(const std::vector<double>& l) {
   double m = *std::max_element(l.begin(), l.end());

@@ -26,7 +26,7 @@ Workload routing_workload(const std::string& mode, int64_t E, int64_t K, int64_t
   Workload w;
   w.model = ModelShape{16, 8, E, K};
   w.tokens_per_rank = T;
-  w.routing.mode = mode;
+  apply_override(w, "routing.mode=" + mode);
   w.seed = 77;
   return w;
 }
@@ -169,22 +169,22 @@ TEST(RoutingKeys, ParseDefaultsAndNull) {
   const std::string base =
       R"({"model": {"hidden": 8, "ffn": 4, "experts": 8, "topk": 2}, "tokens_per_rank": 4)";
   Workload w = workload_from_json_text(base + "}", "t");
-  EXPECT_EQ(w.routing.mode, "learned");
+  EXPECT_STREQ(name_of(w.routing.mode), "learned");
   EXPECT_EQ(w.capacity_factor, 0.0);
   EXPECT_EQ(w.align, 1);
   w = workload_from_json_text(base + R"(, "routing": {"mode": "hot", "hot_fraction": 0.3,
       "hot_experts": 2}, "capacity_factor": 1.25, "drop_policy": "position", "align": 16})",
                               "t");
-  EXPECT_EQ(w.routing.mode, "hot");
+  EXPECT_STREQ(name_of(w.routing.mode), "hot");
   EXPECT_EQ(w.routing.hot_experts, 2);
   EXPECT_EQ(w.capacity_factor, 1.25);
-  EXPECT_EQ(w.drop_policy, "position");
+  EXPECT_STREQ(name_of(w.drop_policy), "position");
   EXPECT_EQ(w.align, 16);
   apply_override(w, "capacity_factor=null");
   EXPECT_EQ(w.capacity_factor, 0.0);
   EXPECT_TRUE(workload_to_json(w)["capacity_factor"].is_null());
   apply_override(w, "routing.mode=powerlaw");
-  EXPECT_EQ(w.routing.mode, "powerlaw");
+  EXPECT_STREQ(name_of(w.routing.mode), "powerlaw");
 }
 
 std::string validation_error(Workload w) {

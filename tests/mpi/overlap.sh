@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# MOE_OVERLAP=dispatch_bwd changes the schedule, not the work: on ep 2 x fsdp 2 the check passes,
-# the digests equal those of the plain schedule, provenance names the overlap, dispatch_bwd is
+# overlap=dispatch_bwd changes the schedule, not the work: on ep 2 x fsdp 2 the check passes,
+# the digests equal those of the plain schedule, the result's config names the overlap, dispatch_bwd is
 # marked as running beside experts_bwd (JSON and text), compare takes the two runs side by side,
 # and a bad value is refused on every rank with exit status 2.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --steps 2 --warmup 1
   --set router.aux_coeff=0.01)
 mpi 4 "${args[@]}" --out "$WORK/plain.json" >/dev/null
-MOE_OVERLAP=dispatch_bwd mpi 4 "${args[@]}" --out "$WORK/beside.json" >"$WORK/beside.txt" ||
-  { cat "$WORK/beside.txt"; fail "MOE_OVERLAP=dispatch_bwd: the run failed"; }
+mpi 4 "${args[@]}" --set overlap=dispatch_bwd --out "$WORK/beside.json" >"$WORK/beside.txt" ||
+  { cat "$WORK/beside.txt"; fail "overlap=dispatch_bwd: the run failed"; }
 grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/beside.txt" || { cat "$WORK/beside.txt"; fail "no PASS"; }
 grep -q "^# overlap: dispatch_bwd runs beside experts_bwd" "$WORK/beside.txt" ||
   { cat "$WORK/beside.txt"; fail "no '# overlap:' line"; }
@@ -21,8 +21,8 @@ def check(cond, what):
     if not cond:
         sys.exit(f"FAIL: {what}")
 check(a["digests"] == b["digests"], "the overlap changed results")
-check(a["provenance"]["overlap"] == "none", "plain run's overlap is not none")
-check(b["provenance"]["overlap"] == "dispatch_bwd", "overlap not in provenance")
+check(a["config"]["overlap"] == "none", "plain run's overlap is not none")
+check(b["config"]["overlap"] == "dispatch_bwd", "overlap not in the result's config")
 check(b["timing"]["phases"]["dispatch_bwd"].get("beside") == "experts_bwd", "dispatch_bwd not beside")
 check("beside" not in a["timing"]["phases"]["dispatch_bwd"], "plain run marks an overlap")
 PY
@@ -31,7 +31,17 @@ PY
 grep -q "bitwise identical" "$WORK/cmp.txt" || { cat "$WORK/cmp.txt"; fail "compare digests"; }
 
 rc=0
-MOE_OVERLAP=everything mpi 2 run --config "$TINY" -q >"$WORK/bad.txt" 2>&1 || rc=$?
-[ "$rc" -eq 2 ] || { cat "$WORK/bad.txt"; fail "bad MOE_OVERLAP gave exit $rc, want 2"; }
-grep -q "MOE_OVERLAP=everything: use none" "$WORK/bad.txt" || { cat "$WORK/bad.txt"; fail "message"; }
+mpi 2 run --config "$TINY" -q --set overlap=everything >"$WORK/bad.txt" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/bad.txt"; fail "bad overlap gave exit $rc, want 2"; }
+grep -q "key 'overlap'.*expected one of \"none\", \"dispatch_bwd\"" "$WORK/bad.txt" ||
+  { cat "$WORK/bad.txt"; fail "message"; }
+[ "$(grep -c "key 'overlap'" "$WORK/bad.txt")" -eq 1 ] || { cat "$WORK/bad.txt"; fail "not printed once"; }
+
+# The CUDA backend's GEMM knobs are refused on the CPU backend, which has one GEMM path: a result
+# must not record a knob that was not turned.
+rc=0
+mpi 2 run --config "$TINY" -q --backend cpu --set gemm.method=grouped_batched >"$WORK/gemm.txt" 2>&1 ||
+  rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/gemm.txt"; fail "gemm.method on cpu gave exit $rc, want 2"; }
+grep -q "gemm.method, gemm.streams and gemm.algo" "$WORK/gemm.txt" || { cat "$WORK/gemm.txt"; fail "gemm message"; }
 echo "overlap: PASS"
