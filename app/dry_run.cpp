@@ -41,14 +41,15 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
       "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
       "rank)\n",
       flops, flops / world * 1e-12, flops / world * 1e-9);
-  if (m.ep > 1) {
-    const double a2a = T * K * H * storage;
+  const DispatchBytes a2a = predicted_dispatch_bytes(w, m, storage);
+  if (a2a.collectives_per_step > 0) {
     std::printf(
-        "# all-to-all: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
-        "4 per step\n",
-        a2a / (1 << 20), a2a * (m.ep - 1) / m.ep / (1 << 20));
+        "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
+        "%d per step\n",
+        name_of(w.dispatch), a2a.per_direction / (1 << 20), a2a.to_others / (1 << 20),
+        a2a.collectives_per_step);
   } else {
-    std::printf("# all-to-all: none (ep 1)\n");
+    std::printf("# dispatch %s: no collective (ep 1)\n", name_of(w.dispatch));
   }
   if (m.fsdp > 1)
     std::printf("# FSDP: all-gather of %.1f MiB of expert weights per rank per step\n",

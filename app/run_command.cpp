@@ -391,8 +391,8 @@ int run_command(const RunOptions& opt) {
     const bool timed = s >= w.warmup;
     if (timed) {
       for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
-      const StepTraffic& tr = layer.traffic();
-      for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += tr.global_expert_counts[e];
+      const StepTraffic tr = layer.traffic();
+      for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += layer.global_expert_counts()[e];
       double mine = double(tr.rows_received);
       std::vector<double> all(world_size);
       MPI_CHECK(MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, world));

@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "core/init.h"
 #include "core/routing_modes.h"
-#include "kernels/cpu/permute.h"
 #include "kernels/cpu/router.h"
 
 namespace moe {
@@ -109,33 +108,22 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   p_ = static_cast<float*>(fixed(4 * T * K));
   dp_ = static_cast<float*>(fixed(4 * T * K));
   stats_ = static_cast<float*>(fixed(4 * (2 * E + 1)));
-  send_pos_ = static_cast<int32_t*>(fixed(4 * T * K));
-  expert_counts_ = static_cast<int32_t*>(fixed(4 * (E + d_.ep * El)));
-  recv_counts_ = expert_counts_ + E;
-  // Where the send order is the expert-major order, the send-order views are the expert-major
-  // buffers (send_order), with no memory of their own.
-  send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
-  if (!send_is_expert_major_) {
-    send_ = fixed(sb * T * K * H);
-    y_send_ = fixed(sb * T * K * H);
-    dy_send_ = fixed(sb * T * K * H);
-  }
-
-  counts_host_.resize(E + d_.ep * El);
-  expert_counts_host_ = counts_host_.data();
-  recv_counts_host_ = counts_host_.data() + E;
-  send_rows_.resize(d_.ep);
-  recv_rows_.resize(d_.ep);
-  row_offsets_.resize(El + 1);
   stats_host_.resize(2 * E + 1);
+
+  DispatchPhases phases;
+  phases.counts_exchange = kCountsExchange;
+  phases.a2a_dispatch_fwd = kA2aDispatchFwd;
+  phases.a2a_combine_fwd = kA2aCombineFwd;
+  phases.a2a_combine_bwd = kA2aCombineBwd;
+  phases.a2a_dispatch_bwd = kA2aDispatchBwd;
+  dispatcher_ = make_dispatcher(w, mesh, d_, ops, comm, *timer_, phases);
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
-  rows_received_ = T * K;
-  exchange_counts_grow_buffers_for(rows_received_ + El * (d_.align - 1));
+  grow_expert_buffers_for(T * K + El * (d_.align - 1));
 }
 
 MoeLayer::~MoeLayer() {
-  for (DeviceBuffer* b : {&recv_, &xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_})
-    ops_.release(b->ptr);
+  dispatcher_.reset();
+  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) ops_.release(b->ptr);
   for (void* p : owned_) ops_.release(p);
 }
 
@@ -154,10 +142,9 @@ void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
   return b.ptr;
 }
 
-void MoeLayer::exchange_counts_grow_buffers_for(int64_t rows) {
+void MoeLayer::grow_expert_buffers_for(int64_t rows) {
   const size_t sb = ops_.storage_bytes();
   const int64_t H = d_.H, F = d_.F;
-  if (d_.ep > 1) grow(recv_, sb * rows * H);  // the all-to-all's landing buffer
   for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
   grow(h_, sb * rows * 2 * F);
   grow(dh_, sb * rows * 2 * F);
@@ -190,48 +177,39 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kRouterFwd);
 
   t.begin(kLayout);
-  ops_.dispatch_layout(d_, idx_, p_, expert_counts_, send_pos_);
-  exchange_counts();
+  dispatcher_->layout(idx_, p_);
+  grow_expert_buffers_for(dispatcher_->rows());
   t.end(kLayout);
-
-  // Where the send order is the expert-major order, the send-order views are the expert-major
-  // buffers themselves (see send_order).
-  void* x_send = send_order(send_, xe_);
-  void* y_send = send_order(y_send_, ye_);
-  void* dy_send = send_order(dy_send_, dye_);
+  const int64_t* offsets = dispatcher_->expert_offsets().data();
 
   t.begin(kDispatchFwd);
-  ops_.permute(d_, x_, send_pos_, x_send);
-  dispatch(x_send, xe_.ptr, kA2aDispatchFwd);
+  dispatcher_->dispatch_fwd(x_, xe_.ptr);
   t.end(kDispatchFwd);
 
   t.begin(kExpertsFwd);
-  ops_.expert_ffn_fwd(d_, xe_.ptr, w_in_full_, w_out_full_, row_offsets_.data(), h_.ptr, a_.ptr,
-                      ye_.ptr);
+  ops_.expert_ffn_fwd(d_, xe_.ptr, w_in_full_, w_out_full_, offsets, h_.ptr, a_.ptr, ye_.ptr);
   t.end(kExpertsFwd);
 
   t.begin(kCombineFwd);
-  combine_back(ye_.ptr, y_send, kA2aCombineFwd);
-  ops_.combine_fwd(d_, y_send, send_pos_, p_, out_);
+  dispatcher_->combine_fwd(ye_.ptr, p_, out_);
   t.end(kCombineFwd);
 
   // ---- backward: the adjoint of each forward phase, in reverse ----
   t.begin(kCombineBwd);
-  ops_.combine_bwd(d_, dout_, y_send, send_pos_, p_, dy_send, dp_);
-  dispatch(dy_send, dye_.ptr, kA2aCombineBwd);
+  dispatcher_->combine_bwd(dout_, p_, dye_.ptr, dp_);
   t.end(kCombineBwd);
 
   t.begin(kExpertsBwd);
-  ops_.expert_ffn_bwd_data(d_, dye_.ptr, h_.ptr, w_in_full_, w_out_full_, row_offsets_.data(),
-                           da_.ptr, dh_.ptr, dxe_.ptr);
+  ops_.expert_ffn_bwd_data(d_, dye_.ptr, h_.ptr, w_in_full_, w_out_full_, offsets, da_.ptr, dh_.ptr,
+                           dxe_.ptr);
   const bool beside = w_.overlap == Overlap::kDispatchBwd;
   if (beside) {
     ops_.fork_side();
     dispatch_bwd();
     ops_.to_main();
   }
-  ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, row_offsets_.data(),
-                              dw_in_full_, dw_out_full_);
+  ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, offsets, dw_in_full_,
+                              dw_out_full_);
   t.end(kExpertsBwd);
   if (beside)
     ops_.join_side();
@@ -252,15 +230,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
 
   // Routing statistics for the report (after timing: this waits for the step).
   ops_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
-  traffic_.global_expert_counts.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
-  int64_t sent = 0;
-  for (int64_t r = 0; r < d_.ep; ++r) sent += send_rows_[r];
-  traffic_.a2a_rows_sent = sent;
-  traffic_.a2a_rows_to_others = sent - send_rows_[mesh_.ep_rank];
-  traffic_.rows_received = rows_received_;
-  traffic_.rows_dropped = d_.T * d_.K - sent;
-  traffic_.rows_padded = row_offsets_[d_.E_local] - rows_received_;
-  traffic_.a2a_rows_returned_to_others = rows_received_ - recv_rows_[mesh_.ep_rank];
+  global_expert_counts_.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
 }
 
 void MoeLayer::fsdp_gather() {
@@ -277,67 +247,10 @@ void MoeLayer::route() {
   comm_.allreduce_f32(stats_, 2 * d_.E + 1, Group::kWorld);
 }
 
-void MoeLayer::exchange_counts() {
-  timer_->begin(kCountsExchange);
-  // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
-  // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
-  comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
-  // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
-  ops_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
-  timer_->end(kCountsExchange);
-
-  const int64_t El = d_.E_local;
-  rows_received_ = 0;
-  for (int64_t r = 0; r < d_.ep; ++r) {
-    send_rows_[r] = recv_rows_[r] = 0;
-    for (int64_t l = 0; l < El; ++l) {
-      send_rows_[r] += expert_counts_host_[r * El + l];
-      recv_rows_[r] += recv_counts_host_[r * El + l];
-    }
-    rows_received_ += recv_rows_[r];
-  }
-  // The expert-major layout the regroup writes: blocks padded to multiples of align. One
-  // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
-  cpu::expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
-  exchange_counts_grow_buffers_for(row_offsets_[El]);
-}
-
-void* MoeLayer::send_order(void* send_buffer, const DeviceBuffer& expert_major) const {
-  return send_is_expert_major_ ? expert_major.ptr : send_buffer;
-}
-
-// At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
-// reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms). Where the
-// regroup would be a plain copy too (send_is_expert_major_), the two are one buffer: nothing runs.
-void MoeLayer::dispatch(const void* src_send, void* dst_expert_major, int phase_a2a) {
-  if (send_is_expert_major_) return;
-  const void* src = src_send;
-  if (d_.ep > 1) {
-    timer_->begin(phase_a2a);
-    comm_.alltoallv_rows(src_send, send_rows_.data(), recv_.ptr, recv_rows_.data(),
-                         ops_.storage_bytes() * d_.H, Group::kEp);
-    timer_->end(phase_a2a);
-    src = recv_.ptr;
-  }
-  ops_.regroup(d_, src, recv_counts_, recv_counts_host_, true, dst_expert_major);
-}
-
-void MoeLayer::combine_back(const void* src_expert_major, void* dst_send, int phase_a2a) {
-  if (send_is_expert_major_) return;
-  void* rank_major = d_.ep > 1 ? recv_.ptr : dst_send;
-  ops_.regroup(d_, src_expert_major, recv_counts_, recv_counts_host_, false, rank_major);
-  if (d_.ep == 1) return;
-  timer_->begin(phase_a2a);
-  comm_.alltoallv_rows(recv_.ptr, recv_rows_.data(), dst_send, send_rows_.data(),
-                       ops_.storage_bytes() * d_.H, Group::kEp);
-  timer_->end(phase_a2a);
-}
-
+// dx back to its tokens (the adjoint of the dispatch), on whichever lane the caller chose.
 void MoeLayer::dispatch_bwd() {
   timer_->begin(kDispatchBwd);
-  void* dx_send = send_order(send_, dxe_);
-  combine_back(dxe_.ptr, dx_send, kA2aDispatchBwd);
-  ops_.unpermute_sum(d_, dx_send, send_pos_, dx_acc_);
+  dispatcher_->dispatch_bwd(dxe_.ptr, dx_acc_);
   timer_->end(kDispatchBwd);
 }
 
@@ -380,7 +293,7 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   ops_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
   o.p = fp32(p_, T * K);
   std::vector<int32_t> send_pos(T * K);
-  ops_.copy_to_host(send_pos.data(), send_pos_, 4 * T * K);
+  ops_.copy_to_host(send_pos.data(), dispatcher_->send_pos(), 4 * T * K);
   o.dropped.resize(T * K);
   for (int64_t i = 0; i < T * K; ++i) o.dropped[i] = send_pos[i] < 0;
   o.w_gate = storage(w_gate_, H * E);

@@ -1,13 +1,15 @@
 #pragma once
-// One MoE layer training step over a backend {Ops, Comm}: FSDP gather, router, dispatch, expert
-// FFN, combine, and the whole backward with the gradient reductions. Reading run_step() top to
-// bottom follows the step; each phase is one Ops call or one collective, timed on its own.
+// One MoE layer training step over a backend {Ops, Comm} and a Dispatcher: FSDP gather, router,
+// dispatch, expert FFN, combine, and the whole backward with the gradient reductions. Reading
+// run_step() top to bottom follows the step; each phase is one Ops, Dispatcher or collective
+// call, timed on its own.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/dispatcher.h"
 #include "core/mesh.h"
 #include "core/ops.h"
 #include "core/workload.h"
@@ -38,18 +40,6 @@ enum Phase : int {
   kNumPhases
 };
 const char* phase_name(int phase);
-
-// What one step moved and routed, for bandwidth and routing statistics (this rank's view).
-struct StepTraffic {
-  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (T*K less capacity drops)
-  int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
-  // Rows this rank's experts return (combine direction: rows_received) to other EP ranks.
-  int64_t a2a_rows_returned_to_others = 0;
-  int64_t rows_received = 0;                // rows this rank's experts processed
-  int64_t rows_dropped = 0;                 // this rank's (t, k) over the capacity, not sent
-  int64_t rows_padded = 0;                  // zero rows added for align on this rank's experts
-  std::vector<float> global_expert_counts;  // [E] c_e over the world's tokens
-};
 
 // Host copies of everything a check or dump needs, taken after a step (untimed).
 struct StepOutputs {
@@ -93,7 +83,9 @@ class MoeLayer {
   void load_step_inputs(int64_t step);
   // Forward + backward of one step; phase times (ms, this rank) in `phase_ms` [kNumPhases].
   void run_step(std::vector<double>& phase_ms);
-  const StepTraffic& traffic() const { return traffic_; }
+  // The last step's rows through the dispatcher, and [E] c_e over the world's tokens.
+  StepTraffic traffic() const { return dispatcher_->traffic(); }
+  const std::vector<float>& global_expert_counts() const { return global_expert_counts_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
   StepOutputs download_outputs(const OutputsWanted& want = {});
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
@@ -104,26 +96,19 @@ class MoeLayer {
  private:
   void fsdp_gather();
   void route();
-  void exchange_counts();
-  void dispatch(const void* src_send, void* dst_expert_major, int phase_a2a);
-  void combine_back(const void* src_expert_major, void* dst_send, int phase_a2a);
   void dispatch_bwd();
   void grad_sync();
-  void exchange_counts_grow_buffers_for(int64_t rows);
+  void grow_expert_buffers_for(int64_t rows);
   void* grow(DeviceBuffer& b, size_t bytes);
-  // The buffer in send order: send_buffer, or expert_major where the two orders coincide.
-  void* send_order(void* send_buffer, const DeviceBuffer& expert_major) const;
   void* fixed(size_t bytes);
 
   Workload w_;
   Mesh mesh_;
   Ops& ops_;
   Comm& comm_;
-  // send_order_is_expert_major (ep 1, align 1): the regroups would be plain copies, so there are
-  // none, and the send-order views are the expert-major buffers.
-  bool send_is_expert_major_ = false;
   Dims d_;
   std::unique_ptr<PhaseTimer> timer_;
+  std::unique_ptr<Dispatcher> dispatcher_;
   std::vector<void*> owned_;
 
   // Parameters and their gradients.
@@ -148,24 +133,11 @@ class MoeLayer {
   int32_t* forced_idx_ = nullptr;       // [T, K] this step's forced routing (nullptr: learned)
   float *p_ = nullptr, *dp_ = nullptr;  // [T, K] fp32
   float* stats_ = nullptr;              // [2E + 1] fp32
-  int32_t* send_pos_ = nullptr;         // [T * K]
-  // [E] then [ep, E_local], adjacent so that one copy brings both to the host.
-  int32_t* expert_counts_ = nullptr;
-  int32_t* recv_counts_ = nullptr;
 
-  // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
-  void *send_ = nullptr, *y_send_ = nullptr, *dy_send_ = nullptr;
-  // Receive side, ragged (R rows): landing buffer, expert-major inputs and activations.
-  DeviceBuffer recv_, xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
+  // Expert-major rows, ragged (the dispatcher's rows()): inputs, activations and their grads.
+  DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
 
-  // Host copy of the layout (the one device-to-host copy per dispatch): counts_host_ holds
-  // expert_counts_host_ [E] then recv_counts_host_ [ep, E_local].
-  std::vector<int32_t> counts_host_;
-  int32_t *expert_counts_host_ = nullptr, *recv_counts_host_ = nullptr;
-  std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
-  int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
-  std::vector<float> stats_host_;
-  StepTraffic traffic_;
+  std::vector<float> stats_host_, global_expert_counts_;
 };
 
 }  // namespace moe

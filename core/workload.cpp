@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dispatcher.h"
 #include "core/error.h"
+#include "core/saturating.h"
 
 namespace moe {
 
@@ -20,20 +22,8 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
-// Saturating int64 arithmetic: an absurd config reads as "too big" instead of wrapping around.
-int64_t prod(std::initializer_list<int64_t> xs) {
-  int64_t p = 1;
-  for (int64_t x : xs)
-    if (__builtin_mul_overflow(p, x, &p)) return INT64_MAX;
-  return p;
-}
-
-int64_t sum(std::initializer_list<int64_t> xs) {
-  int64_t s = 0;
-  for (int64_t x : xs)
-    if (__builtin_add_overflow(s, x, &s)) return INT64_MAX;
-  return s;
-}
+int64_t prod(std::initializer_list<int64_t> xs) { return saturating_product(xs); }
+int64_t sum(std::initializer_list<int64_t> xs) { return saturating_sum(xs); }
 
 // "1, 2, 4, 8" for 8; pairs up to sqrt(n), so that an absurd n cannot hang an error message.
 std::string divisors(int64_t n) {
@@ -231,12 +221,9 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   add({3, T, E, 4});  // logits, scores, dlogits
   add({2, T, K, 4});  // idx, p
   add({4, R, H, S});  // expert-major input and output, and their grads
-  // Send-order x, y and dy, except at ep 1 with align 1, where the send order is the expert-major
-  // order and they are the buffers above; the all-to-all's landing buffer where there is one.
-  if (!send_order_is_expert_major(w.mesh.ep, w.align)) add({3, T, K, H, S});
-  if (w.mesh.ep > 1) add({R, H, S});
-  add({2, R, 2, F, S});  // h, dh
-  add({2, R, F, S});     // a, da
+  bytes = sum({bytes, dispatch_buffer_bytes(w, S)});  // what the dispatcher moves rows through
+  add({2, R, 2, F, S});                               // h, dh
+  add({2, R, F, S});                                  // a, da
   if (w.check != CheckMode::kOff) bytes = sum({bytes, estimate_reference_bytes(w, W, false).host});
   return bytes;
 }

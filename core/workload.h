@@ -118,11 +118,6 @@ void apply_override(Workload& w, const std::string& assignment);
 // whose message names the key and the fix.
 void resolve_and_validate(Workload& w, int world_size);
 
-// Whether the dispatch's send order (rows by destination rank, then by expert) is row for row the
-// experts' input order: at ep 1 (one rank) with align 1 (no padding rows). The step then has no
-// send-order buffers and no regroup copies (MoeLayer), and the memory estimate counts none.
-inline bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && align == 1; }
-
 // Bytes one rank needs for the step's buffers (parameters, gradients, activations assuming
 // balanced routing) plus the reference path's when check != off. Used to refuse a workload that
 // cannot fit before allocating anything.

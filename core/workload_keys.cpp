@@ -78,6 +78,15 @@ struct KeySpec {
   std::function<void(Workload&, const json&)> set;  // from a value that passed the kind's check
 };
 
+KeySpec spec(const char* path, Kind kind, std::vector<std::string> choices, std::string doc) {
+  KeySpec k;
+  k.path = path;
+  k.kind = kind;
+  k.choices = std::move(choices);
+  k.doc = std::move(doc);
+  return k;
+}
+
 // Marks a key as a knob of how the work is run, or of how the run is taken (Role).
 KeySpec how(KeySpec k) {
   k.role = Role::kHow;
@@ -93,7 +102,7 @@ KeySpec run(KeySpec k) {
 
 template <class Field>
 KeySpec plain_key(const char* path, Kind kind, Field field, std::string doc) {
-  KeySpec k{path, kind, {}, std::move(doc)};
+  KeySpec k = spec(path, kind, {}, std::move(doc));
   k.get = [field](const Workload& w) { return json(field(w)); };
   k.set = [field](Workload& w, const json& v) {
     using T = std::remove_reference_t<decltype(field(w))>;
@@ -118,7 +127,7 @@ template <class Field>
 KeySpec enum_key(const char* path, Field field, std::string doc) {
   using Enum =
       std::remove_const_t<std::remove_reference_t<decltype(field(std::declval<Workload&>()))>>;
-  KeySpec k{path, Kind::kEnum, names_of<Enum>(), std::move(doc)};
+  KeySpec k = spec(path, Kind::kEnum, names_of<Enum>(), std::move(doc));
   k.get = [field](const Workload& w) { return json(name_of(field(w))); };
   k.set = [field](Workload& w, const json& v) {
     const std::vector<std::string>& names = names_of<Enum>();
@@ -131,7 +140,7 @@ KeySpec enum_key(const char* path, Field field, std::string doc) {
 // A mesh size: "auto" is stored as 0.
 template <class Field>
 KeySpec size_key(const char* path, Field field, std::string doc) {
-  KeySpec k{path, Kind::kSize, {}, std::move(doc)};
+  KeySpec k = spec(path, Kind::kSize, {}, std::move(doc));
   k.get = [field](const Workload& w) { return field(w) == 0 ? json("auto") : json(field(w)); };
   k.set = [field](Workload& w, const json& v) { field(w) = v.is_string() ? 0 : v.get<int64_t>(); };
   return k;
@@ -140,7 +149,7 @@ KeySpec size_key(const char* path, Field field, std::string doc) {
 // A number or null: null is stored as 0.
 template <class Field>
 KeySpec optional_number_key(const char* path, Field field, std::string doc) {
-  KeySpec k{path, Kind::kOptionalNumber, {}, std::move(doc)};
+  KeySpec k = spec(path, Kind::kOptionalNumber, {}, std::move(doc));
   k.get = [field](const Workload& w) { return field(w) > 0 ? json(field(w)) : json(nullptr); };
   k.set = [field](Workload& w, const json& v) { field(w) = v.is_null() ? 0.0 : v.get<double>(); };
   return k;

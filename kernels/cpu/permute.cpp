@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/layout.h"
+
 namespace moe::cpu {
 
 void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
@@ -11,16 +13,6 @@ void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t 
     for (int64_t k = 0; k < K; ++k)
       if (send_pos[t * K + k] >= 0)  // -1: dropped by the capacity
         std::memcpy(dst + int64_t(send_pos[t * K + k]) * H, src + t * H, sizeof(float) * H);
-}
-
-void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
-                          int64_t* offsets) {
-  offsets[0] = 0;
-  for (int64_t l = 0; l < E_local; ++l) {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < ep; ++s) rows += counts[s * E_local + l];
-    offsets[l + 1] = offsets[l] + (rows + align - 1) / align * align;
-  }
 }
 
 void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,

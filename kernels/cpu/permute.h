@@ -18,9 +18,4 @@ void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t 
 void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
                   int64_t align, bool to_expert_major, float* dst);
 
-// offsets [E_local + 1]: where each local expert's rows start in expert-major order, each block
-// rounded up to a multiple of align; offsets[E_local] = rows including the padding.
-void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
-                          int64_t* offsets);
-
 }  // namespace moe::cpu

@@ -191,7 +191,7 @@ __global__ void permute_rows_kernel(const T* src, const int32_t* send_pos, int64
 
 // Block b = s*E_local + l: offsets[b] in source-rank-major order, offsets[nb + b] in
 // expert-major order; prefix sums over the same counts, each expert's rows rounded up to a
-// multiple of align, as in cpu::expert_major_offsets.
+// multiple of align, as in expert_major_offsets (core/layout.h).
 __global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_t El, int64_t align,
                                        int64_t* offsets) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;

@@ -25,7 +25,7 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
 void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                   DType dtype, void* dst, cudaStream_t stream);
 // counts [ep, E_local] i32 on the device; rows = sum(counts) (known on the host), the rows of the
-// source-rank-major side; the expert-major side has cpu::expert_major_offsets' rows, padding
+// source-rank-major side; the expert-major side has expert_major_offsets' rows (core/layout.h), padding
 // included (zero-filled when to_expert_major, skipped otherwise). block_offsets is device
 // scratch of 2 * ep * E_local int64.
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "core/routing_modes.h"
 #include "core/workload.h"
 #include "kernels/cpu/combine.h"
@@ -153,7 +154,7 @@ TEST(AlignRegroup, PaddingRowsAreZeroAndTheRoundTripIsExact) {
   const int64_t ep = 2, El = 2, H = 2, align = 4;
   const std::vector<int32_t> counts = {1, 2, 3, 0};  // [ep, El]: expert 0 gets 1+3, expert 1 2+0
   std::vector<int64_t> off(El + 1);
-  cpu::expert_major_offsets(counts.data(), ep, El, align, off.data());
+  expert_major_offsets(counts.data(), ep, El, align, off.data());
   EXPECT_EQ(off, (std::vector<int64_t>{0, 4, 8}));
   std::vector<float> src(6 * H);
   std::iota(src.begin(), src.end(), 1.0f);

@@ -18,6 +18,7 @@
 
 #include "core/bf16.h"
 #include "core/init.h"
+#include "core/layout.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
 #include "kernels/cpu/layout.h"
@@ -435,7 +436,7 @@ TEST(DispatchCudaRegroup, AlignedBothDirectionsMatchCpu) {
               }
               const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
               std::vector<int64_t> offsets(El + 1);
-              cpu::expert_major_offsets(counts.data(), ep, El, align, offsets.data());
+              expert_major_offsets(counts.data(), ep, El, align, offsets.data());
               const int64_t padded_rows = offsets[El];
               DevBuf<int32_t> d_counts(counts);
               DevBuf<int64_t> block_offsets(2 * ep * El);

@@ -1,0 +1,89 @@
+#pragma once
+// How routed token rows reach their experts and come back: the seam between the step
+// (MoeLayer: router, experts, gradients) and a dispatch strategy (the `dispatch` key). One
+// implementation per file under dispatch/, chosen by name in dispatch/registry.cpp; a new
+// strategy touches only its file, the registry, the key's choices and its tests.
+//
+// The contract, per step: layout() once after the router, then the four directions in step order.
+// Expert-major buffers belong to the caller (MoeLayer grows them to rows() after layout()); a
+// dispatcher owns whatever else it moves rows through (send-order copies, landing buffers).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/comm.h"
+#include "core/mesh.h"
+#include "core/ops.h"
+#include "core/workload.h"
+
+namespace moe {
+
+// What one step moved and routed, for bandwidth and routing statistics (this rank's view).
+struct StepTraffic {
+  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (T*K less capacity drops)
+  int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
+  // Rows this rank's experts return (combine direction: rows_received) to other EP ranks.
+  int64_t a2a_rows_returned_to_others = 0;
+  int64_t rows_received = 0;  // rows this rank's experts processed
+  int64_t rows_dropped = 0;   // this rank's (t, k) over the capacity, not sent
+  int64_t rows_padded = 0;    // zero rows added for align on this rank's experts
+};
+
+// Where a dispatcher times its parts of the step: the collectives inside layout and the four
+// directions, each its own phase of the caller's timer, for bandwidth.
+struct DispatchPhases {
+  int counts_exchange = -1;
+  int a2a_dispatch_fwd = -1, a2a_combine_fwd = -1, a2a_combine_bwd = -1, a2a_dispatch_bwd = -1;
+};
+
+// Bytes one rank sends per collective of a dispatch direction under balanced routing, dropless:
+// what --dry-run predicts and the report's bandwidth columns divide by.
+struct DispatchBytes {
+  double per_direction = 0;  // bytes each direction's collective moves per rank
+  double to_others = 0;      // of which to other ranks
+  int collectives_per_step = 0;
+};
+
+class Dispatcher {
+ public:
+  virtual ~Dispatcher() = default;
+  virtual const char* name() const = 0;
+
+  // After the router: decide each routed row's place (send_pos, capacity drops), exchange the
+  // counts and plan the expert-major layout. idx [T, K] i32 and p [T, K] fp32 (backend memory).
+  virtual void layout(const int32_t* idx, const float* p) = 0;
+  // Host offsets [E_local + 1] of each local expert's rows in expert-major order, padding
+  // included (valid after layout()); rows() = offsets[E_local].
+  virtual const std::vector<int64_t>& expert_offsets() const = 0;
+  int64_t rows() const { return expert_offsets().back(); }
+  // [T * K] i32 (backend memory): each routed row's position, -1 where the capacity dropped it.
+  virtual const int32_t* send_pos() const = 0;
+
+  // x [T, H] storage -> xe [rows(), H] storage, expert-major (padding rows zero).
+  virtual void dispatch_fwd(const void* x, void* xe) = 0;
+  // ye [rows(), H] -> out [T, H] = sum over each token's kept rows of p * y.
+  virtual void combine_fwd(const void* ye, const float* p, void* out) = 0;
+  // The adjoint of combine_fwd: dout [T, H] -> dye [rows(), H] and dp [T, K] fp32 (0 for dropped).
+  virtual void combine_bwd(const void* dout, const float* p, void* dye, float* dp) = 0;
+  // The adjoint of dispatch_fwd: dxe [rows(), H] -> dx_acc [T, H] fp32, the sum over each
+  // token's rows. Touches nothing the weight-gradient GEMMs read, so it may run beside them.
+  virtual void dispatch_bwd(const void* dxe, float* dx_acc) = 0;
+
+  // This step's rows, after layout() (the routing statistics are the caller's).
+  virtual StepTraffic traffic() const = 0;
+};
+
+// The dispatcher the workload names (w.dispatch), over the backend's ops and comm, timing its
+// parts as `phases` of `timer`. dispatch/registry.cpp.
+std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
+                                            Ops& ops, Comm& comm, PhaseTimer& timer,
+                                            const DispatchPhases& phases);
+
+// Bytes per rank the workload's dispatcher moves, predicted from the shapes (balanced routing,
+// dropless) with storage_bytes per element. dispatch/registry.cpp.
+DispatchBytes predicted_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes);
+// Bytes of memory per rank the dispatcher holds beyond the caller's expert-major buffers, for the
+// memory estimate: a resolved workload (mesh set), balanced routing, storage_bytes per element.
+int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes);
+
+}  // namespace moe

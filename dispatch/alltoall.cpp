@@ -1,0 +1,178 @@
+#include "dispatch/alltoall.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/layout.h"
+#include "core/saturating.h"
+
+namespace moe {
+namespace {
+
+// The send order (rows by destination rank, then by expert) is row for row the experts' input
+// order at ep 1 (one rank) with align 1 (no padding rows): then there are no send-order buffers
+// and no regroup copies.
+bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && align == 1; }
+
+}  // namespace
+
+AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Ops& ops, Comm& comm,
+                                       PhaseTimer& timer, const DispatchPhases& phases)
+    : d_(d), ep_rank_(mesh.ep_rank), ops_(ops), comm_(comm), timer_(timer), phases_(phases) {
+  const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local;
+  const size_t sb = ops.storage_bytes();
+  send_pos_ = static_cast<int32_t*>(alloc(4 * T * K));
+  expert_counts_ = static_cast<int32_t*>(alloc(4 * (E + d_.ep * El)));
+  recv_counts_ = expert_counts_ + E;
+  send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
+  if (!send_is_expert_major_) {
+    send_ = alloc(sb * T * K * H);
+    y_send_ = alloc(sb * T * K * H);
+    dy_send_ = alloc(sb * T * K * H);
+  }
+  counts_host_.resize(E + d_.ep * El);
+  expert_counts_host_ = counts_host_.data();
+  recv_counts_host_ = counts_host_.data() + E;
+  send_rows_.resize(d_.ep);
+  recv_rows_.resize(d_.ep);
+  row_offsets_.assign(El + 1, 0);
+}
+
+AlltoallDispatcher::~AlltoallDispatcher() {
+  ops_.release(recv_);
+  for (void* p : owned_) ops_.release(p);
+}
+
+void* AlltoallDispatcher::alloc(size_t bytes) {
+  void* p = ops_.alloc(std::max<size_t>(bytes, 1));
+  owned_.push_back(p);
+  return p;
+}
+
+void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
+  ops_.dispatch_layout(d_, idx, p, expert_counts_, send_pos_);
+  timer_.begin(phases_.counts_exchange);
+  // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
+  // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
+  comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
+  // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
+  ops_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
+  timer_.end(phases_.counts_exchange);
+
+  const int64_t El = d_.E_local;
+  rows_received_ = 0;
+  for (int64_t r = 0; r < d_.ep; ++r) {
+    send_rows_[r] = recv_rows_[r] = 0;
+    for (int64_t l = 0; l < El; ++l) {
+      send_rows_[r] += expert_counts_host_[r * El + l];
+      recv_rows_[r] += recv_counts_host_[r * El + l];
+    }
+    rows_received_ += recv_rows_[r];
+  }
+  // The expert-major layout the regroup writes: blocks padded to multiples of align. One
+  // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
+  expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
+  const size_t landing = ops_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
+  if (d_.ep > 1 && (landing > recv_bytes_ || !recv_)) {
+    ops_.release(recv_);
+    recv_bytes_ = std::max<size_t>(landing + landing / 4, 1);  // headroom: skew drifts
+    recv_ = ops_.alloc(recv_bytes_);
+  }
+}
+
+void AlltoallDispatcher::dispatch_fwd(const void* x, void* xe) {
+  void* x_send = send_is_expert_major_ ? xe : send_;
+  ops_.permute(d_, x, send_pos_, x_send);
+  if (!send_is_expert_major_) to_expert_major(x_send, xe, phases_.a2a_dispatch_fwd);
+}
+
+void AlltoallDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
+  const void* y_send = ye;
+  if (!send_is_expert_major_) {
+    to_send_order(ye, y_send_, phases_.a2a_combine_fwd);
+    y_send = y_send_;
+  }
+  ops_.combine_fwd(d_, y_send, send_pos_, p, out);
+  y_send_used_ = y_send;
+}
+
+void AlltoallDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
+  MOE_CHECK(y_send_used_, "combine_bwd before combine_fwd");
+  void* dy_send = send_is_expert_major_ ? dye : dy_send_;
+  ops_.combine_bwd(d_, dout, y_send_used_, send_pos_, p, dy_send, dp);
+  if (!send_is_expert_major_) to_expert_major(dy_send, dye, phases_.a2a_combine_bwd);
+}
+
+void AlltoallDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
+  // dx returns through x's send buffer, free since the forward's all-to-all.
+  const void* dx_send = dxe;
+  if (!send_is_expert_major_) {
+    to_send_order(dxe, send_, phases_.a2a_dispatch_bwd);
+    dx_send = send_;
+  }
+  ops_.unpermute_sum(d_, dx_send, send_pos_, dx_acc);
+}
+
+// At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
+// reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms).
+void AlltoallDispatcher::to_expert_major(const void* send_order, void* expert_major,
+                                         int phase_a2a) {
+  const void* src = send_order;
+  if (d_.ep > 1) {
+    timer_.begin(phase_a2a);
+    comm_.alltoallv_rows(send_order, send_rows_.data(), recv_, recv_rows_.data(),
+                         ops_.storage_bytes() * d_.H, Group::kEp);
+    timer_.end(phase_a2a);
+    src = recv_;
+  }
+  ops_.regroup(d_, src, recv_counts_, recv_counts_host_, true, expert_major);
+}
+
+void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_order, int phase_a2a) {
+  void* rank_major = d_.ep > 1 ? recv_ : send_order;
+  ops_.regroup(d_, expert_major, recv_counts_, recv_counts_host_, false, rank_major);
+  if (d_.ep == 1) return;
+  timer_.begin(phase_a2a);
+  comm_.alltoallv_rows(recv_, recv_rows_.data(), send_order, send_rows_.data(),
+                       ops_.storage_bytes() * d_.H, Group::kEp);
+  timer_.end(phase_a2a);
+}
+
+StepTraffic AlltoallDispatcher::traffic() const {
+  StepTraffic t;
+  for (int64_t r = 0; r < d_.ep; ++r) t.a2a_rows_sent += send_rows_[r];
+  t.a2a_rows_to_others = t.a2a_rows_sent - send_rows_[ep_rank_];
+  t.rows_received = rows_received_;
+  t.rows_dropped = d_.T * d_.K - t.a2a_rows_sent;
+  t.rows_padded = row_offsets_[d_.E_local] - rows_received_;
+  t.a2a_rows_returned_to_others = rows_received_ - recv_rows_[ep_rank_];
+  return t;
+}
+
+// Each rank sends its T*K rows (dropless) and gets as many back, per direction; 1/ep of them stay
+// on the rank. At ep 1 no all-to-all runs.
+DispatchBytes AlltoallDispatcher::predicted_bytes(const Workload& w, const Mesh& mesh,
+                                                  size_t storage_bytes) {
+  DispatchBytes b;
+  if (mesh.ep == 1) return b;
+  b.per_direction =
+      double(w.tokens_per_rank) * double(w.model.topk) * double(w.model.hidden) * storage_bytes;
+  b.to_others = b.per_direction * double(mesh.ep - 1) / double(mesh.ep);
+  b.collectives_per_step = 4;
+  return b;
+}
+
+// Send-order x, y and dy, except where the send order is the expert-major order (they are the
+// caller's buffers then); the all-to-all's landing buffer where there is one, sized as the
+// expert-major rows R (balanced routing plus the align padding).
+int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
+  const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
+  const int64_t E_local = w.model.experts / w.mesh.ep;
+  const int64_t rows = saturating_sum({saturating_product({T, K}), E_local * (w.align - 1)});
+  int64_t bytes = 0;
+  if (!send_order_is_expert_major(w.mesh.ep, w.align)) bytes = saturating_product({3, T, K, H, S});
+  if (w.mesh.ep > 1) bytes = saturating_sum({bytes, saturating_product({rows, H, S})});
+  return bytes;
+}
+
+}  // namespace moe

@@ -1,0 +1,72 @@
+#pragma once
+// dispatch: alltoall. Every routed (token, expert) row crosses the wire on its own: the permute
+// writes rows in send order (by destination rank, then expert), one ragged all-to-all per
+// direction moves them, and a regroup turns the source-rank-major landing buffer into each local
+// expert's contiguous block (padded to align). Megatron-Core's all-to-all token dispatcher.
+#include <memory>
+#include <vector>
+
+#include "core/dispatcher.h"
+
+namespace moe {
+
+class AlltoallDispatcher : public Dispatcher {
+ public:
+  AlltoallDispatcher(const Dims& d, const Mesh& mesh, Ops& ops, Comm& comm, PhaseTimer& timer,
+                     const DispatchPhases& phases);
+  ~AlltoallDispatcher() override;
+  AlltoallDispatcher(const AlltoallDispatcher&) = delete;
+  AlltoallDispatcher& operator=(const AlltoallDispatcher&) = delete;
+
+  const char* name() const override { return "alltoall"; }
+  void layout(const int32_t* idx, const float* p) override;
+  const std::vector<int64_t>& expert_offsets() const override { return row_offsets_; }
+  const int32_t* send_pos() const override { return send_pos_; }
+  void dispatch_fwd(const void* x, void* xe) override;
+  void combine_fwd(const void* ye, const float* p, void* out) override;
+  void combine_bwd(const void* dout, const float* p, void* dye, float* dp) override;
+  void dispatch_bwd(const void* dxe, float* dx_acc) override;
+  StepTraffic traffic() const override;
+
+  static DispatchBytes predicted_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes);
+  static int64_t buffer_bytes(const Workload& w, int64_t storage_bytes);
+
+ private:
+  void to_expert_major(const void* send_order, void* expert_major, int phase_a2a);
+  void to_send_order(const void* expert_major, void* send_order, int phase_a2a);
+  void* alloc(size_t bytes);
+
+  Dims d_;
+  int ep_rank_ = 0;
+  Ops& ops_;
+  Comm& comm_;
+  PhaseTimer& timer_;
+  DispatchPhases phases_;
+  std::vector<void*> owned_;
+  // Where the send order is the expert-major order (ep 1, align 1: send_order_is_expert_major),
+  // the regroups would be plain copies: there are none, and the send-order views are the
+  // caller's expert-major buffers.
+  bool send_is_expert_major_ = false;
+
+  int32_t* send_pos_ = nullptr;  // [T * K]
+  // [E] then [ep, E_local], adjacent so that one copy brings both to the host.
+  int32_t* expert_counts_ = nullptr;
+  int32_t* recv_counts_ = nullptr;
+  // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
+  void *send_ = nullptr, *y_send_ = nullptr;
+  void* dy_send_ = nullptr;
+  // The all-to-all's landing buffer, ragged (grown when more rows arrive than it holds).
+  void* recv_ = nullptr;
+  size_t recv_bytes_ = 0;
+
+  // Host copy of the layout (the one device-to-host copy per dispatch): counts_host_ holds
+  // expert_counts_host_ [E] then recv_counts_host_ [ep, E_local].
+  std::vector<int32_t> counts_host_;
+  int32_t *expert_counts_host_ = nullptr, *recv_counts_host_ = nullptr;
+  std::vector<int64_t> send_rows_, recv_rows_, row_offsets_;  // per EP rank; [E_local + 1]
+  int64_t rows_received_ = 0;  // before the align padding (row_offsets_ includes it)
+  // The send-order y of the forward, which the combine's backward reads.
+  const void* y_send_used_ = nullptr;
+};
+
+}  // namespace moe

@@ -1,0 +1,35 @@
+// The dispatchers by name (the `dispatch` key): a new strategy adds its case to each function.
+#include "core/dispatcher.h"
+#include "core/error.h"
+#include "dispatch/alltoall.h"
+
+namespace moe {
+
+std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
+                                            Ops& ops, Comm& comm, PhaseTimer& timer,
+                                            const DispatchPhases& phases) {
+  switch (w.dispatch) {
+    case DispatchKind::kAlltoall:
+      return std::make_unique<AlltoallDispatcher>(d, mesh, ops, comm, timer, phases);
+  }
+  MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
+  return nullptr;
+}
+
+DispatchBytes predicted_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes) {
+  switch (w.dispatch) {
+    case DispatchKind::kAlltoall:
+      return AlltoallDispatcher::predicted_bytes(w, mesh, storage_bytes);
+  }
+  return {};
+}
+
+int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
+  switch (w.dispatch) {
+    case DispatchKind::kAlltoall:
+      return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
+  }
+  return 0;
+}
+
+}  // namespace moe
