@@ -392,7 +392,6 @@ TEST(RouterCuda, RejectsBadArguments) {
   EXPECT_THROW(topk(make_cfg("softmax", false, false, 1.0, 1, 1), 8, 9), Error);
   EXPECT_THROW(topk(make_cfg("softmax", false, false, 1.0, 1, 1), 8, 0), Error);
   EXPECT_THROW(topk(make_cfg("softmax", false, false, 1.0, 1, 1), 1025, 2), Error);
-  EXPECT_THROW(topk(make_cfg("relu", false, false, 1.0, 1, 1), 8, 2), Error);
   EXPECT_THROW(topk(make_cfg("sigmoid", true, false, 1.0, 1, 1), 8, 2), Error);
   EXPECT_THROW(topk(make_cfg("sigmoid", false, false, 1.0, 3, 1), 8, 2), Error);  // 3 !| 8
   EXPECT_THROW(topk(make_cfg("sigmoid", false, false, 1.0, 4, 5), 8, 2), Error);  // Gk > G
