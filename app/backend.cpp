@@ -4,6 +4,7 @@
 
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_ops.h"
 
 #ifdef MOE_HAVE_CUDA
@@ -136,7 +137,8 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   Backend b;
   b.name = name;
   if (name == "cpu") {
-    b.ops = std::make_unique<CpuOps>(w.dtype);
+    b.device = std::make_unique<CpuDevice>(w.dtype);
+    b.ops = std::make_unique<CpuOps>(*b.device);
     b.comm = std::make_unique<MpiComm>(world, mesh);
     return b;
   }
@@ -146,10 +148,12 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   const int gpus = visible_gpus();
   MOE_USER_CHECK(local_size <= gpus, local_size << " ranks on this host but " << gpus
                                                 << " GPUs visible: launch one rank per GPU");
-  auto ops = std::make_unique<CudaOps>(local, w.dtype, w.gemm);
-  auto comm = std::make_unique<NcclComm>(world, mesh, ops->current_stream(), timeout_s);
+  auto device = std::make_unique<CudaDevice>(local, w.dtype);
+  auto ops = std::make_unique<CudaOps>(*device, w.gemm);
+  auto comm = std::make_unique<NcclComm>(world, mesh, *device, timeout_s);
+  // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.
   NcclComm* c = comm.get();
-  ops->set_waiter([c](const char* what) { c->wait(what); });
+  device->set_waiter([c](const char* what) { c->wait(what); });
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, local));
   int rt = 0, drv = 0, nccl = 0;
@@ -157,11 +161,12 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   cudaDriverGetVersion(&drv);
   ncclGetVersion(&nccl);
   b.info["device"] = prop.name;
-  b.info["gemm_method"] = cuda::gemm_method_name(ops->gemm_runner().method());
+  b.info["gemm_method"] = ops->expert_gemm_method();
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
   b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
                    std::to_string(nccl % 100);
+  b.device = std::move(device);
   b.ops = std::move(ops);
   b.comm = std::move(comm);
   return b;

@@ -1,5 +1,5 @@
 #pragma once
-// Choosing and building a backend: the matched pair {CpuOps, MpiComm} or {CudaOps, NcclComm}.
+// Choosing and building a backend: {CpuDevice, CpuOps, MpiComm} or {CudaDevice, CudaOps, NcclComm}.
 #include <mpi.h>
 
 #include <map>
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "core/device.h"
 #include "core/mesh.h"
 #include "core/ops.h"
 #include "core/reference.h"
@@ -16,8 +17,11 @@ namespace moe {
 
 struct Backend {
   std::string name;
+  // Destroyed in reverse: the comm (NCCL uses the device's streams), the ops (their scratch is
+  // device memory), then the device.
+  std::unique_ptr<Device> device;
   std::unique_ptr<Ops> ops;
-  std::unique_ptr<Comm> comm;  // declared after ops, so destroyed first: NCCL uses ops' stream
+  std::unique_ptr<Comm> comm;
   std::map<std::string, std::string> info;  // versions and device, for provenance
 };
 

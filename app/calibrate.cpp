@@ -15,16 +15,17 @@ constexpr int64_t kA2aRowBytes = 4096;
 // Median over iterations of the slowest rank's time (ms) for one all-to-all of equal splits,
 // `rows_per_peer` rows to and from every EP rank. Every rank starts each iteration together, as
 // the step's phases do.
-double a2a_ms(Ops& ops, Comm& comm, MPI_Comm world, int64_t rows_per_peer, int warmup, int iters) {
+double a2a_ms(Device& device, Comm& comm, MPI_Comm world, int64_t rows_per_peer, int warmup,
+              int iters) {
   const int ep = comm.size(Group::kEp);
   const size_t bytes = size_t(rows_per_peer * ep * kA2aRowBytes);
-  void* send = ops.alloc(bytes);
-  void* recv = ops.alloc(bytes);
+  void* send = device.alloc(bytes);
+  void* recv = device.alloc(bytes);
   const std::vector<int64_t> rows(ep, rows_per_peer);
-  std::unique_ptr<PhaseTimer> timer = ops.make_timer(1);
+  std::unique_ptr<PhaseTimer> timer = device.make_timer(1);
   std::vector<double> ms;
   for (int i = 0; i < warmup + iters; ++i) {
-    ops.sync();
+    device.sync();
     MPI_CHECK(MPI_Barrier(world));
     timer->begin(0);
     comm.alltoallv_rows(send, rows.data(), recv, rows.data(), kA2aRowBytes, Group::kEp);
@@ -33,12 +34,12 @@ double a2a_ms(Ops& ops, Comm& comm, MPI_Comm world, int64_t rows_per_peer, int w
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world));
     if (i >= warmup) ms.push_back(t);
   }
-  ops.release(send);
-  ops.release(recv);
+  device.release(send);
+  device.release(recv);
   return summarize(ms).median;
 }
 
-Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
   const CalibrationSizes s = calibration_sizes(ops.name());
   Calibration c;
   c.gemm_m = s.gemm_m;
@@ -47,7 +48,7 @@ Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
   c.dtype = dtype_name(dtype);
   // All ranks compute at once, as in the step: ranks that share a host's cores (the CPU backend)
   // then measure the rate they get while the others run too.
-  ops.sync();
+  device.sync();
   MPI_CHECK(MPI_Barrier(world));
   const double gemm_ms = ops.time_dense_gemm_ms(s.gemm_m, s.gemm_n, s.gemm_k, s.gemm_iters);
   MOE_CHECK(gemm_ms > 0, "dense GEMM calibration took " << gemm_ms << " ms");
@@ -55,7 +56,7 @@ Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world));
 
   c.mem_copy_bytes = s.mem_copy_bytes;
-  const double copy_ms = ops.time_memory_copy_ms(s.mem_copy_bytes, s.mem_copy_iters);
+  const double copy_ms = device.time_memory_copy_ms(s.mem_copy_bytes, s.mem_copy_iters);
   MOE_CHECK(copy_ms > 0, "memory copy calibration took " << copy_ms << " ms");
   c.mem_gbps = 2.0 * s.mem_copy_bytes / (copy_ms * 1e-3) * 1e-9;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.mem_gbps, 1, MPI_DOUBLE, MPI_MIN, world));
@@ -65,7 +66,7 @@ Calibration measure(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
     const int64_t rows_per_peer =
         std::max<int64_t>(1, s.a2a_bytes_per_rank / (c.ep * kA2aRowBytes));
     c.a2a_bytes_per_rank = rows_per_peer * c.ep * kA2aRowBytes;
-    const double ms = a2a_ms(ops, comm, world, rows_per_peer, s.a2a_warmup, s.a2a_iters);
+    const double ms = a2a_ms(device, comm, world, rows_per_peer, s.a2a_warmup, s.a2a_iters);
     MOE_CHECK(ms > 0, "all-to-all calibration took " << ms << " ms");
     c.a2a_algbw_gbps = c.a2a_bytes_per_rank / (ms * 1e-3) * 1e-9;
     c.a2a_busbw_gbps = c.a2a_algbw_gbps * (c.ep - 1) / c.ep;
@@ -102,11 +103,11 @@ CalibrationSizes calibration_sizes(const std::string& backend) {
   return s;
 }
 
-Calibration calibrate(Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
   const auto start = std::chrono::steady_clock::now();
   Calibration c;
   try {
-    c = measure(ops, comm, dtype, world);
+    c = measure(device, ops, comm, dtype, world);
   } catch (const UserError&) {
     throw;
   } catch (const Error& e) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "core/device.h"
 #include "core/ops.h"
 
 namespace moe {
@@ -44,7 +45,7 @@ CalibrationSizes calibration_sizes(const std::string& backend);
 
 // Collective over world (every rank calls it, after the backend is built). The GEMM rate is the
 // minimum over ranks; each all-to-all's time is the maximum over ranks, as the step's phases are.
-Calibration calibrate(Ops& ops, Comm& comm, DType dtype, MPI_Comm world);
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world);
 
 // One line for the log and the report: rate, sizes, bandwidths.
 std::string describe(const Calibration& c);

@@ -337,16 +337,17 @@ int run_command(const RunOptions& opt) {
   if (!ok) return 2;
 
   Backend be = make_backend(backend, world, mesh, w, opt.timeout_s);
+  Device& device = *be.device;
   Ops& ops = *be.ops;
   RunResult r;
   // Before the layer allocates: the calibration's buffers then never share memory with the
   // step's, and once released they leave no trace in the step's high-water mark.
   if (w.roofline) {
-    r.calibration = calibrate(ops, *be.comm, w.dtype, world);
-    ops.reset_memory_high_water();
+    r.calibration = calibrate(device, ops, *be.comm, w.dtype, world);
+    device.reset_memory_high_water();
     if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
   }
-  MoeLayer layer(w, mesh, ops, *be.comm);
+  MoeLayer layer(w, mesh, device, ops, *be.comm);
   const ReferenceMathFactory make_math = reference_math_factory(backend, w);
   const Dims& d = layer.dims();
   if (rank == 0)
@@ -379,7 +380,7 @@ int run_command(const RunOptions& opt) {
     layer.load_step_inputs(gemm_choice.input_step(s));
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
-    ops.sync();
+    device.sync();
     MPI_CHECK(MPI_Barrier(world));
     layer.run_step(ms);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world));
@@ -454,10 +455,10 @@ int run_command(const RunOptions& opt) {
   r.routing.rows_padded_per_step = rows_padded / steps;
   r.routing.capacity_rows = expert_capacity(w);
   const double rows_kept = r.routing.rows_routed_per_step - r.routing.rows_dropped_per_step;
-  const double row_bytes = double(ops.storage_bytes()) * d.H;
+  const double row_bytes = double(device.storage_bytes()) * d.H;
   double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world));
-  describe_phases(w, mesh, ops.storage_bytes(), ops.bytes_of(d.grad_dtype), rows_kept,
+  describe_phases(w, mesh, device.storage_bytes(), device.bytes_of(d.grad_dtype), rows_kept,
                   {bytes_sent[0], bytes_sent[1]}, r.phases);
   r.step_ms = summarize(samples[kStep]);
   r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
@@ -493,7 +494,7 @@ int run_command(const RunOptions& opt) {
     r.backend_info["gemm_plans"] = os.str();
   }
 
-  int64_t hw = ops.memory_high_water();
+  int64_t hw = device.memory_high_water();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   int64_t rss = int64_t(ru.ru_maxrss) * 1024;

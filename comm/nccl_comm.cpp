@@ -23,8 +23,8 @@ ncclComm_t init_world(MPI_Comm world) {
 
 }  // namespace
 
-NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, const cudaStream_t* stream, double timeout_s)
-    : stream_(stream), timeout_s_(timeout_s) {
+NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, const CudaDevice& device, double timeout_s)
+    : device_(device), timeout_s_(timeout_s) {
   world_ = init_world(world);
   NCCL_CHECK(ncclCommSplit(world_, mesh.fsdp_rank, mesh.ep_rank, &ep_, nullptr));
   NCCL_CHECK(ncclCommSplit(world_, mesh.ep_rank, mesh.fsdp_rank, &fsdp_, nullptr));
@@ -64,8 +64,8 @@ void NcclComm::alltoallv_rows(const void* send, const int64_t* send_rows, void* 
   NCCL_CHECK(ncclGroupStart());
   for (int peer = 0; peer < n; ++peer) {
     const size_t sb = size_t(send_rows[peer]) * row_bytes, rb = size_t(recv_rows[peer]) * row_bytes;
-    if (sb) NCCL_CHECK(ncclSend(s, sb, ncclInt8, peer, comm(g), *stream_));
-    if (rb) NCCL_CHECK(ncclRecv(r, rb, ncclInt8, peer, comm(g), *stream_));
+    if (sb) NCCL_CHECK(ncclSend(s, sb, ncclInt8, peer, comm(g), device_.stream()));
+    if (rb) NCCL_CHECK(ncclRecv(r, rb, ncclInt8, peer, comm(g), device_.stream()));
     s += sb;
     r += rb;
   }
@@ -76,30 +76,32 @@ void NcclComm::alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank
   const int n = size(g);
   NCCL_CHECK(ncclGroupStart());
   for (int peer = 0; peer < n; ++peer) {
-    NCCL_CHECK(ncclSend(send + peer * per_rank, per_rank, ncclInt32, peer, comm(g), *stream_));
-    NCCL_CHECK(ncclRecv(recv + peer * per_rank, per_rank, ncclInt32, peer, comm(g), *stream_));
+    NCCL_CHECK(
+        ncclSend(send + peer * per_rank, per_rank, ncclInt32, peer, comm(g), device_.stream()));
+    NCCL_CHECK(
+        ncclRecv(recv + peer * per_rank, per_rank, ncclInt32, peer, comm(g), device_.stream()));
   }
   NCCL_CHECK(ncclGroupEnd());
 }
 
 void NcclComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) {
-  NCCL_CHECK(ncclAllGather(send, recv, bytes_per_rank, ncclInt8, comm(g), *stream_));
+  NCCL_CHECK(ncclAllGather(send, recv, bytes_per_rank, ncclInt8, comm(g), device_.stream()));
 }
 
 void NcclComm::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
                               Group g) {
   const ncclDataType_t t = dtype == DType::kBf16 ? ncclBfloat16 : ncclFloat32;
-  NCCL_CHECK(ncclReduceScatter(send, recv, count_per_rank, t, ncclSum, comm(g), *stream_));
+  NCCL_CHECK(ncclReduceScatter(send, recv, count_per_rank, t, ncclSum, comm(g), device_.stream()));
 }
 
 void NcclComm::allreduce_f32(float* buf, size_t count, Group g) {
-  NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm(g), *stream_));
+  NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm(g), device_.stream()));
 }
 
 void NcclComm::wait(const char* what) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {
-    cudaError_t st = cudaStreamQuery(*stream_);
+    cudaError_t st = cudaStreamQuery(device_.stream());
     if (st == cudaSuccess) return;
     if (st != cudaErrorNotReady) CUDA_CHECK(st);
     for (ncclComm_t c : {world_, ep_, fsdp_}) {

@@ -1,6 +1,6 @@
 #pragma once
-// Comm over NCCL: the CUDA backend's collectives, enqueued on the backend's current stream (its
-// main lane, or the side lane while one is open: CudaOps::fork_side). Communicators: world from a
+// Comm over NCCL: the CUDA backend's collectives, enqueued on the CudaDevice's current stream (its
+// main lane, or the side lane while one is open: Device::fork_side). Communicators: world from a
 // unique id broadcast over MPI, then EP and FSDP groups with ncclCommSplit.
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/mesh.h"
+#include "kernels/cuda/cuda_device.h"
 
 #define NCCL_CHECK(call)                                                                     \
   do {                                                                                       \
@@ -25,8 +26,8 @@ namespace moe {
 
 class NcclComm : public Comm {
  public:
-  // *stream: the stream to enqueue on, read at each call (CudaOps::current_stream()).
-  NcclComm(MPI_Comm world, const Mesh& mesh, const cudaStream_t* stream, double timeout_s);
+  // Enqueues on device.stream(), read at each call (the side lane's, where the step put it).
+  NcclComm(MPI_Comm world, const Mesh& mesh, const CudaDevice& device, double timeout_s);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -49,7 +50,7 @@ class NcclComm : public Comm {
  private:
   ncclComm_t comm(Group g) const;
   ncclComm_t world_ = nullptr, ep_ = nullptr, fsdp_ = nullptr;
-  const cudaStream_t* stream_;
+  const CudaDevice& device_;
   double timeout_s_;
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/device.h"
 #include "core/mesh.h"
 #include "core/ops.h"
 #include "core/workload.h"
@@ -73,10 +74,10 @@ class Dispatcher {
   virtual StepTraffic traffic() const = 0;
 };
 
-// The dispatcher the workload names (w.dispatch), over the backend's ops and comm, timing its
-// parts as `phases` of `timer`. dispatch/registry.cpp.
+// The dispatcher the workload names (w.dispatch), over the backend's device, ops and comm, timing
+// its parts as `phases` of `timer`. dispatch/registry.cpp.
 std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
-                                            Ops& ops, Comm& comm, PhaseTimer& timer,
+                                            Device& device, Ops& ops, Comm& comm, PhaseTimer& timer,
                                             const DispatchPhases& phases);
 
 // Bytes per rank the workload's dispatcher moves, predicted from the shapes (balanced routing,

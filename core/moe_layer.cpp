@@ -30,8 +30,8 @@ const char* phase_name(int phase) {
   return (phase >= 0 && phase < kNumPhases) ? kNames[phase] : "?";
 }
 
-MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
-    : w_(w), mesh_(mesh), ops_(ops), comm_(comm) {
+MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops, Comm& comm)
+    : w_(w), mesh_(mesh), device_(device), ops_(ops), comm_(comm) {
   d_.T = w.tokens_per_rank;
   d_.H = w.model.hidden;
   d_.F = w.model.ffn;
@@ -48,8 +48,8 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
   const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
-  const size_t sb = ops.storage_bytes(), gb = ops.bytes_of(d_.grad_dtype);
-  timer_ = ops.make_timer(kNumPhases);
+  const size_t sb = device.storage_bytes(), gb = device.bytes_of(d_.grad_dtype);
+  timer_ = device.make_timer(kNumPhases);
 
   // Expert weights live as FSDP shards of the flattened [E_local, H, 2F] / [E_local, F, H] of this
   // EP rank, padded so that every shard has the same size (the padding stays zero).
@@ -77,12 +77,12 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
 
   // The weights are generated where they live (on the GPU, from the seed), each global element
   // from its global index, so that they do not depend on the mesh.
-  ops.fill_seeded(w_gate_, w_gate_rule(w), 0, H * E);
+  device.fill_seeded(w_gate_, w_gate_rule(w), 0, H * E);
   if (w.router.expert_bias) {
     expert_bias_ = static_cast<float*>(fixed(4 * E));
     std::vector<float> bias(E);
     init_expert_bias(w, bias.data());
-    ops.copy_to_device(expert_bias_, bias.data(), 4 * E);
+    device.copy_to_device(expert_bias_, bias.data(), 4 * E);
   }
   // This rank's FSDP shard of its experts' flattened weights; padding past the last expert stays
   // zero (the buffer is allocated zero-filled).
@@ -90,7 +90,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
     const int64_t base = mesh.experts_begin * (local_elems / El);
     const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
     const int64_t end = std::min(local_elems, begin + shard);
-    ops.fill_seeded(dst, rule, base + begin, end - begin);
+    device.fill_seeded(dst, rule, base + begin, end - begin);
   };
   load_shard(in_elems, shard_in_, w_in_rule(w), w_in_shard_);
   load_shard(out_elems, shard_out_, w_out_rule(w), w_out_shard_);
@@ -116,34 +116,34 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm)
   phases.a2a_combine_fwd = kA2aCombineFwd;
   phases.a2a_combine_bwd = kA2aCombineBwd;
   phases.a2a_dispatch_bwd = kA2aDispatchBwd;
-  dispatcher_ = make_dispatcher(w, mesh, d_, ops, comm, *timer_, phases);
+  dispatcher_ = make_dispatcher(w, mesh, d_, device, ops, comm, *timer_, phases);
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
   grow_expert_buffers_for(T * K + El * (d_.align - 1));
 }
 
 MoeLayer::~MoeLayer() {
   dispatcher_.reset();
-  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) ops_.release(b->ptr);
-  for (void* p : owned_) ops_.release(p);
+  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
+  for (void* p : owned_) device_.release(p);
 }
 
 void* MoeLayer::fixed(size_t bytes) {
-  void* p = ops_.alloc(std::max<size_t>(bytes, 1));
+  void* p = device_.alloc(std::max<size_t>(bytes, 1));
   owned_.push_back(p);
   return p;
 }
 
 void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
   if (bytes > b.bytes || !b.ptr) {
-    ops_.release(b.ptr);
+    device_.release(b.ptr);
     b.bytes = std::max<size_t>(bytes + bytes / 4, 1);  // headroom: skew drifts between steps
-    b.ptr = ops_.alloc(b.bytes);
+    b.ptr = device_.alloc(b.bytes);
   }
   return b.ptr;
 }
 
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
-  const size_t sb = ops_.storage_bytes();
+  const size_t sb = device_.storage_bytes();
   const int64_t H = d_.H, F = d_.F;
   for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
   grow(h_, sb * rows * 2 * F);
@@ -154,12 +154,12 @@ void MoeLayer::grow_expert_buffers_for(int64_t rows) {
 
 void MoeLayer::load_step_inputs(int64_t step) {
   const int64_t n = d_.T * d_.H;
-  ops_.fill_seeded(x_, x_rule(w_, mesh_.rank, step), 0, n);
-  ops_.fill_seeded(dout_, dout_rule(w_, mesh_.rank, step), 0, n);
+  device_.fill_seeded(x_, x_rule(w_, mesh_.rank, step), 0, n);
+  device_.fill_seeded(dout_, dout_rule(w_, mesh_.rank, step), 0, n);
   if (forced_idx_) {
     std::vector<int32_t> idx(d_.T * d_.K);
     forced_routing(w_, step, int64_t(mesh_.rank) * d_.T, d_.T, idx.data());
-    ops_.copy_to_device(forced_idx_, idx.data(), 4 * idx.size());
+    device_.copy_to_device(forced_idx_, idx.data(), 4 * idx.size());
   }
 }
 
@@ -204,15 +204,15 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
                            dxe_.ptr);
   const bool beside = w_.overlap == Overlap::kDispatchBwd;
   if (beside) {
-    ops_.fork_side();
+    device_.fork_side();
     dispatch_bwd();
-    ops_.to_main();
+    device_.to_main();
   }
   ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, offsets, dw_in_full_,
                               dw_out_full_);
   t.end(kExpertsBwd);
   if (beside)
-    ops_.join_side();
+    device_.join_side();
   else
     dispatch_bwd();
 
@@ -229,13 +229,13 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   phase_ms = t.read();
 
   // Routing statistics for the report (after timing: this waits for the step).
-  ops_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
+  device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
   global_expert_counts_.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
 }
 
 void MoeLayer::fsdp_gather() {
   if (d_.fsdp == 1) return;
-  const size_t sb = ops_.storage_bytes();
+  const size_t sb = device_.storage_bytes();
   comm_.allgather(w_in_shard_, w_in_full_, sb * shard_in_, Group::kFsdp);
   comm_.allgather(w_out_shard_, w_out_full_, sb * shard_out_, Group::kFsdp);
 }
@@ -262,14 +262,14 @@ void MoeLayer::grad_sync() {
 }
 
 std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
-  const size_t sb = ops_.storage_bytes(), gb = ops_.bytes_of(d_.grad_dtype);
+  const size_t sb = device_.storage_bytes(), gb = device_.bytes_of(d_.grad_dtype);
   const size_t T = size_t(d_.T), H = size_t(d_.H), E = size_t(d_.E), K = size_t(d_.K);
-  return {{"out", ops_.digest(out_, sb * T * H)},
-          {"dx", ops_.digest(dx_, sb * T * H)},
-          {"dw_gate", ops_.digest(dw_gate_, 4 * H * E)},
-          {"dw_in", ops_.digest(dw_in_shard_, gb * size_t(shard_in_))},
-          {"dw_out", ops_.digest(dw_out_shard_, gb * size_t(shard_out_))},
-          {"idx", ops_.digest(idx_, 4 * T * K)}};
+  return {{"out", device_.digest(out_, sb * T * H)},
+          {"dx", device_.digest(dx_, sb * T * H)},
+          {"dw_gate", device_.digest(dw_gate_, 4 * H * E)},
+          {"dw_in", device_.digest(dw_in_shard_, gb * size_t(shard_in_))},
+          {"dw_out", device_.digest(dw_out_shard_, gb * size_t(shard_out_))},
+          {"idx", device_.digest(idx_, 4 * T * K)}};
 }
 
 StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
@@ -277,12 +277,12 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   StepOutputs o;
   auto storage = [&](const void* src, int64_t n) {
     std::vector<float> v(n);
-    ops_.download_storage(v.data(), src, n);
+    device_.download_storage(v.data(), src, n);
     return v;
   };
   auto fp32 = [&](const float* src, int64_t n) {
     std::vector<float> v(n);
-    ops_.copy_to_host(v.data(), src, 4 * n);
+    device_.copy_to_host(v.data(), src, 4 * n);
     return v;
   };
   o.x = storage(x_, T * H);
@@ -290,10 +290,10 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   o.out = storage(out_, T * H);
   o.dx = storage(dx_, T * H);
   o.idx.resize(T * K);
-  ops_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
+  device_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
   o.p = fp32(p_, T * K);
   std::vector<int32_t> send_pos(T * K);
-  ops_.copy_to_host(send_pos.data(), dispatcher_->send_pos(), 4 * T * K);
+  device_.copy_to_host(send_pos.data(), dispatcher_->send_pos(), 4 * T * K);
   o.dropped.resize(T * K);
   for (int64_t i = 0; i < T * K; ++i) o.dropped[i] = send_pos[i] < 0;
   o.w_gate = storage(w_gate_, H * E);
@@ -305,7 +305,7 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   }
   // Gather the reduced shards back into the (now free) full-gradient buffers.
   if (d_.fsdp > 1) {
-    const size_t gb = ops_.bytes_of(d_.grad_dtype);
+    const size_t gb = device_.bytes_of(d_.grad_dtype);
     comm_.allgather(dw_in_shard_, dw_in_full_, gb * shard_in_, Group::kFsdp);
     comm_.allgather(dw_out_shard_, dw_out_full_, gb * shard_out_, Group::kFsdp);
   }
@@ -315,16 +315,16 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   o.grad_expert_begin = begin;
   auto grads = [&](const void* full, int64_t per_expert) {
     std::vector<float> v((end - begin) * per_expert);
-    const size_t skip = ops_.bytes_of(d_.grad_dtype) * begin * per_expert;
-    ops_.download_floats(v.data(), static_cast<const char*>(full) + skip, int64_t(v.size()),
-                         d_.grad_dtype);
+    const size_t skip = device_.bytes_of(d_.grad_dtype) * begin * per_expert;
+    device_.download_floats(v.data(), static_cast<const char*>(full) + skip, int64_t(v.size()),
+                            d_.grad_dtype);
     return v;
   };
   o.dw_in = grads(dw_in_full_, H * 2 * F);
   o.dw_out = grads(dw_out_full_, F * H);
 
   std::vector<float> stats(2 * E + 1);
-  ops_.copy_to_host(stats.data(), stats_, 4 * stats.size());
+  device_.copy_to_host(stats.data(), stats_, 4 * stats.size());
   cpu::router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
   return o;
 }

@@ -1,14 +1,15 @@
 #pragma once
-// One MoE layer training step over a backend {Ops, Comm} and a Dispatcher: FSDP gather, router,
-// dispatch, expert FFN, combine, and the whole backward with the gradient reductions. Reading
-// run_step() top to bottom follows the step; each phase is one Ops, Dispatcher or collective
-// call, timed on its own.
+// One MoE layer training step over a backend {Device, Ops, Comm} and a Dispatcher: FSDP gather,
+// router, dispatch, expert FFN, combine, and the whole backward with the gradient reductions.
+// Reading run_step() top to bottom follows the step; each phase is one Ops, Dispatcher or
+// collective call, timed on its own.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/device.h"
 #include "core/dispatcher.h"
 #include "core/mesh.h"
 #include "core/ops.h"
@@ -73,7 +74,7 @@ struct DeviceBuffer {
 
 class MoeLayer {
  public:
-  MoeLayer(const Workload& w, const Mesh& mesh, Ops& ops, Comm& comm);
+  MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops, Comm& comm);
   ~MoeLayer();
   MoeLayer(const MoeLayer&) = delete;
   MoeLayer& operator=(const MoeLayer&) = delete;
@@ -104,6 +105,7 @@ class MoeLayer {
 
   Workload w_;
   Mesh mesh_;
+  Device& device_;
   Ops& ops_;
   Comm& comm_;
   Dims d_;

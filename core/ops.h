@@ -1,17 +1,15 @@
 #pragma once
 // The compute half of a backend, cut per phase of the step (router, layout, permute, regroup,
 // expert FFN, combine, each with its backward) so that a backend may fuse freely inside a phase.
-// Pointers are the backend's memory. "storage" tensors hold the workload dtype (bf16 or fp32; the
-// CPU backend stores floats already rounded to it); fp32 and int32 tensors are always that.
+// Memory, copies, lanes and clocks are the Device's (core/device.h); an Ops runs on the lane its
+// Device has current. Pointers are the device's memory. "storage" tensors hold the workload dtype
+// (bf16 or fp32; the CPU backend stores floats already rounded to it); fp32 and int32 tensors are
+// always that.
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/init.h"
-#include "core/stats.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -30,29 +28,6 @@ struct Dims {
   int64_t align = 1;  // each local expert's expert-major rows padded to a multiple of this
 };
 
-// Times phases of one step on the backend's clock (host clock on CPU, CUDA events on GPU).
-class PhaseTimer {
- public:
-  virtual ~PhaseTimer() = default;
-  virtual void begin(int phase) = 0;
-  virtual void end(int phase) = 0;
-  // Milliseconds per phase for the last step (0 for phases not run); waits for the backend.
-  virtual std::vector<double> read() = 0;
-};
-
-// Median ms of `iters` calls of fn, each timed alone as phase 0 of `timer` (for start-up
-// measurements: reading the timer after every call waits for the backend).
-inline double median_call_ms(PhaseTimer& timer, int iters, const std::function<void()>& fn) {
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    timer.begin(0);
-    fn();
-    timer.end(0);
-    ms.push_back(timer.read()[0]);
-  }
-  return summarize(ms).median;
-}
-
 // Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
 // new shape). The run reports how many of each fell in its timed steps.
 struct GemmPlanCounts {
@@ -64,53 +39,16 @@ class Ops {
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
 
-  // Memory. Allocation happens at set-up and when a ragged buffer must grow, never in a steady
-  // step.
-  virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws moe::Error naming the size on OOM
-  virtual void release(void* p) = 0;
-  // Bytes per element of a tensor of dtype t as the backend keeps it (the CPU backend keeps
-  // floats, rounded to bf16 where t is bf16).
-  virtual size_t bytes_of(DType t) const = 0;
-  virtual DType storage_dtype() const = 0;
-  size_t storage_bytes() const { return bytes_of(storage_dtype()); }
-  // dst [n] floats = src [n] elements of dtype t as the backend keeps them.
-  virtual void download_floats(float* dst, const void* src, int64_t n, DType t) = 0;
-  void download_storage(float* dst, const void* src, int64_t n) {
-    download_floats(dst, src, n, storage_dtype());
-  }
-  // dst [n] storage elements = rule.value(begin + i): seeded data made where it lives, so that
-  // set-up neither generates billions of weights on the host nor uploads them.
-  virtual void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) = 0;
-  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // raw bytes, blocking
-  // core/digest.h's digest of `bytes` bytes of backend memory, computed where they live.
-  virtual uint64_t digest(const void* src, size_t bytes) = 0;
-  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
-  virtual void sync() = 0;
-  // A second lane of work beside the main one, for overlapping communication with compute.
-  // fork_side(): later calls (Ops, the backend's Comm and the timer) go to the side lane, which
-  // starts after all work issued so far; to_main(): later calls go to the main lane again;
-  // join_side(): the main lane's later work waits for everything issued to the side lane. One
-  // lane per backend that runs calls in order (the CPU backend) makes all three no-ops.
-  virtual void fork_side() {}
-  virtual void to_main() {}
-  virtual void join_side() {}
-  virtual int64_t memory_high_water() const = 0;  // bytes, backend memory
-  // Lowers the high-water mark to the bytes in use now, so that buffers a start-up measurement
-  // allocated and released (the roofline calibration) do not count as the step's memory.
-  virtual void reset_memory_high_water() = 0;
-  virtual std::unique_ptr<PhaseTimer> make_timer(int num_phases) = 0;
-  // Start-up calibration, never called in the timed step: the median ms of one dense
-  // C [M,N] = A [M,K] @ B [K,N], storage-dtype inputs and output, fp32 accumulation, over `iters`
-  // calls after a warm-up call, on the backend's clock. Allocates its operands and frees them.
   // The expert GEMM methods the backend can switch between (empty: one fixed way). The run
   // chooses among them per workload in its warm-up steps (app/gemm_choice.h).
   virtual std::vector<std::string> expert_gemm_methods() const { return {}; }
   virtual void set_expert_gemm_method(const std::string& name) { (void)name; }
   virtual GemmPlanCounts gemm_plan_counts() const { return {}; }  // zeros: plans nothing
+  // Start-up calibration, never called in the timed step: the median ms of one dense
+  // C [M,N] = A [M,K] @ B [K,N], storage-dtype inputs and output, fp32 accumulation, over `iters`
+  // calls after a warm-up call, on the device's clock, through the GEMM path the expert phases
+  // use. Allocates its operands and frees them.
   virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
-  // Start-up calibration too: the median ms of one copy of `bytes` bytes from one backend buffer
-  // to another (each byte read once and written once), over `iters` calls after a warm-up call.
-  virtual double time_memory_copy_ms(int64_t bytes, int iters) = 0;
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;

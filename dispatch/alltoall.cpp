@@ -16,11 +16,17 @@ bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && a
 
 }  // namespace
 
-AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Ops& ops, Comm& comm,
-                                       PhaseTimer& timer, const DispatchPhases& phases)
-    : d_(d), ep_rank_(mesh.ep_rank), ops_(ops), comm_(comm), timer_(timer), phases_(phases) {
+AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops,
+                                       Comm& comm, PhaseTimer& timer, const DispatchPhases& phases)
+    : d_(d),
+      ep_rank_(mesh.ep_rank),
+      device_(device),
+      ops_(ops),
+      comm_(comm),
+      timer_(timer),
+      phases_(phases) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local;
-  const size_t sb = ops.storage_bytes();
+  const size_t sb = device.storage_bytes();
   send_pos_ = static_cast<int32_t*>(alloc(4 * T * K));
   expert_counts_ = static_cast<int32_t*>(alloc(4 * (E + d_.ep * El)));
   recv_counts_ = expert_counts_ + E;
@@ -39,12 +45,12 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Ops& ops
 }
 
 AlltoallDispatcher::~AlltoallDispatcher() {
-  ops_.release(recv_);
-  for (void* p : owned_) ops_.release(p);
+  device_.release(recv_);
+  for (void* p : owned_) device_.release(p);
 }
 
 void* AlltoallDispatcher::alloc(size_t bytes) {
-  void* p = ops_.alloc(std::max<size_t>(bytes, 1));
+  void* p = device_.alloc(std::max<size_t>(bytes, 1));
   owned_.push_back(p);
   return p;
 }
@@ -56,7 +62,7 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
   comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
   // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
-  ops_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
+  device_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
   timer_.end(phases_.counts_exchange);
 
   const int64_t El = d_.E_local;
@@ -72,11 +78,11 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   // The expert-major layout the regroup writes: blocks padded to multiples of align. One
   // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
   expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
-  const size_t landing = ops_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
+  const size_t landing = device_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
   if (d_.ep > 1 && (landing > recv_bytes_ || !recv_)) {
-    ops_.release(recv_);
+    device_.release(recv_);
     recv_bytes_ = std::max<size_t>(landing + landing / 4, 1);  // headroom: skew drifts
-    recv_ = ops_.alloc(recv_bytes_);
+    recv_ = device_.alloc(recv_bytes_);
   }
 }
 
@@ -121,7 +127,7 @@ void AlltoallDispatcher::to_expert_major(const void* send_order, void* expert_ma
   if (d_.ep > 1) {
     timer_.begin(phase_a2a);
     comm_.alltoallv_rows(send_order, send_rows_.data(), recv_, recv_rows_.data(),
-                         ops_.storage_bytes() * d_.H, Group::kEp);
+                         device_.storage_bytes() * d_.H, Group::kEp);
     timer_.end(phase_a2a);
     src = recv_;
   }
@@ -134,7 +140,7 @@ void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_orde
   if (d_.ep == 1) return;
   timer_.begin(phase_a2a);
   comm_.alltoallv_rows(recv_, recv_rows_.data(), send_order, send_rows_.data(),
-                       ops_.storage_bytes() * d_.H, Group::kEp);
+                       device_.storage_bytes() * d_.H, Group::kEp);
   timer_.end(phase_a2a);
 }
 

@@ -12,8 +12,8 @@ namespace moe {
 
 class AlltoallDispatcher : public Dispatcher {
  public:
-  AlltoallDispatcher(const Dims& d, const Mesh& mesh, Ops& ops, Comm& comm, PhaseTimer& timer,
-                     const DispatchPhases& phases);
+  AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops, Comm& comm,
+                     PhaseTimer& timer, const DispatchPhases& phases);
   ~AlltoallDispatcher() override;
   AlltoallDispatcher(const AlltoallDispatcher&) = delete;
   AlltoallDispatcher& operator=(const AlltoallDispatcher&) = delete;
@@ -38,6 +38,7 @@ class AlltoallDispatcher : public Dispatcher {
 
   Dims d_;
   int ep_rank_ = 0;
+  Device& device_;
   Ops& ops_;
   Comm& comm_;
   PhaseTimer& timer_;

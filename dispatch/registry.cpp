@@ -6,11 +6,11 @@
 namespace moe {
 
 std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
-                                            Ops& ops, Comm& comm, PhaseTimer& timer,
+                                            Device& device, Ops& ops, Comm& comm, PhaseTimer& timer,
                                             const DispatchPhases& phases) {
   switch (w.dispatch) {
     case DispatchKind::kAlltoall:
-      return std::make_unique<AlltoallDispatcher>(d, mesh, ops, comm, timer, phases);
+      return std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
   }
   MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
   return nullptr;

@@ -1,11 +1,7 @@
 #include "kernels/cpu/cpu_ops.h"
 
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <new>
+#include <vector>
 
-#include "core/digest.h"
 #include "core/error.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
@@ -20,86 +16,20 @@ namespace {
 inline const float* F(const void* p) { return static_cast<const float*>(p); }
 inline float* F(void* p) { return static_cast<float*>(p); }
 
-class HostTimer : public PhaseTimer {
- public:
-  explicit HostTimer(int n) : start_(n), ms_(n, 0.0) {}
-  void begin(int phase) override { start_[phase] = Clock::now(); }
-  void end(int phase) override {
-    ms_[phase] += std::chrono::duration<double, std::milli>(Clock::now() - start_[phase]).count();
-  }
-  std::vector<double> read() override {
-    std::vector<double> out = ms_;
-    std::fill(ms_.begin(), ms_.end(), 0.0);
-    return out;
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  std::vector<Clock::time_point> start_;
-  std::vector<double> ms_;
-};
-
 }  // namespace
-
-void* CpuOps::alloc(size_t bytes) {
-  // A size header in front of each block lets release() keep the high-water mark exact.
-  void* raw = std::calloc(1, bytes + 64);
-  if (!raw)
-    throw_error(__FILE__, __LINE__,
-                "out of host memory allocating " + std::to_string(bytes >> 20) +
-                    " MiB: lower tokens_per_rank, or raise mesh.ep to spread the experts");
-  *static_cast<size_t*>(raw) = bytes;
-  in_use_ += int64_t(bytes);
-  high_water_ = std::max(high_water_, in_use_);
-  return static_cast<char*>(raw) + 64;
-}
-
-void CpuOps::release(void* p) {
-  if (!p) return;
-  void* raw = static_cast<char*>(p) - 64;
-  in_use_ -= int64_t(*static_cast<size_t*>(raw));
-  std::free(raw);
-}
-
-void CpuOps::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
-  init_range(rule, begin, begin + n, static_cast<float*>(dst));  // storage is float here
-}
-void CpuOps::download_floats(float* dst, const void* src, int64_t n, DType) {
-  std::memcpy(dst, src, sizeof(float) * n);  // floats of any dtype here
-}
-void CpuOps::copy_to_host(void* dst, const void* src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
-}
-uint64_t CpuOps::digest(const void* src, size_t bytes) { return digest_bytes(src, bytes); }
-void CpuOps::copy_to_device(void* dst, const void* src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
-}
-
-std::unique_ptr<PhaseTimer> CpuOps::make_timer(int num_phases) {
-  return std::make_unique<HostTimer>(num_phases);
-}
 
 double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
             "dense GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
   // Host vectors, not alloc(): a start-up measurement is not the step's backend memory. Nonzero
   // values in the storage dtype, so that the timed loop sees the data a step would.
+  const DType dtype = device_.storage_dtype();
   std::vector<float> a(M * K), b(K * N), c(M * N);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = cpu::store_as(dtype_, float(i % 251) / 251 - 0.5f);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype_, float(i % 241) / 241 - 0.5f);
-  auto gemm = [&] {
-    cpu::gemm(false, false, M, N, K, a.data(), b.data(), c.data(), false, dtype_);
-  };
+  for (size_t i = 0; i < a.size(); ++i) a[i] = cpu::store_as(dtype, float(i % 251) / 251 - 0.5f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype, float(i % 241) / 241 - 0.5f);
+  auto gemm = [&] { cpu::gemm(false, false, M, N, K, a.data(), b.data(), c.data(), false, dtype); };
   gemm();  // untimed: grows the GEMM's packing buffers
-  return median_call_ms(*make_timer(1), iters, gemm);
-}
-
-double CpuOps::time_memory_copy_ms(int64_t bytes, int iters) {
-  MOE_CHECK(bytes > 0 && iters > 0, "memory copy calibration " << bytes << " bytes, " << iters);
-  std::vector<char> src(bytes, 1), dst(bytes, 0);  // host vectors, as the GEMM's: not the step's
-  auto copy = [&] { std::memcpy(dst.data(), src.data(), size_t(bytes)); };
-  copy();  // untimed: faults the pages in
-  return median_call_ms(*make_timer(1), iters, copy);
+  return median_call_ms(*device_.make_timer(1), iters, gemm);
 }
 
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,

@@ -1,31 +1,18 @@
 #pragma once
-// The CPU backend's compute: host loops from kernels/cpu behind the Ops interface. Storage tensors
-// are floats already rounded to the workload dtype.
+// The CPU backend's compute: host loops from kernels/cpu behind the Ops interface, on CpuDevice
+// memory. Storage tensors are floats already rounded to the workload dtype.
+#include "core/device.h"
 #include "core/ops.h"
 
 namespace moe {
 
 class CpuOps : public Ops {
  public:
-  // dtype: the workload's storage dtype, which the calibration GEMM rounds its output to (the
-  // step's calls carry it in Dims).
-  explicit CpuOps(DType dtype) : dtype_(dtype) {}
+  // device: where the calibration GEMM's clock and storage dtype come from (the step's calls
+  // carry the dtype in Dims).
+  explicit CpuOps(Device& device) : device_(device) {}
   std::string name() const override { return "cpu"; }
-  void* alloc(size_t bytes) override;
-  void release(void* p) override;
-  size_t bytes_of(DType) const override { return sizeof(float); }
-  DType storage_dtype() const override { return dtype_; }
-  void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
-  void download_floats(float* dst, const void* src, int64_t n, DType t) override;
-  void copy_to_host(void* dst, const void* src, size_t bytes) override;
-  uint64_t digest(const void* src, size_t bytes) override;
-  void copy_to_device(void* dst, const void* src, size_t bytes) override;
-  void sync() override {}
-  int64_t memory_high_water() const override { return high_water_; }
-  void reset_memory_high_water() override { high_water_ = in_use_; }
-  std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
-  double time_memory_copy_ms(int64_t bytes, int iters) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,
@@ -55,8 +42,7 @@ class CpuOps : public Ops {
                      float* dx_acc) override;
 
  private:
-  DType dtype_;
-  int64_t in_use_ = 0, high_water_ = 0;
+  Device& device_;
 };
 
 }  // namespace moe

@@ -1,9 +1,8 @@
 #pragma once
 // The CUDA backend's compute behind the Ops interface: kernels from kernels/cuda, expert and
-// router GEMMs on cuBLASLt, everything on one stream (NCCL shares it, so no cross-stream sync is
-// needed between compute and communication), except what the orchestration puts on the side
-// lane (fork_side), a second stream ordered against the first by two events. Storage tensors are
-// bf16 (or fp32) on the device.
+// router GEMMs on cuBLASLt, on the CudaDevice's current stream (NCCL uses the same one, so no
+// cross-stream sync is needed between compute and communication). Storage tensors are bf16 (or
+// fp32) on the device.
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace moe {
 namespace cuda {
@@ -21,44 +21,20 @@ struct GemmProblem;
 
 class CudaOps : public Ops {
  public:
-  // Selects `device` and creates the stream, cuBLASLt runner and pinned staging; `gemm` (the
-  // workload's gemm.* keys) sets the runner's streams, its algorithm policy and, unless auto, the
-  // expert GEMM method.
-  CudaOps(int device, DType dtype, const GemmConfig& gemm);
+  // Creates the cuBLASLt runner; `gemm` (the workload's gemm.* keys) sets its side streams, its
+  // algorithm policy and, unless auto, the expert GEMM method. Work goes to device.stream().
+  CudaOps(CudaDevice& device, const GemmConfig& gemm);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
 
-  // The stream calls go to now: the main lane's, or the side lane's between fork_side() and
-  // to_main(). NcclComm and the phase timer read it at each call.
-  const cudaStream_t* current_stream() const { return &stream_; }
-  // Replaces cudaStreamSynchronize wherever the host waits, e.g. with NcclComm::wait, whose
-  // timeout keeps a dead peer from hanging this rank.
-  void set_waiter(std::function<void(const char*)> waiter) { waiter_ = std::move(waiter); }
-  cuda::GemmRunner& gemm_runner() { return *gemm_; }
-
   std::string name() const override { return "cuda"; }
-  void* alloc(size_t bytes) override;
-  void release(void* p) override;
-  size_t bytes_of(DType t) const override;
-  DType storage_dtype() const override { return dtype_; }
-  void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override;
   std::vector<std::string> expert_gemm_methods() const override;
   void set_expert_gemm_method(const std::string& name) override;
   GemmPlanCounts gemm_plan_counts() const override;
-  void download_floats(float* dst, const void* src, int64_t n, DType t) override;
-  void copy_to_host(void* dst, const void* src, size_t bytes) override;
-  uint64_t digest(const void* src, size_t bytes) override;
-  void copy_to_device(void* dst, const void* src, size_t bytes) override;
-  void sync() override;
-  void fork_side() override;
-  void to_main() override;
-  void join_side() override;
-  int64_t memory_high_water() const override { return high_water_; }
-  void reset_memory_high_water() override { high_water_ = in_use_; }
-  std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
-  double time_memory_copy_ms(int64_t bytes, int iters) override;
+  // The method the expert GEMMs run with now, for provenance.
+  std::string expert_gemm_method() const;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,
@@ -88,23 +64,18 @@ class CudaOps : public Ops {
                      float* dx_acc) override;
 
  private:
-  // Grow-only device scratch owned by the backend (sized in warm-up, reused after).
+  // Grow-only device scratch owned by the ops (sized in warm-up, reused after).
   void* scratch(int slot, size_t bytes);
+  cudaStream_t stream() const { return device_.stream(); }
 
-  DType dtype_;
-  cudaStream_t stream_ = nullptr;  // the current lane: main_ or side_
-  cudaStream_t main_ = nullptr, side_ = nullptr;
-  cudaEvent_t forked_ = nullptr, side_done_ = nullptr;
+  CudaDevice& device_;
   std::unique_ptr<cuda::GemmRunner> gemm_;
-  std::function<void(const char*)> waiter_;
   bool fixed_gemm_method_ = false;  // gemm.method named one: no choice in warm-up
-  int64_t in_use_ = 0, high_water_ = 0;
   struct Scratch {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
   std::vector<Scratch> scratch_;                // one per ScratchSlot (cuda_ops.cu)
-  std::unordered_map<void*, size_t> sizes_;     // allocation sizes, for the exact high-water mark
   std::vector<cuda::GemmProblem> problems_[2];  // the expert GEMM lists, reused every step
 };
 

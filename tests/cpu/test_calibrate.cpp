@@ -7,38 +7,40 @@
 #include "app/calibrate.h"
 #include "comm/mpi_comm.h"
 #include "core/mesh.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace moe {
 namespace {
 
 TEST(Calibrate, CpuDenseGemmTimeIsPositiveAndUsesNoBackendMemory) {
-  CpuOps ops(DType::kBf16);
+  CpuDevice device(DType::kBf16);
+  CpuOps ops(device);
   const double ms = ops.time_dense_gemm_ms(96, 80, 64, 3);
   EXPECT_GT(ms, 0.0);
   // A 96x80x64 GEMM is well under a second anywhere.
   EXPECT_LT(ms, 1000.0);
-  EXPECT_EQ(ops.memory_high_water(), 0);
+  EXPECT_EQ(device.memory_high_water(), 0);
 }
 
 TEST(Calibrate, CpuMemoryCopyTimeIsPositiveAndUsesNoBackendMemory) {
-  CpuOps ops(DType::kBf16);
-  const double ms = ops.time_memory_copy_ms(int64_t(8) << 20, 3);
+  CpuDevice device(DType::kBf16);
+  const double ms = device.time_memory_copy_ms(int64_t(8) << 20, 3);
   EXPECT_GT(ms, 0.0);
   // 16 MiB moved: a host that takes a second runs under 20 MB/s.
   EXPECT_LT(ms, 1000.0);
-  EXPECT_EQ(ops.memory_high_water(), 0);
+  EXPECT_EQ(device.memory_high_water(), 0);
 }
 
 TEST(Calibrate, ResetHighWaterForgetsReleasedBuffers) {
-  CpuOps ops(DType::kFp32);
-  void* kept = ops.alloc(1000);
-  void* gone = ops.alloc(5000);
-  ops.release(gone);
-  EXPECT_EQ(ops.memory_high_water(), 6000);
-  ops.reset_memory_high_water();
-  EXPECT_EQ(ops.memory_high_water(), 1000);
-  ops.release(kept);
+  CpuDevice device(DType::kFp32);
+  void* kept = device.alloc(1000);
+  void* gone = device.alloc(5000);
+  device.release(gone);
+  EXPECT_EQ(device.memory_high_water(), 6000);
+  device.reset_memory_high_water();
+  EXPECT_EQ(device.memory_high_water(), 1000);
+  device.release(kept);
 }
 
 TEST(Calibrate, SizesDependOnTheBackend) {
@@ -60,9 +62,10 @@ TEST(Calibrate, OneRankWorldMeasuresTheGemmAndMarksNoAllToAll) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   ASSERT_EQ(world, 1) << "the unit tests run as a world of one rank";
   const Mesh mesh = make_mesh(1, 0, 1, 1, 8);
-  CpuOps ops(DType::kBf16);
+  CpuDevice device(DType::kBf16);
+  CpuOps ops(device);
   MpiComm comm(MPI_COMM_WORLD, mesh);
-  const Calibration c = calibrate(ops, comm, DType::kBf16, MPI_COMM_WORLD);
+  const Calibration c = calibrate(device, ops, comm, DType::kBf16, MPI_COMM_WORLD);
   EXPECT_TRUE(c.done);
   EXPECT_GT(c.gemm_tflops, 0.0);
   EXPECT_LT(c.gemm_tflops, 100.0) << "no CPU core runs a 512^3 GEMM at 100 TFLOP/s";

@@ -1,0 +1,186 @@
+#include <algorithm>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/digest.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/digest.h"
+#include "kernels/cuda/dispatch.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace moe {
+namespace {
+
+// Phase times from CUDA events recorded on the backend's current stream (*stream: a phase run
+// on the side lane is timed there).
+class EventTimer : public PhaseTimer {
+ public:
+  EventTimer(int n, const cudaStream_t* stream, std::function<void()> wait)
+      : stream_(stream), wait_(std::move(wait)), begin_(n), end_(n), used_(n, false) {
+    for (int i = 0; i < n; ++i) {
+      CUDA_CHECK(cudaEventCreate(&begin_[i]));
+      CUDA_CHECK(cudaEventCreate(&end_[i]));
+    }
+  }
+  ~EventTimer() override {
+    for (size_t i = 0; i < begin_.size(); ++i) {
+      cudaEventDestroy(begin_[i]);
+      cudaEventDestroy(end_[i]);
+    }
+  }
+  void begin(int phase) override { CUDA_CHECK(cudaEventRecord(begin_[phase], *stream_)); }
+  void end(int phase) override {
+    CUDA_CHECK(cudaEventRecord(end_[phase], *stream_));
+    used_[phase] = true;
+  }
+  std::vector<double> read() override {
+    wait_();
+    std::vector<double> ms(begin_.size(), 0.0);
+    for (size_t i = 0; i < begin_.size(); ++i) {
+      if (!used_[i]) continue;
+      float v = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&v, begin_[i], end_[i]));
+      ms[i] = v;
+      used_[i] = false;
+    }
+    return ms;
+  }
+
+ private:
+  const cudaStream_t* stream_;
+  std::function<void()> wait_;
+  std::vector<cudaEvent_t> begin_, end_;
+  std::vector<bool> used_;
+};
+
+}  // namespace
+
+CudaDevice::CudaDevice(int device, DType dtype) : dtype_(dtype) {
+  CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
+  stream_ = main_;
+}
+
+CudaDevice::~CudaDevice() {
+  release(digest_sum_);
+  for (cudaEvent_t e : {forked_, side_done_})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {main_, side_})
+    if (s) cudaStreamDestroy(s);
+}
+
+void* CudaDevice::alloc(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t rc = cudaMalloc(&p, bytes);
+  if (rc == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw_error(__FILE__, __LINE__,
+                "out of GPU memory: cudaMalloc of " + std::to_string(bytes >> 20) + " MiB with " +
+                    std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
+                    " MiB: lower tokens_per_rank, or raise mesh.ep to spread the experts");
+  }
+  CUDA_CHECK(rc);
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  sizes_[p] = bytes;
+  in_use_ += int64_t(bytes);
+  high_water_ = std::max(high_water_, in_use_);
+  return p;
+}
+
+void CudaDevice::release(void* p) {
+  if (!p) return;
+  auto it = sizes_.find(p);
+  if (it != sizes_.end()) {
+    in_use_ -= int64_t(it->second);
+    sizes_.erase(it);
+  }
+  // Not checked: release runs in destructors, also while unwinding from a CUDA error that is
+  // sticky, and a second report of it would only hide the first.
+  cudaFree(p);
+}
+
+void CudaDevice::sync() {
+  if (waiter_)
+    waiter_("the GPU stream");
+  else
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+size_t CudaDevice::bytes_of(DType t) const { return cuda::stored_bytes(t); }
+
+void CudaDevice::fork_side() {
+  CUDA_CHECK(cudaEventRecord(forked_, main_));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, forked_, 0));
+  stream_ = side_;
+}
+
+void CudaDevice::to_main() { stream_ = main_; }
+
+void CudaDevice::join_side() {
+  CUDA_CHECK(cudaEventRecord(side_done_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(main_, side_done_, 0));
+}
+
+void CudaDevice::fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) {
+  cuda::fill_seeded(rule, begin, n, dtype_, dst, stream_);
+}
+
+void CudaDevice::download_floats(float* dst, const void* src, int64_t n, DType t) {
+  if (t == DType::kBf16) {
+    std::vector<uint16_t> b(n);
+    copy_to_host(b.data(), src, 2 * n);
+    for_each_part(n, part_count(n, 1 << 22), [&](int, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = bf16_bits_to_float(b[i]);
+    });
+  } else {
+    copy_to_host(dst, src, 4 * n);
+  }
+}
+
+void CudaDevice::copy_to_host(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  sync();
+}
+
+uint64_t CudaDevice::digest(const void* src, size_t bytes) {
+  if (!digest_sum_) digest_sum_ = alloc(sizeof(unsigned long long));
+  auto* sum = static_cast<unsigned long long*>(digest_sum_);
+  cuda::digest_sum(src, bytes, sum, stream_);
+  unsigned long long host = 0;
+  copy_to_host(&host, sum, sizeof host);
+  return digest_finish(host, bytes);
+}
+
+void CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  sync();
+}
+
+std::unique_ptr<PhaseTimer> CudaDevice::make_timer(int num_phases) {
+  return std::make_unique<EventTimer>(num_phases, &stream_, [this] { sync(); });
+}
+
+double CudaDevice::time_memory_copy_ms(int64_t bytes, int iters) {
+  MOE_CHECK(bytes > 0 && iters > 0, "memory copy calibration " << bytes << " bytes, " << iters);
+  void* src = alloc(size_t(bytes));
+  void* dst = alloc(size_t(bytes));
+  auto copy = [&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream_));
+  };
+  copy();
+  const double ms = median_call_ms(*make_timer(1), iters, copy);
+  release(src);
+  release(dst);
+  return ms;
+}
+
+}  // namespace moe
