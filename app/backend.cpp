@@ -12,7 +12,7 @@
 #include <nccl.h>
 
 #include "comm/nccl_comm.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/reference.h"

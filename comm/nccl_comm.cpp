@@ -4,7 +4,7 @@
 #include <exception>
 #include <thread>
 
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace moe {
 namespace {

@@ -13,15 +13,6 @@
 #include "core/mesh.h"
 #include "kernels/cuda/cuda_device.h"
 
-#define NCCL_CHECK(call)                                                                     \
-  do {                                                                                       \
-    ncclResult_t moe_nccl_rc_ = (call);                                                      \
-    if (moe_nccl_rc_ != ncclSuccess)                                                         \
-      ::moe::throw_error(__FILE__, __LINE__,                                                 \
-                         std::string(#call " failed: ") + ncclGetErrorString(moe_nccl_rc_) + \
-                             ": " + ncclGetLastError(nullptr));                              \
-  } while (0)
-
 namespace moe {
 
 class NcclComm : public Comm {

@@ -1,7 +1,9 @@
 #pragma once
-// One error type for the whole program, and one check macro per library. Every message names the
-// failed call or condition, the file and line, and the rank, so that a log line from any of N ranks
-// tells where to look.
+// One error type for the whole program, and one check macro per library (MPI, CUDA, cuBLAS(Lt),
+// NCCL), all here. Every message names the failed call or condition, the file and line, and the
+// rank, so that a log line from any of N ranks tells where to look. A library's macro expands to
+// its own calls, so it compiles only where that library's header is included (cuda_runtime.h,
+// cublasLt.h, nccl.h); this header includes none of them.
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -56,4 +58,32 @@ int world_rank_or_minus_one();
       MPI_Error_string(moe_mpi_rc_, moe_mpi_msg_, &moe_mpi_len_);                            \
       ::moe::throw_error(__FILE__, __LINE__, std::string(#call " failed: ") + moe_mpi_msg_); \
     }                                                                                        \
+  } while (0)
+
+// CUDA, cuBLAS(Lt) and NCCL: need <cuda_runtime.h>, <cublasLt.h>, <nccl.h> where used.
+#define CUDA_CHECK(call)                                                                          \
+  do {                                                                                            \
+    cudaError_t moe_cuda_rc_ = (call);                                                            \
+    if (moe_cuda_rc_ != cudaSuccess)                                                              \
+      ::moe::throw_error(__FILE__, __LINE__,                                                      \
+                         std::string(#call " failed: ") + cudaGetErrorName(moe_cuda_rc_) + " (" + \
+                             cudaGetErrorString(moe_cuda_rc_) + ")");                             \
+  } while (0)
+
+#define CUBLAS_CHECK(call)                                                                        \
+  do {                                                                                            \
+    cublasStatus_t moe_cublas_rc_ = (call);                                                       \
+    if (moe_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      ::moe::throw_error(__FILE__, __LINE__,                                                      \
+                         std::string(#call " failed: ") + cublasLtGetStatusName(moe_cublas_rc_) + \
+                             " (" + cublasLtGetStatusString(moe_cublas_rc_) + ")");               \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                     \
+  do {                                                                                       \
+    ncclResult_t moe_nccl_rc_ = (call);                                                      \
+    if (moe_nccl_rc_ != ncclSuccess)                                                         \
+      ::moe::throw_error(__FILE__, __LINE__,                                                 \
+                         std::string(#call " failed: ") + ncclGetErrorString(moe_nccl_rc_) + \
+                             ": " + ncclGetLastError(nullptr));                              \
   } while (0)

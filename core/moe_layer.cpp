@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "core/init.h"
+#include "core/router_losses.h"
 #include "core/routing_modes.h"
-#include "kernels/cpu/router.h"
 
 namespace moe {
 
@@ -325,7 +325,7 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
 
   std::vector<float> stats(2 * E + 1);
   device_.copy_to_host(stats.data(), stats_, 4 * stats.size());
-  cpu::router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
+  router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
   return o;
 }
 

@@ -157,15 +157,6 @@ void router_loss_stats(const float* logits, const float* scores, const int32_t* 
   stats[2 * E] = float(lse_sq);
 }
 
-void router_losses(const float* global_stats, const RouterConfig& cfg, int64_t E, int64_t K,
-                   int64_t N, double* aux, double* z) {
-  double dot = 0.0;
-  for (int64_t e = 0; e < E; e++) dot += double(global_stats[e]) * double(global_stats[E + e]);
-  double n = double(N);
-  *aux = cfg.aux_coeff * double(E) / (double(K) * n * n) * dot;
-  *z = cfg.z_coeff / n * double(global_stats[2 * E]);
-}
-
 void router_bwd(const float* logits, const float* scores, const int32_t* idx, const float* dp,
                 const float* global_counts, const RouterConfig& cfg, int64_t N, int64_t T,
                 int64_t E, int64_t K, float* dlogits) {

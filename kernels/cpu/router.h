@@ -27,10 +27,6 @@ void router_topk(const float* logits, const float* expert_bias, const int32_t* f
 void router_loss_stats(const float* logits, const float* scores, const int32_t* idx,
                        const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* stats);
 
-// aux and z from the world's summed stats; N = global token count.
-void router_losses(const float* global_stats, const RouterConfig& cfg, int64_t E, int64_t K,
-                   int64_t N, double* aux, double* z);
-
 // dlogits [T, E] fp32 = dL/dlogits for L = sum_{t,k} p[t,k] dp[t,k] + aux + z, where dp [T, K] fp32
 // = dL/dp and global_counts [E] = the world's c_e (constants). Goes back through scaling,
 // normalize_topk, the gather (or the top-k softmax), the score function, and adds the aux and z

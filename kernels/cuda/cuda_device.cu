@@ -5,7 +5,7 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/digest.h"
 #include "kernels/cuda/dispatch.h"

@@ -8,7 +8,7 @@
 #include "core/bf16.h"
 #include "core/digest.h"
 #include "core/parallel.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/digest.h"
 #include "kernels/cuda/dispatch.h"

@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "core/digest.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/digest.h"
 
 namespace moe::cuda {

@@ -3,7 +3,7 @@
 #include <cub/block/block_scan.cuh>
 #include <initializer_list>
 
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/storage.cuh"
 

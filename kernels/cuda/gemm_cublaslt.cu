@@ -18,7 +18,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/storage.cuh"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/reference.h"
 
 namespace moe::cuda {

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "core/router_shape.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/cuda/router.h"
 
 namespace moe::cuda {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/router_losses.h"
 #include "core/workload.h"
 #include "kernels/cpu/router.h"
 #include "tests/common/router_config.h"
@@ -287,7 +288,7 @@ TEST(RouterTest, LossStatsAndLossesMatchFloat64) {
     cfg.aux_coeff = 0.01;
     cfg.z_coeff = 0.001;
     double aux = 0, z = 0;
-    cpu::router_losses(stats.data(), cfg, v.E, v.K, N, &aux, &z);
+    router_losses(stats.data(), cfg, v.E, v.K, N, &aux, &z);
     double dot = 0;
     for (int64_t e = 0; e < v.E; e++) dot += 3 * counts[e] * 3 * rsum[e];
     double want_aux = 0.01 * v.E / (double(v.K) * N * N) * dot;
@@ -301,7 +302,7 @@ TEST(RouterTest, LossStatsAndLossesMatchFloat64) {
         uniform[e] = float(N * v.K / v.E);
         uniform[v.E + e] = float(N) / v.E;
       }
-      cpu::router_losses(uniform.data(), cfg, v.E, v.K, N, &aux, &z);
+      router_losses(uniform.data(), cfg, v.E, v.K, N, &aux, &z);
       EXPECT_NEAR(aux, 0.01, 1e-9);
     }
   }

@@ -12,7 +12,7 @@
 
 #include "core/bf16.h"
 #include "core/workload.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace moe::test {
 
