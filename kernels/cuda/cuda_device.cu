@@ -5,10 +5,9 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "core/error.h"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/digest.h"
-#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace moe {

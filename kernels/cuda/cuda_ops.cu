@@ -7,14 +7,18 @@
 
 #include "core/bf16.h"
 #include "core/digest.h"
-#include "core/parallel.h"
 #include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/cuda/combine.h"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/digest.h"
-#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/layout.h"
+#include "kernels/cuda/permute.h"
 #include "kernels/cuda/router.h"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/swiglu.h"
 
 namespace moe {
 namespace {

@@ -18,7 +18,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/error.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/storage.cuh"
 

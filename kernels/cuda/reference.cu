@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/error.h"
 #include "kernels/cuda/reference.h"
 
 namespace moe::cuda {

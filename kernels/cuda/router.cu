@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "core/router_shape.h"
 #include "core/error.h"
+#include "core/router_shape.h"
 #include "kernels/cuda/router.h"
 
 namespace moe::cuda {

@@ -1,0 +1,125 @@
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+
+#include "core/error.h"
+#include "kernels/cuda/combine.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/storage.cuh"
+
+namespace moe::cuda {
+namespace {
+
+// ---- combine: one block per token (or routed row); each thread takes N consecutive elements
+// of the row at a time (N = kPack16<T> when rows allow 16-byte moves, else 1), the same
+// per-element arithmetic either way. ----
+template <class T, int N>
+__global__ void unpermute_combine_kernel(const T* y_send, const int32_t* send_pos, const float* p,
+                                         int64_t T_, int64_t K, int64_t H, T* out) {
+  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
+      float acc[N] = {}, y[N];
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = send_pos[t * K + k];
+        if (row < 0) continue;  // dropped
+        const float w = p[t * K + k];
+        load_n<N>(y_send + row * H + h, y);
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] += w * y[i];
+      }
+      store_n<N>(out + t * H + h, acc);
+    }
+}
+
+template <class T, int N>
+__global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
+                                             const int32_t* send_pos, const float* p, int64_t T_,
+                                             int64_t K, int64_t H, T* dy_send, float* dp) {
+  using Reduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (int64_t tk = blockIdx.x; tk < T_ * K; tk += gridDim.x) {
+    const int64_t t = tk / K, row = send_pos[tk];
+    if (row < 0) {  // dropped: the output does not depend on its weight (block-uniform branch)
+      if (threadIdx.x == 0) dp[tk] = 0.0f;
+      continue;
+    }
+    const float w = p[tk];
+    float dot = 0.0f;
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(kThreads) * N) {
+      float g[N], y[N], dy[N];
+      load_n<N>(dout + t * H + h, g);
+      load_n<N>(y_send + row * H + h, y);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        dot += y[i] * g[i];
+        dy[i] = w * g[i];
+      }
+      store_n<N>(dy_send + row * H + h, dy);
+    }
+    dot = Reduce(tmp).Sum(dot);
+    if (threadIdx.x == 0) dp[tk] = dot;
+    __syncthreads();
+  }
+}
+
+template <class T, int N>
+__global__ void unpermute_sum_kernel(const T* dx_send, const int32_t* send_pos, int64_t T_,
+                                     int64_t K, int64_t H, float* dx_acc) {
+  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
+    for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
+      float acc[N] = {}, x[N];
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = send_pos[t * K + k];
+        if (row < 0) continue;  // dropped
+        load_n<N>(dx_send + row * H + h, x);
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] += x[i];
+      }
+      store_n<N>(dx_acc + t * H + h, acc);
+    }
+}
+
+}  // namespace
+
+void unpermute_combine(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
+                       int64_t K, int64_t H, DType dtype, void* out, cudaStream_t stream) {
+  if (T == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    auto* k = rows_take_pack16<S>(H, {y_send, out}) ? unpermute_combine_kernel<S, kPack16<S>>
+                                                    : unpermute_combine_kernel<S, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                            static_cast<S*>(out));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* send_pos,
+                           const float* p, int64_t T, int64_t K, int64_t H, DType dtype,
+                           void* dy_send, float* dp, cudaStream_t stream) {
+  if (T * K == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    auto* k = rows_take_pack16<S>(H, {dout, y_send, dy_send})
+                  ? unpermute_combine_bwd_kernel<S, kPack16<S>>
+                  : unpermute_combine_bwd_kernel<S, 1>;
+    k<<<row_grid(T * K), kThreads, 0, stream>>>(static_cast<const S*>(dout),
+                                                static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                                static_cast<S*>(dy_send), dp);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
+                   DType dtype, float* dx_acc, cudaStream_t stream) {
+  if (T == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    auto* k = rows_take_pack16<S>(H, {dx_send, dx_acc}) ? unpermute_sum_kernel<S, kPack16<S>>
+                                                        : unpermute_sum_kernel<S, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send), send_pos, T, K, H,
+                                            dx_acc);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moe::cuda

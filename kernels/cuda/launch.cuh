@@ -1,0 +1,58 @@
+#pragma once
+// What the CUDA kernel files share: the launch shape helpers and the 16-byte row moves (one
+// definition, so every kernel takes rows the same way). Internal to kernels/cuda.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/cuda/storage.cuh"
+
+namespace moe::cuda {
+
+constexpr int kThreads = 256;
+
+inline int blocks_for(int64_t n, int threads = kThreads) {
+  return int(std::min<int64_t>((n + threads - 1) / threads, 65535 * 8));
+}
+
+// One block per row, at most 2^16 blocks (grid-stride beyond).
+inline int row_grid(int64_t rows) {
+  return int(std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 16)));
+}
+
+// ---- row moves: one block per row, 16-byte vectors when the row allows. ----
+template <class T>
+__device__ inline void copy_row(T* dst, const T* src, int64_t H) {
+  if ((H * sizeof(T)) % 16 == 0 && (reinterpret_cast<uintptr_t>(dst) % 16 == 0) &&
+      (reinterpret_cast<uintptr_t>(src) % 16 == 0)) {
+    const int64_t n = H * sizeof(T) / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) d[j] = s[j];
+  } else {
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
+  }
+}
+
+template <class T>
+__device__ inline void zero_row(T* dst, int64_t H) {
+  if ((H * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t j = threadIdx.x; j < int64_t(H * sizeof(T) / 16); j += blockDim.x)
+      d[j] = make_uint4(0, 0, 0, 0);
+  } else {
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) store_f(dst + j, 0.0f);
+  }
+}
+
+// Whether rows of H elements of T at these bases allow 16-byte moves: whole 16-byte row lengths
+// (also for the fp32 rows H * 4 bytes, which then hold whole packs too) and aligned bases.
+template <class T>
+inline bool rows_take_pack16(int64_t H, std::initializer_list<const void*> bases) {
+  if (H % kPack16<T> != 0) return false;
+  for (const void* b : bases)
+    if (reinterpret_cast<uintptr_t>(b) % 16 != 0) return false;
+  return true;
+}
+
+}  // namespace moe::cuda

@@ -1,0 +1,179 @@
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "core/error.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/layout.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace moe::cuda {
+namespace {
+
+// ---- layout: one block per expert scans the routing in (t, k) order, so positions inside an
+// expert's block follow t*K + k exactly as on the CPU, with no atomics. ----
+
+// expert_counts gets the rows kept (at most `limit` of them); raw_counts, when given, the rows
+// routed before drops, which the probability policy needs to find each expert's segment.
+__global__ void layout_count_kernel(const int32_t* idx, int64_t n, int32_t limit,
+                                    int32_t* expert_counts, int32_t* raw_counts) {
+  using Reduce = cub::BlockReduce<int, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const int e = blockIdx.x;
+  int c = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) c += idx[i] == e;
+  c = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0) {
+    expert_counts[e] = min(c, limit);
+    if (raw_counts) raw_counts[e] = c;
+  }
+}
+
+// Sum of v[0..e) over the block (the result is valid in thread 0 only).
+__device__ int block_prefix(const int32_t* v, int e) {
+  using Reduce = cub::BlockReduce<int, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int s = 0;
+  for (int j = threadIdx.x; j < e; j += kThreads) s += v[j];
+  s = Reduce(tmp).Sum(s);
+  __syncthreads();  // tmp is reused by the next call
+  return s;
+}
+
+// The drop-by-probability order as one unique integer per row: larger key = kept first. The high
+// half orders p (the CPU compares p[a] > p[b] in fp32, so -0 and +0 are one value); the low half
+// puts the lower t*K + k first among equal p, as the CPU's stable sort does.
+__device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
+  uint32_t b = __float_as_uint(p[i]);
+  if ((b << 1) == 0) b = 0;
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (uint64_t(b) << 32) | (0xffffffffu - uint32_t(i));
+}
+
+// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
+// order, tile by tile; the whole block must call it.
+template <class Row>
+__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int seen;
+  if (threadIdx.x == 0) seen = 0;
+  __syncthreads();
+  for (int64_t start = 0; start < n; start += kThreads) {
+    const int64_t i = start + threadIdx.x;
+    const int mine = (i < n && idx[i] == e) ? 1 : 0;
+    int before = 0, total = 0;
+    Scan(tmp).ExclusiveSum(mine, before, total);
+    if (mine) row(int32_t(i), seen + before);
+    __syncthreads();
+    if (threadIdx.x == 0) seen += total;
+    __syncthreads();
+  }
+}
+
+// The key of the limit-th largest of the expert's rows rows[0..m), m > limit: a most-significant-
+// digit-first radix select, 8 bits a pass, on exact integer counts (deterministic).
+__device__ uint64_t select_threshold(const int32_t* rows, int m, const float* p, int limit) {
+  __shared__ int hist[256];
+  __shared__ uint64_t s_prefix;
+  __shared__ int s_rank;  // rank, from the top, of the wanted key among those matching s_prefix
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_rank = limit - 1;
+  }
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kThreads) hist[b] = 0;
+    __syncthreads();
+    const uint64_t prefix = s_prefix;
+    const uint64_t high = shift == 56 ? 0 : ~uint64_t(0) << (shift + 8);
+    for (int r = threadIdx.x; r < m; r += kThreads) {
+      const uint64_t k = drop_key(p, rows[r]);
+      if ((k & high) == prefix) atomicAdd(&hist[(k >> shift) & 0xff], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int rank = s_rank, b = 255;
+      while (rank >= hist[b]) rank -= hist[b--];  // terminates: rank < the keys counted
+      s_rank = rank;
+      s_prefix = prefix | (uint64_t(b) << shift);
+    }
+    __syncthreads();
+  }
+  return s_prefix;
+}
+
+// Positions: an expert's kept rows fill its block in t*K + k order from base = the rows kept by
+// the experts before it. By position the first `limit` rows are kept. By probability, when the
+// expert has more than `limit` rows, they are gathered (in t*K + k order) into its segment of
+// `rows`, the `limit` largest drop keys are found by a radix select, and a second scan over the
+// segment places the rows at or above the threshold.
+__global__ void layout_position_kernel(const int32_t* idx, const float* p, int64_t n, int32_t limit,
+                                       bool by_probability, const int32_t* expert_counts,
+                                       const int32_t* raw_counts, int32_t* rows,
+                                       int32_t* send_pos) {
+  __shared__ int s_base, s_segment;
+  const int e = blockIdx.x;
+  const int base = block_prefix(expert_counts, e);
+  const int segment = by_probability ? block_prefix(raw_counts, e) : 0;
+  if (threadIdx.x == 0) {
+    s_base = base;
+    s_segment = segment;
+  }
+  __syncthreads();
+  const int b0 = s_base;
+  if (!by_probability || raw_counts[e] <= limit) {
+    for_each_expert_row(idx, n, e,
+                        [&](int32_t i, int r) { send_pos[i] = r < limit ? b0 + r : -1; });
+    return;
+  }
+  int32_t* seg = rows + s_segment;
+  const int m = raw_counts[e];
+  for_each_expert_row(idx, n, e, [&](int32_t i, int r) { seg[r] = i; });
+  __syncthreads();  // seg is read by other threads below
+  const uint64_t threshold = select_threshold(seg, m, p, limit);
+
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int placed;
+  if (threadIdx.x == 0) placed = 0;
+  __syncthreads();
+  for (int start = 0; start < m; start += kThreads) {
+    const int r = start + threadIdx.x;
+    const int32_t i = r < m ? seg[r] : 0;
+    const int keep = (r < m && drop_key(p, i) >= threshold) ? 1 : 0;
+    int before = 0, total = 0;
+    Scan(tmp).ExclusiveSum(keep, before, total);
+    if (r < m) send_pos[i] = keep ? b0 + placed + before : -1;
+    __syncthreads();
+    if (threadIdx.x == 0) placed += total;
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E) {
+  return sizeof(int32_t) * size_t(E + T * K);
+}
+
+void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool drop_by_position, int32_t* expert_counts,
+                     int32_t* send_pos, void* scratch, cudaStream_t stream) {
+  const int64_t n = T * K;
+  MOE_CHECK(n < (int64_t(1) << 31), "dispatch_layout: T*K = " << n << " rows overflow int32");
+  MOE_CHECK(capacity >= 0, "dispatch_layout: capacity " << capacity);
+  // A capacity of n or more drops nothing; 0 is dropless.
+  const int32_t limit = capacity > 0 && capacity < n ? int32_t(capacity) : INT32_MAX;
+  const bool by_probability = limit != INT32_MAX && !drop_by_position;
+  MOE_CHECK(!by_probability || (p && scratch),
+            "dispatch_layout: dropping by probability needs p and scratch");
+  int32_t* raw_counts = by_probability ? static_cast<int32_t*>(scratch) : nullptr;
+  int32_t* rows = by_probability ? raw_counts + E : nullptr;
+  layout_count_kernel<<<int(E), kThreads, 0, stream>>>(idx, n, limit, expert_counts, raw_counts);
+  CUDA_CHECK(cudaGetLastError());
+  layout_position_kernel<<<int(E), kThreads, 0, stream>>>(
+      idx, p, n, limit, by_probability, expert_counts, raw_counts, rows, send_pos);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moe::cuda

@@ -1,0 +1,22 @@
+#pragma once
+// CUDA twin of kernels/cpu/layout.h: the dispatch layout, deterministic, with the CPU twin's
+// drop rule. Same names, argument order and results as the twin (integers exact).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/workload.h"
+
+namespace moe::cuda {
+
+// expert_counts [E] i32, send_pos [T*K] i32 (order: expert, then t*K + k; -1 for a row dropped
+// by the capacity), deterministic, with the CPU twin's drop rule. scratch: device memory of at
+// least dispatch_layout_scratch_bytes, used only when dropping by probability (else nullptr is
+// fine); p may be nullptr then too.
+size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E);
+void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
+                     int64_t capacity, bool drop_by_position, int32_t* expert_counts,
+                     int32_t* send_pos, void* scratch, cudaStream_t stream);
+
+}  // namespace moe::cuda

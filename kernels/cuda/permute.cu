@@ -1,0 +1,113 @@
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/permute.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace moe::cuda {
+namespace {
+
+// ---- permute and regroup: one block per row. ----
+template <class T>
+__global__ void permute_rows_kernel(const T* src, const int32_t* send_pos, int64_t K, int64_t H,
+                                    int64_t rows, T* dst) {
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x)
+    if (send_pos[i] >= 0)  // -1: dropped by the capacity, not sent
+      copy_row(dst + int64_t(send_pos[i]) * H, src + (i / K) * H, H);
+}
+
+// Block b = s*E_local + l: offsets[b] in source-rank-major order, offsets[nb + b] in
+// expert-major order; prefix sums over the same counts, each expert's rows rounded up to a
+// multiple of align, as in expert_major_offsets (core/layout.h).
+__global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_t El, int64_t align,
+                                       int64_t* offsets) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const int64_t nb = ep * El;
+  int64_t off = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    offsets[b] = off;
+    off += counts[b];
+  }
+  off = 0;
+  for (int64_t l = 0; l < El; ++l) {
+    const int64_t start = off;
+    for (int64_t s = 0; s < ep; ++s) {
+      offsets[nb + s * El + l] = off;
+      off += counts[s * El + l];
+    }
+    off = start + (off - start + align - 1) / align * align;
+  }
+}
+
+// The padding rows of local expert blockIdx.x, between its last block's end and the next multiple
+// of align, must be zeros: the GEMMs run over them and the weight gradients sum over them. Its
+// first block (s = 0) starts the expert; its last (s = ep - 1) ends the rows.
+template <class T>
+__global__ void regroup_zero_padding_kernel(const int32_t* counts, const int64_t* offsets,
+                                            int64_t ep, int64_t El, int64_t H, int64_t align,
+                                            T* dst) {
+  const int64_t l = blockIdx.x, nb = ep * El, last = (ep - 1) * El + l;
+  const int64_t start = offsets[nb + l], end = offsets[nb + last] + counts[last];
+  const int64_t padded = start + (end - start + align - 1) / align * align;
+  for (int64_t r = end + blockIdx.y; r < padded; r += gridDim.y) zero_row(dst + r * H, H);
+}
+
+template <class T>
+__global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const int64_t* offsets,
+                                    int64_t nb, int64_t H, int64_t rows, bool to_expert_major,
+                                    T* dst) {
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    // i is a row in source-rank-major order: find its block by binary search.
+    int64_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    while (counts[lo] == 0 || i >= offsets[lo] + counts[lo]) ++lo;  // skip empty blocks
+    const int64_t j = offsets[nb + lo] + (i - offsets[lo]);
+    if (to_expert_major)
+      copy_row(dst + j * H, src + i * H, H);
+    else
+      copy_row(dst + i * H, src + j * H, H);
+  }
+}
+
+}  // namespace
+
+void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
+                  DType dtype, void* dst, cudaStream_t stream) {
+  if (T * K == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    permute_rows_kernel<<<row_grid(T * K), 128, 0, stream>>>(static_cast<const S*>(src), send_pos,
+                                                             K, H, T * K, static_cast<S*>(dst));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
+                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t* block_offsets, void* dst, cudaStream_t stream) {
+  MOE_CHECK(align >= 1, "regroup_rows: align " << align);
+  regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, align, block_offsets);
+  CUDA_CHECK(cudaGetLastError());
+  if (rows == 0) return;  // no rows: no padding either
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    if (to_expert_major && align > 1) {
+      const dim3 grid(unsigned(E_local), unsigned(std::min<int64_t>(align - 1, 64)));
+      regroup_zero_padding_kernel<<<grid, 128, 0, stream>>>(counts, block_offsets, ep, E_local, H,
+                                                            align, static_cast<S*>(dst));
+    }
+    regroup_rows_kernel<<<row_grid(rows), 128, 0, stream>>>(static_cast<const S*>(src), counts,
+                                                            block_offsets, ep * E_local, H, rows,
+                                                            to_expert_major, static_cast<S*>(dst));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moe::cuda

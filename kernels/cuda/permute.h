@@ -1,0 +1,25 @@
+#pragma once
+// CUDA twin of kernels/cpu/permute.h: rows into send order, and source-rank-major <-> expert-major
+// (regroup). Same names, argument order and results as the twin; storage tensors are bf16 or fp32
+// per `dtype`; all launches go on `stream`.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/workload.h"
+
+namespace moe::cuda {
+
+// A row with send_pos -1 (dropped by the capacity) is not moved.
+void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
+                  DType dtype, void* dst, cudaStream_t stream);
+// counts [ep, E_local] i32 on the device; rows = sum(counts) (known on the host), the rows of the
+// source-rank-major side; the expert-major side has expert_major_offsets' rows (core/layout.h),
+// padding included (zero-filled when to_expert_major, skipped otherwise). block_offsets is device
+// scratch of 2 * ep * E_local int64.
+void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
+                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t* block_offsets, void* dst, cudaStream_t stream);
+
+}  // namespace moe::cuda
