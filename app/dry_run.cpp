@@ -4,6 +4,8 @@
 
 #include "app/backend.h"
 #include "app/report.h"
+#include "core/cost_model.h"
+#include "core/dispatcher.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
 
@@ -41,7 +43,7 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
       "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
       "rank)\n",
       flops, flops / world * 1e-12, flops / world * 1e-9);
-  const DispatchBytes a2a = predicted_dispatch_bytes(w, m, storage);
+  const DispatchBytes a2a = dispatch_bytes_for_rows(w, m, storage, T * K);  // dropless
   if (a2a.collectives_per_step > 0) {
     std::printf(
         "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
@@ -51,9 +53,10 @@ void print_dry_run(const Workload& w, int world, const std::string& backend) {
   } else {
     std::printf("# dispatch %s: no collective (ep 1)\n", name_of(w.dispatch));
   }
+  const std::vector<PhaseCost> costs = phase_costs(w, m, storage, storage, N * K);
   if (m.fsdp > 1)
     std::printf("# FSDP: all-gather of %.1f MiB of expert weights per rank per step\n",
-                El * 3 * H * F * storage / (1 << 20));
+                costs[kFsdpGather].bytes / (1 << 20));
   const MemoryNeed need = estimate_memory_need(w, world, backend);
   const double step = double(need.step);
   const ReferenceBytes& ref = need.check;

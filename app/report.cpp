@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/cost_model.h"
 #include "core/error.h"
 
 namespace moe {
@@ -157,11 +158,6 @@ void check_git_commit_env() {
                                    << "`git rev-parse <commit>` or unset it (then git is asked)");
 }
 
-double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept) {
-  const double H = double(m.hidden), F = double(m.ffn), E = double(m.experts);
-  return 18.0 * rows_kept * H * F + 6.0 * tokens * H * E;
-}
-
 json result_to_json(const RunResult& r) {
   json j;
   j["schema_version"] = 1;
@@ -202,7 +198,7 @@ json result_to_json(const RunResult& r) {
       {"tokens_per_s", rate(r.tokens_per_step, r.step_ms.median)},
       {"model_flops_per_step", r.model_flops_per_step},
       {"tflops_per_rank", rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12},
-      {"flops_formula", "18*N*K*H*F + 6*N*H*E (expert GEMMs fwd+bwd, router fwd+bwd)"}};
+      {"flops_formula", kModelFlopsFormula}};
   const RoutingStats& rs = r.routing;
   const double kept = rs.rows_routed_per_step - rs.rows_dropped_per_step;
   j["routing"] = {

@@ -8,9 +8,6 @@
 namespace moe {
 
 nlohmann::json result_to_json(const RunResult& r);
-// The model FLOPs of one step, fwd + bwd (the result's flops_formula): 18 HF per routed row kept
-// by the experts, 6 HE per token for the router.
-double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept);
 void print_summary(const RunResult& r);
 // MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and
 // the provenance fall back to git, which names whatever checkout the binary sits in. Throws a

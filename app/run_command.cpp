@@ -23,6 +23,7 @@
 #include "app/roofline.h"
 #include "app/run_result.h"
 #include "core/check.h"
+#include "core/cost_model.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/mesh.h"
@@ -232,50 +233,20 @@ struct A2aSent {
   double dispatch = 0, combine = 0;
 };
 
-// Per-phase FLOPs (whole world) and bytes (per rank) for the report's rate columns.
-// rows_kept: (t, k) rows the experts processed per step over the world (N*K less capacity drops;
-// the align padding is not useful work and is not counted).
-// storage_bytes, grad_bytes: per element of storage and of the expert weight gradients.
+// The cost model's FLOPs and bytes into the report's phases (rows_kept: over the world per
+// step, measured), with the bytes each rank actually sent in the a2a_* phases.
 void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, size_t grad_bytes,
                      double rows_kept, const A2aSent& sent, std::vector<PhaseResult>& phases) {
-  const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
-               F = double(w.model.ffn), E = double(w.model.experts);
-  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
-               sb = double(storage_bytes), gb = double(grad_bytes);
-  const double a2a_bytes = rows_kept / m.world * H * sb;
-  const double weight_elems = El * 3 * H * F;
+  const std::vector<PhaseCost> costs = phase_costs(w, m, storage_bytes, grad_bytes, rows_kept);
   for (PhaseResult& p : phases) {
-    const std::string& n = p.name;
-    if (n == "router_fwd") p.flops = 2 * N * H * E;
-    if (n == "router_bwd") p.flops = 4 * N * H * E;
-    if (n == "experts_fwd") p.flops = 6 * rows_kept * H * F;
-    if (n == "experts_bwd") p.flops = 12 * rows_kept * H * F;
-    // Bytes no implementation avoids, per rank: every local expert's weights read once; the rows
-    // in and out (forward: xe in, ye out; backward: dye, xe and h in, dxe out); the weight
-    // gradients written once (fp32 or bf16: expert_grad_dtype).
-    const double rows = rows_kept / m.world;
-    if (n == "experts_fwd") p.mem_bytes = weight_elems * sb + rows * 2 * H * sb;
-    if (n == "experts_bwd") p.mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
-    if (n.rfind("a2a_", 0) == 0) {
-      if (m.ep > 1) {  // at ep 1 no all-to-all runs (MoeLayer::dispatch)
-        p.bytes = a2a_bytes;
-        p.bus_factor = (ep - 1) / ep;
-      }
+    const PhaseCost& c = costs[p.phase];
+    p.flops = c.flops;
+    p.bytes = c.bytes;
+    p.bus_factor = c.bus_factor;
+    p.mem_bytes = c.mem_bytes;
+    if (p.name.rfind("a2a_", 0) == 0)
       p.bytes_sent =
-          n == "a2a_dispatch_fwd" || n == "a2a_combine_bwd" ? sent.dispatch : sent.combine;
-    }
-    if (n == "fsdp_gather" && m.fsdp > 1) {
-      p.bytes = weight_elems * sb;
-      p.bus_factor = (fsdp - 1) / fsdp;
-    }
-    if (n == "grad_sync" && m.fsdp > 1) {  // the reduce-scatter dominates the dw_gate all-reduce
-      p.bytes = weight_elems * gb;
-      p.bus_factor = (fsdp - 1) / fsdp;
-    }
-    if (n == "counts_exchange") {
-      p.bytes = E * 4;
-      p.bus_factor = (ep - 1) / ep;
-    }
+          p.phase == kA2aDispatchFwd || p.phase == kA2aCombineBwd ? sent.dispatch : sent.combine;
   }
 }
 
@@ -443,6 +414,7 @@ int run_command(const RunOptions& opt) {
   for (int p = 0; p < kNumPhases; ++p) {
     if (p == kStep) continue;
     PhaseResult ph;
+    ph.phase = p;
     ph.name = phase_name(p);
     ph.ms = summarize(samples[p]);
     ph.in_step = p < kNumStepPhases;

@@ -15,6 +15,7 @@
 namespace moe {
 
 struct PhaseResult {
+  int phase = -1;  // Phase (core/moe_layer.h); -1 for one read back from a result file
   std::string name;
   Summary ms;             // per step: max over ranks
   double flops = 0;       // per step, whole world (0 for communication-only phases)

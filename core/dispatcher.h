@@ -80,9 +80,11 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
                                             Device& device, Ops& ops, Comm& comm, PhaseTimer& timer,
                                             const DispatchPhases& phases);
 
-// Bytes per rank the workload's dispatcher moves, predicted from the shapes (balanced routing,
-// dropless) with storage_bytes per element. dispatch/registry.cpp.
-DispatchBytes predicted_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes);
+// Bytes per rank the workload's dispatcher moves when each rank routes rows_per_rank rows (T * K
+// dropless; fewer where the capacity drops some), storage_bytes per element: the cost model's
+// and --dry-run's figure. dispatch/registry.cpp.
+DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
+                                      double rows_per_rank);
 // Bytes of memory per rank the dispatcher holds beyond the caller's expert-major buffers, for the
 // memory estimate: a resolved workload (mesh set), balanced routing, storage_bytes per element.
 int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes);

@@ -155,14 +155,13 @@ StepTraffic AlltoallDispatcher::traffic() const {
   return t;
 }
 
-// Each rank sends its T*K rows (dropless) and gets as many back, per direction; 1/ep of them stay
-// on the rank. At ep 1 no all-to-all runs.
-DispatchBytes AlltoallDispatcher::predicted_bytes(const Workload& w, const Mesh& mesh,
-                                                  size_t storage_bytes) {
+// Each rank sends its routed rows, one per (token, expert), and gets as many back (balanced), per
+// direction; 1/ep of them stay on the rank. At ep 1 no all-to-all runs.
+DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
+                                                 size_t storage_bytes, double rows_per_rank) {
   DispatchBytes b;
   if (mesh.ep == 1) return b;
-  b.per_direction =
-      double(w.tokens_per_rank) * double(w.model.topk) * double(w.model.hidden) * storage_bytes;
+  b.per_direction = rows_per_rank * double(w.model.hidden) * double(storage_bytes);
   b.to_others = b.per_direction * double(mesh.ep - 1) / double(mesh.ep);
   b.collectives_per_step = 4;
   return b;

@@ -28,7 +28,8 @@ class AlltoallDispatcher : public Dispatcher {
   void dispatch_bwd(const void* dxe, float* dx_acc) override;
   StepTraffic traffic() const override;
 
-  static DispatchBytes predicted_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes);
+  static DispatchBytes bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
+                                      double rows_per_rank);
   static int64_t buffer_bytes(const Workload& w, int64_t storage_bytes);
 
  private:

@@ -16,10 +16,11 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
   return nullptr;
 }
 
-DispatchBytes predicted_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes) {
+DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
+                                      double rows_per_rank) {
   switch (w.dispatch) {
     case DispatchKind::kAlltoall:
-      return AlltoallDispatcher::predicted_bytes(w, mesh, storage_bytes);
+      return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   }
   return {};
 }

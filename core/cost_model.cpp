@@ -1,0 +1,54 @@
+#include "core/cost_model.h"
+
+#include "core/dispatcher.h"
+
+namespace moe {
+
+const char* const kModelFlopsFormula =
+    "18*N*K*H*F + 6*N*H*E (expert GEMMs fwd+bwd, router fwd+bwd)";
+
+double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept) {
+  const double H = double(m.hidden), F = double(m.ffn), E = double(m.experts);
+  return 18.0 * rows_kept * H * F + 6.0 * tokens * H * E;
+}
+
+std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t storage_bytes,
+                                   size_t grad_bytes, double rows_kept) {
+  const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
+               F = double(w.model.ffn), E = double(w.model.experts);
+  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
+               sb = double(storage_bytes), gb = double(grad_bytes);
+  const double rows = rows_kept / m.world;  // per rank
+  const double weight_elems = El * 3 * H * F;
+  std::vector<PhaseCost> c(kNumPhases);
+  c[kRouterFwd].flops = 2 * N * H * E;
+  c[kRouterBwd].flops = 4 * N * H * E;
+  c[kExpertsFwd].flops = 6 * rows_kept * H * F;
+  c[kExpertsBwd].flops = 12 * rows_kept * H * F;
+  // Bytes no implementation avoids, per rank: every local expert's weights read once; the rows in
+  // and out (forward: xe in, ye out; backward: dye, xe and h in, dxe out); the weight gradients
+  // written once (fp32 or bf16: expert_grad_dtype).
+  c[kExpertsFwd].mem_bytes = weight_elems * sb + rows * 2 * H * sb;
+  c[kExpertsBwd].mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
+  // The dispatcher's collectives: each direction moves what the dispatcher says for the rows
+  // kept (none at ep 1).
+  const DispatchBytes d = dispatch_bytes_for_rows(w, m, storage_bytes, rows);
+  if (d.collectives_per_step > 0) {
+    for (int p : {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd, kA2aDispatchBwd}) {
+      c[p].bytes = d.per_direction;
+      c[p].bus_factor = (ep - 1) / ep;
+    }
+  }
+  if (m.fsdp > 1) {
+    c[kFsdpGather].bytes = weight_elems * sb;
+    c[kFsdpGather].bus_factor = (fsdp - 1) / fsdp;
+    // The reduce-scatter dominates the dw_gate all-reduce.
+    c[kGradSync].bytes = weight_elems * gb;
+    c[kGradSync].bus_factor = (fsdp - 1) / fsdp;
+  }
+  c[kCountsExchange].bytes = E * 4;
+  c[kCountsExchange].bus_factor = (ep - 1) / ep;
+  return c;
+}
+
+}  // namespace moe
