@@ -19,5 +19,9 @@ void f32_to_storage(const float* src, int64_t n, DType dtype, void* dst, cudaStr
 // dst [n] = rule.value(begin + i) in the storage type (the value is already rounded to it).
 void fill_seeded(const InitRule& rule, int64_t begin, int64_t n, DType dtype, void* dst,
                  cudaStream_t stream);
+// dst [n] = a fixed pattern in [-0.5, 0.5) of the storage type, never zero, varied by salt: the
+// calibration GEMM's operands, so that the tensor cores toggle as they do on real data.
+void fill_calibration_pattern(void* dst, int64_t n, uint32_t salt, DType dtype,
+                              cudaStream_t stream);
 
 }  // namespace moe::cuda

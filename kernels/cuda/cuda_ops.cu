@@ -1,24 +1,16 @@
-#include <cuda_bf16.h>
-
-#include <cstdlib>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/digest.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "kernels/cuda/combine.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/digest.h"
+#include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/router.h"
 #include "kernels/cuda/storage.cuh"
-#include "kernels/cuda/swiglu.h"
 
 namespace moe {
 namespace {
@@ -31,36 +23,6 @@ enum ScratchSlot {
   kLayoutScratch,
   kNumScratchSlots
 };
-
-// Operands of the calibration GEMM: a fixed pattern in [-0.5, 0.5), never zero-filled, so that
-// the tensor cores toggle (and draw power) as they do on real data.
-template <class S>
-__global__ void calibration_fill_kernel(S* dst, int64_t n, uint32_t salt) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = (uint32_t(i) ^ salt) * 2654435761u;
-    h ^= h >> 16;
-    cuda::store_f(dst + i, float(h & 0xffff) / 65536.0f - 0.5f);
-  }
-}
-
-void calibration_fill(void* dst, int64_t n, uint32_t salt, DType dtype, cudaStream_t stream) {
-  cuda::with_storage(dtype, [&](auto* tag) {
-    using S = std::remove_pointer_t<decltype(tag)>;
-    calibration_fill_kernel<<<1024, 256, 0, stream>>>(static_cast<S*>(dst), n, salt);
-  });
-  CUDA_CHECK(cudaGetLastError());
-}
-
-size_t offset_of(DType t, int64_t elems) { return size_t(elems) * cuda::stored_bytes(t); }
-size_t storage_offset(const Dims& d, int64_t elems) { return offset_of(d.dtype, elems); }
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-// An emptied list that keeps its capacity: the expert GEMM lists allocate in warm-up only.
-std::vector<cuda::GemmProblem>& reuse(std::vector<cuda::GemmProblem>& v) {
-  v.clear();
-  return v;
-}
-char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
 
@@ -108,8 +70,8 @@ double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   void* a = device_.alloc(sb * M * K);
   void* b = device_.alloc(sb * K * N);
   void* c = device_.alloc(sb * M * N);
-  calibration_fill(a, M * K, 1, dtype, stream());
-  calibration_fill(b, K * N, 2, dtype, stream());
+  cuda::fill_calibration_pattern(a, M * K, 1, dtype, stream());
+  cuda::fill_calibration_pattern(b, K * N, 2, dtype, stream());
   auto gemm = [&] { gemm_->gemm(false, false, M, N, K, a, b, c, false, dtype, dtype, stream()); };
   gemm();  // untimed: builds the cuBLASLt plan and wakes the clocks
   const double ms = median_call_ms(*device_.make_timer(1), iters, gemm);
@@ -185,62 +147,22 @@ void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
 
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                              const int64_t* off, void* h, void* a, void* ye) {
-  const int64_t H = d.H, F = d.F;
-  auto& up = reuse(problems_[0]);
-  auto& down = reuse(problems_[1]);
-  for (int64_t l = 0; l < d.E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    if (n == 0) continue;
-    up.push_back({n, 2 * F, H, at(xe, storage_offset(d, r0 * H)),
-                  at(w_in, storage_offset(d, l * H * 2 * F)),
-                  at(h, storage_offset(d, r0 * 2 * F))});
-    down.push_back({n, H, F, at(a, storage_offset(d, r0 * F)),
-                    at(w_out, storage_offset(d, l * F * H)), at(ye, storage_offset(d, r0 * H))});
-  }
-  const int64_t rows = off[d.E_local];
-  gemm_->grouped(false, false, up, false, d.dtype, d.dtype, stream());
-  cuda::swiglu_fwd(h, rows, F, d.dtype, a, stream());
-  gemm_->grouped(false, false, down, false, d.dtype, d.dtype, stream());
+  cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
+                       gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                   const void* w_out, const int64_t* off, void* da, void* dh,
                                   void* dxe) {
-  const int64_t H = d.H, F = d.F;
-  auto& dgrad_a = reuse(problems_[0]);
-  auto& dgrad_x = reuse(problems_[1]);
-  for (int64_t l = 0; l < d.E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    if (n == 0) continue;
-    dgrad_a.push_back({n, F, H, at(dye, storage_offset(d, r0 * H)),
-                       at(w_out, storage_offset(d, l * F * H)), at(da, storage_offset(d, r0 * F))});
-    dgrad_x.push_back({n, H, 2 * F, at(dh, storage_offset(d, r0 * 2 * F)),
-                       at(w_in, storage_offset(d, l * H * 2 * F)),
-                       at(dxe, storage_offset(d, r0 * H))});
-  }
-  gemm_->grouped(false, true, dgrad_a, false, d.dtype, d.dtype, stream());
-  cuda::swiglu_bwd(da, h, off[d.E_local], F, d.dtype, dh, stream());
-  gemm_->grouped(false, true, dgrad_x, false, d.dtype, d.dtype, stream());
+  cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, da, dh, dxe,
+                            *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                      const void* dh, const int64_t* off, void* dw_in,
                                      void* dw_out) {
-  const int64_t H = d.H, F = d.F;
-  auto& wgrad_out = reuse(problems_[0]);
-  auto& wgrad_in = reuse(problems_[1]);
-  for (int64_t l = 0; l < d.E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    // Every expert: one with no rows gets zeros (K = 0).
-    wgrad_out.push_back({F, H, n, at(a, storage_offset(d, r0 * F)),
-                         at(dye, storage_offset(d, r0 * H)),
-                         at(dw_out, offset_of(d.grad_dtype, l * F * H))});
-    wgrad_in.push_back({H, 2 * F, n, at(xe, storage_offset(d, r0 * H)),
-                        at(dh, storage_offset(d, r0 * 2 * F)),
-                        at(dw_in, offset_of(d.grad_dtype, l * H * 2 * F))});
-  }
-  gemm_->grouped(true, false, wgrad_out, false, d.dtype, d.grad_dtype, stream());
-  gemm_->grouped(true, false, wgrad_in, false, d.dtype, d.grad_dtype, stream());
+  cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,
+                               dw_in, dw_out, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

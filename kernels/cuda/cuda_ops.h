@@ -12,6 +12,7 @@
 
 #include "core/ops.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/expert_ffn.h"
 
 namespace moe {
 namespace cuda {
@@ -75,8 +76,8 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Scratch> scratch_;                // one per ScratchSlot (cuda_ops.cu)
-  std::vector<cuda::GemmProblem> problems_[2];  // the expert GEMM lists, reused every step
+  std::vector<Scratch> scratch_;      // one per ScratchSlot (cuda_ops.cu)
+  cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
 };
 
 }  // namespace moe

@@ -1,5 +1,5 @@
-// The CUDA dispatch kernels (kernels/cuda/layout.h, permute.h, combine.h, swiglu.h) against their
-// CPU twins (kernels/cpu/ layout.h, permute.h, combine.h and the SwiGLU of expert_ffn.h) on
+// The CUDA dispatch kernels (kernels/cuda/layout.h, permute.h, combine.h, expert_ffn.h) against
+// their CPU twins (kernels/cpu/ layout.h, permute.h, combine.h and the SwiGLU of expert_ffn.h) on
 // identical seeded inputs, already rounded to the storage dtype: layouts and moved rows exact; sums
 // equal up to one bf16 ulp on a handful of elements (the GPU contracts a*b + c into an FMA) or
 // within 1e-6 in fp32; the storage conversions bit for bit against core/bf16.h; the layout ->
@@ -25,9 +25,9 @@
 #include "kernels/cpu/permute.h"
 #include "kernels/cuda/combine.h"
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
-#include "kernels/cuda/swiglu.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace moe::test {
