@@ -110,7 +110,8 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   MemoryNeed need;
-  need.step = estimate_rank_bytes(no_check, world_size, storage_bytes_of(backend, w.dtype));
+  need.step = estimate_rank_bytes(no_check, world_size, storage_bytes_of(backend, w.dtype),
+                                  storage_bytes_of(backend, w.expert_grad_dtype));
   if (w.check != CheckMode::kOff)
     need.check = estimate_reference_bytes(w, world_size, reference_device(backend, w) == "gpu");
   return need;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/init.h"
 #include "core/router_losses.h"
@@ -47,26 +48,25 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   d_.capacity = expert_capacity(w);
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
-  const int64_t T = d_.T, H = d_.H, F = d_.F, E = d_.E, K = d_.K, El = d_.E_local;
-  const size_t sb = device.storage_bytes(), gb = device.bytes_of(d_.grad_dtype);
+  const int64_t H = d_.H, E = d_.E, El = d_.E_local;
   timer_ = device.make_timer(kNumPhases);
+  plan_ = plan_step_buffers(w, int64_t(device.storage_bytes()),
+                            int64_t(device.bytes_of(d_.grad_dtype)));
+  const BufferPlan& b = plan_;
 
-  // Expert weights live as FSDP shards of the flattened [E_local, H, 2F] / [E_local, F, H] of this
-  // EP rank, padded so that every shard has the same size (the padding stays zero).
-  const int64_t in_elems = El * H * 2 * F, out_elems = El * F * H;
-  shard_in_ = (in_elems + d_.fsdp - 1) / d_.fsdp;
-  shard_out_ = (out_elems + d_.fsdp - 1) / d_.fsdp;
-  w_gate_ = fixed(sb * H * E);
-  w_in_shard_ = fixed(sb * shard_in_);
-  w_out_shard_ = fixed(sb * shard_out_);
-  dw_gate_ = static_cast<float*>(fixed(4 * H * E));
-  dw_in_full_ = fixed(gb * shard_in_ * d_.fsdp);
-  dw_out_full_ = fixed(gb * shard_out_ * d_.fsdp);
+  shard_in_ = b.shard_in_elems;
+  shard_out_ = b.shard_out_elems;
+  w_gate_ = fixed(b.w_gate);
+  w_in_shard_ = fixed(b.w_in_shard);
+  w_out_shard_ = fixed(b.w_out_shard);
+  dw_gate_ = static_cast<float*>(fixed(b.dw_gate));
+  dw_in_full_ = fixed(b.dw_in_full);
+  dw_out_full_ = fixed(b.dw_out_full);
   if (d_.fsdp > 1) {
-    w_in_full_ = fixed(sb * shard_in_ * d_.fsdp);
-    w_out_full_ = fixed(sb * shard_out_ * d_.fsdp);
-    dw_in_shard_ = fixed(gb * shard_in_);
-    dw_out_shard_ = fixed(gb * shard_out_);
+    w_in_full_ = fixed(b.w_in_full);
+    w_out_full_ = fixed(b.w_out_full);
+    dw_in_shard_ = fixed(b.dw_in_shard);
+    dw_out_shard_ = fixed(b.dw_out_shard);
   } else {
     // Without FSDP the shard is the whole tensor: no gather, no scatter, half the memory.
     w_in_full_ = w_in_shard_;
@@ -79,7 +79,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   // from its global index, so that they do not depend on the mesh.
   device.fill_seeded(w_gate_, w_gate_rule(w), 0, H * E);
   if (w.router.expert_bias) {
-    expert_bias_ = static_cast<float*>(fixed(4 * E));
+    expert_bias_ = static_cast<float*>(fixed(b.expert_bias));
     std::vector<float> bias(E);
     init_expert_bias(w, bias.data());
     device.copy_to_device(expert_bias_, bias.data(), 4 * E);
@@ -92,22 +92,22 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     const int64_t end = std::min(local_elems, begin + shard);
     device.fill_seeded(dst, rule, base + begin, end - begin);
   };
-  load_shard(in_elems, shard_in_, w_in_rule(w), w_in_shard_);
-  load_shard(out_elems, shard_out_, w_out_rule(w), w_out_shard_);
+  load_shard(El * H * 2 * d_.F, shard_in_, w_in_rule(w), w_in_shard_);
+  load_shard(El * d_.F * H, shard_out_, w_out_rule(w), w_out_shard_);
 
-  x_ = fixed(sb * T * H);
-  dout_ = fixed(sb * T * H);
-  out_ = fixed(sb * T * H);
-  dx_ = fixed(sb * T * H);
-  dx_acc_ = static_cast<float*>(fixed(4 * T * H));
-  logits_ = static_cast<float*>(fixed(4 * T * E));
-  scores_ = static_cast<float*>(fixed(4 * T * E));
-  dlogits_ = static_cast<float*>(fixed(4 * T * E));
-  idx_ = static_cast<int32_t*>(fixed(4 * T * K));
-  if (routing_is_forced(w)) forced_idx_ = static_cast<int32_t*>(fixed(4 * T * K));
-  p_ = static_cast<float*>(fixed(4 * T * K));
-  dp_ = static_cast<float*>(fixed(4 * T * K));
-  stats_ = static_cast<float*>(fixed(4 * (2 * E + 1)));
+  x_ = fixed(b.token_rows);
+  dout_ = fixed(b.token_rows);
+  out_ = fixed(b.token_rows);
+  dx_ = fixed(b.token_rows);
+  dx_acc_ = static_cast<float*>(fixed(b.dx_acc));
+  logits_ = static_cast<float*>(fixed(b.token_scores));
+  scores_ = static_cast<float*>(fixed(b.token_scores));
+  dlogits_ = static_cast<float*>(fixed(b.token_scores));
+  idx_ = static_cast<int32_t*>(fixed(b.token_topk));
+  if (b.num_token_topk == 4) forced_idx_ = static_cast<int32_t*>(fixed(b.token_topk));
+  p_ = static_cast<float*>(fixed(b.token_topk));
+  dp_ = static_cast<float*>(fixed(b.token_topk));
+  stats_ = static_cast<float*>(fixed(b.stats));
   stats_host_.resize(2 * E + 1);
 
   DispatchPhases phases;
@@ -118,7 +118,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   phases.a2a_dispatch_bwd = kA2aDispatchBwd;
   dispatcher_ = make_dispatcher(w, mesh, d_, device, ops, comm, *timer_, phases);
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
-  grow_expert_buffers_for(T * K + El * (d_.align - 1));
+  grow_expert_buffers_for(b.balanced_rows);
 }
 
 MoeLayer::~MoeLayer() {
@@ -136,20 +136,16 @@ void* MoeLayer::fixed(size_t bytes) {
 void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
   if (bytes > b.bytes || !b.ptr) {
     device_.release(b.ptr);
-    b.bytes = std::max<size_t>(bytes + bytes / 4, 1);  // headroom: skew drifts between steps
+    b.bytes = std::max<size_t>(size_t(grown_bytes(int64_t(bytes))), 1);
     b.ptr = device_.alloc(b.bytes);
   }
   return b.ptr;
 }
 
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
-  const size_t sb = device_.storage_bytes();
-  const int64_t H = d_.H, F = d_.F;
-  for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, sb * rows * H);
-  grow(h_, sb * rows * 2 * F);
-  grow(dh_, sb * rows * 2 * F);
-  grow(a_, sb * rows * F);
-  grow(da_, sb * rows * F);
+  for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
+  for (DeviceBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
+  for (DeviceBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
 }
 
 void MoeLayer::load_step_inputs(int64_t step) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/buffer_plan.h"
 #include "core/device.h"
 #include "core/dispatcher.h"
 #include "core/mesh.h"
@@ -109,6 +110,7 @@ class MoeLayer {
   Ops& ops_;
   Comm& comm_;
   Dims d_;
+  BufferPlan plan_;
   std::unique_ptr<PhaseTimer> timer_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::vector<void*> owned_;

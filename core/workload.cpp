@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer_plan.h"
 #include "core/dispatcher.h"
 #include "core/error.h"
 #include "core/saturating.h"
@@ -185,46 +186,20 @@ void resolve_and_validate(Workload& w, int world_size) {
   w.mesh.fsdp = fsdp;
 }
 
-// Bytes of one rank, each term commented below. S = storage_bytes per stored element; G per expert
-// weight gradient (2 for bf16 gradients where the backend stores bf16, else 4); other gradients
-// are fp32 and the reference float64. E_l = E / ep local experts; P = E_l * 3HF their parameters
-// (w_in [E_l, H, 2F] + w_out [E_l, F, H]); R = T * K rows each way through the all-to-all
-// (balanced routing). The reference's buffers count when check != off; it holds every expert and
-// the world's tokens, so it dominates small workloads.
-int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_bytes) {
-  MOE_CHECK(storage_bytes > 0, "storage_bytes " << storage_bytes);
+// The step's buffers as MoeLayer allocates them (core/buffer_plan.h: the fixed ones, and the
+// ragged ones grown for balanced routing), the dispatcher's, and the reference's host memory when
+// check != off (it holds every expert and the world's tokens, so it dominates small workloads).
+int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_bytes,
+                            int grad_bytes) {
+  MOE_CHECK(storage_bytes > 0 && grad_bytes > 0,
+            "storage_bytes " << storage_bytes << ", grad_bytes " << grad_bytes);
   Workload w = w_in;
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
-  const int64_t S = storage_bytes, H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
-  const int64_t K = w.model.topk, T = w.tokens_per_rank, W = world_size;
-  const int64_t fsdp = w.mesh.fsdp, E_local = E / w.mesh.ep;
-  const int64_t G = w.expert_grad_dtype == DType::kBf16 && S == 2 ? 2 : 4;
-  const int64_t P = prod({E_local, 3, H, F});
-  const int64_t P_shard = P == INT64_MAX ? P : (P + fsdp - 1) / fsdp;
-  // Alignment pads each local expert's rows up to a multiple of `align` on the receiving side.
-  const int64_t R = sum({prod({T, K}), prod({E_local, w.align - 1})});
-
-  int64_t bytes = 0;
-  auto add = [&bytes](std::initializer_list<int64_t> factors) {
-    bytes = sum({bytes, prod(factors)});
-  };
-  add({H, E, S});  // w_gate
-  add({H, E, 4});  // its fp32 grad
-  if (w.router.expert_bias) add({E, 4});
-  add({P, S});  // the (all-gathered) experts
-  add({P, G});  // their grads
-  if (fsdp > 1) {
-    add({P_shard, S});  // this rank's FSDP shard of its experts
-    add({P_shard, G});  // grad shard after the reduce-scatter
-  }
-  add({4, T, H, S});  // x, dout, out, dx
-  add({3, T, E, 4});  // logits, scores, dlogits
-  add({2, T, K, 4});  // idx, p
-  add({4, R, H, S});  // expert-major input and output, and their grads
-  bytes = sum({bytes, dispatch_buffer_bytes(w, S)});  // what the dispatcher moves rows through
-  add({2, R, 2, F, S});                               // h, dh
-  add({2, R, F, S});                                  // a, da
-  if (w.check != CheckMode::kOff) bytes = sum({bytes, estimate_reference_bytes(w, W, false).host});
+  const BufferPlan plan = plan_step_buffers(w, storage_bytes, grad_bytes);
+  int64_t bytes = sum({plan.fixed_bytes(), plan.ragged_bytes(plan.balanced_rows),
+                       dispatch_buffer_bytes(w, storage_bytes)});
+  if (w.check != CheckMode::kOff)
+    bytes = sum({bytes, estimate_reference_bytes(w, world_size, false).host});
   return bytes;
 }
 
@@ -267,7 +242,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
 }
 
 int64_t estimate_rank_bytes(const Workload& w, int world_size) {
-  return estimate_rank_bytes(w, world_size, 4);  // the CPU backend stores floats
+  return estimate_rank_bytes(w, world_size, 4, 4);  // the CPU backend keeps floats
 }
 
 }  // namespace moe

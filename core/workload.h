@@ -118,13 +118,13 @@ void apply_override(Workload& w, const std::string& assignment);
 // whose message names the key and the fix.
 void resolve_and_validate(Workload& w, int world_size);
 
-// Bytes one rank needs for the step's buffers (parameters, gradients, activations assuming
-// balanced routing) plus the reference path's when check != off. Used to refuse a workload that
-// cannot fit before allocating anything.
-int64_t estimate_rank_bytes(const Workload& w, int world_size);
-// The same with storage_bytes per stored element (4: the CPU backend's floats; 2: bf16 storage).
-// The formula is in workload.cpp. A workload whose mesh is still "auto" is resolved on a copy.
-int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes);
+// Bytes one rank needs for the step's buffers (the buffer plan MoeLayer allocates from, with
+// balanced routing; the dispatcher's) plus the reference path's when check != off. Used to refuse
+// a workload that cannot fit before allocating anything. storage_bytes and grad_bytes: per stored
+// element and per expert weight gradient element as the backend keeps them (the CPU backend: 4
+// and 4). A workload whose mesh is still "auto" is resolved on a copy.
+int64_t estimate_rank_bytes(const Workload& w, int world_size);  // the CPU backend's
+int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes, int grad_bytes);
 
 // The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
 // it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.

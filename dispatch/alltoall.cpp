@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/layout.h"
 #include "core/saturating.h"
@@ -81,7 +82,7 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   const size_t landing = device_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
   if (d_.ep > 1 && (landing > recv_bytes_ || !recv_)) {
     device_.release(recv_);
-    recv_bytes_ = std::max<size_t>(landing + landing / 4, 1);  // headroom: skew drifts
+    recv_bytes_ = std::max<size_t>(size_t(grown_bytes(int64_t(landing))), 1);
     recv_ = device_.alloc(recv_bytes_);
   }
 }
@@ -167,16 +168,18 @@ DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& 
   return b;
 }
 
-// Send-order x, y and dy, except where the send order is the expert-major order (they are the
-// caller's buffers then); the all-to-all's landing buffer where there is one, sized as the
-// expert-major rows R (balanced routing plus the align padding).
+// As the constructor and layout() allocate: send positions and the counts; send-order x, y and
+// dy, except where the send order is the expert-major order (they are the caller's buffers then);
+// the all-to-all's landing buffer where there is one, grown for the expert-major rows of balanced
+// routing plus the align padding.
 int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
-  const int64_t E_local = w.model.experts / w.mesh.ep;
+  const int64_t E = w.model.experts, E_local = E / w.mesh.ep;
   const int64_t rows = saturating_sum({saturating_product({T, K}), E_local * (w.align - 1)});
-  int64_t bytes = 0;
-  if (!send_order_is_expert_major(w.mesh.ep, w.align)) bytes = saturating_product({3, T, K, H, S});
-  if (w.mesh.ep > 1) bytes = saturating_sum({bytes, saturating_product({rows, H, S})});
+  int64_t bytes = saturating_sum({saturating_product({4, T, K}), 4 * (E + w.mesh.ep * E_local)});
+  if (!send_order_is_expert_major(w.mesh.ep, w.align))
+    bytes = saturating_sum({bytes, saturating_product({3, T, K, H, S})});
+  if (w.mesh.ep > 1) bytes = saturating_sum({bytes, grown_bytes(saturating_product({rows, H, S}))});
   return bytes;
 }
 

@@ -1,0 +1,46 @@
+#pragma once
+// The step's buffers on one rank, planned once: MoeLayer allocates each from this plan and the
+// memory estimate sums it, so what --dry-run and the run's memory check predict is what the step
+// holds. The dispatcher's own buffers are its (core/dispatcher.h, dispatch_buffer_bytes).
+#include <cstdint>
+
+#include "core/mesh.h"
+#include "core/workload.h"
+
+namespace moe {
+
+// Bytes of a ragged buffer grown to hold `bytes`: growth leaves a quarter of headroom, because the
+// rows per expert drift from step to step and each regrowth costs an allocation in the step.
+inline int64_t grown_bytes(int64_t bytes) { return bytes + bytes / 4; }
+
+struct BufferPlan {
+  // Expert weights as FSDP shards of this EP rank's flattened [E_local, H, 2F] / [E_local, F, H],
+  // padded so that every shard has the same number of elements.
+  int64_t shard_in_elems = 0, shard_out_elems = 0;
+  // Bytes of each fixed buffer. The full (gathered) weights and the reduced gradient shards exist
+  // only with fsdp > 1 (0 here); at fsdp 1 the shard is the whole tensor.
+  int64_t w_gate = 0, dw_gate = 0, expert_bias = 0;
+  int64_t w_in_shard = 0, w_out_shard = 0, w_in_full = 0, w_out_full = 0;
+  int64_t dw_in_full = 0, dw_out_full = 0, dw_in_shard = 0, dw_out_shard = 0;
+  int64_t token_rows = 0;    // each of x, dout, out, dx: [T, H] storage
+  int64_t dx_acc = 0;        // [T, H] fp32
+  int64_t token_scores = 0;  // each of logits, scores, dlogits: [T, E] fp32
+  int64_t token_topk = 0;    // each of idx, p, dp, and forced_idx where routing is forced: [T, K]
+  int num_token_topk = 3;
+  int64_t stats = 0;  // [2E + 1] fp32
+  // Ragged, bytes per expert-major row: each of xe, ye, dye, dxe ([., H] storage), of h and dh
+  // ([., 2F]), of a and da ([., F]).
+  int64_t row_h = 0, row_2f = 0, row_f = 0;
+  // Rows the ragged buffers are first sized for: balanced routing, each local expert padded.
+  int64_t balanced_rows = 0;
+
+  int64_t fixed_bytes() const;
+  // The ragged buffers grown for `rows` expert-major rows (headroom included).
+  int64_t ragged_bytes(int64_t rows) const;
+};
+
+// w resolved (mesh set); storage_bytes and grad_bytes per stored element and per expert weight
+// gradient element, as the backend keeps them.
+BufferPlan plan_step_buffers(const Workload& w, int64_t storage_bytes, int64_t grad_bytes);
+
+}  // namespace moe

@@ -1,0 +1,79 @@
+// The buffer plan is what the step holds: a MoeLayer over the CPU backend, after a step with
+// balanced routing, has allocated exactly the bytes the memory estimate predicts (the device
+// counts every byte), so --dry-run and the run's memory check cannot drift from the code.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "comm/mpi_comm.h"
+#include "core/buffer_plan.h"
+#include "core/mesh.h"
+#include "core/moe_layer.h"
+#include "core/workload.h"
+#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace moe {
+namespace {
+
+// Bytes the CPU device held at most over construction and two steps.
+int64_t bytes_a_step_holds(const Workload& w) {
+  const Mesh mesh = make_mesh(1, 0, w.mesh.ep, w.mesh.fsdp, w.model.experts);
+  CpuDevice device(w.dtype);
+  CpuOps ops(device);
+  MpiComm comm(MPI_COMM_WORLD, mesh);
+  MoeLayer layer(w, mesh, device, ops, comm);
+  std::vector<double> ms;
+  for (int64_t step = 0; step < 2; ++step) {
+    layer.load_step_inputs(step);
+    layer.run_step(ms);
+  }
+  return device.memory_high_water();
+}
+
+Workload balanced(const std::string& extra) {
+  // routing.mode balanced: every expert gets T*K/E = 5 rows, so the ragged buffers hold what the
+  // plan sizes for balanced routing; at align 4 each pads to 8, the plan's bound of
+  // T*K + E_local * (align - 1) rows.
+  Workload w = workload_from_json_text(
+      R"({"model": {"hidden": 8, "ffn": 4, "experts": 4, "topk": 2}, "tokens_per_rank": 10,
+          "routing": {"mode": "balanced"}, "check": "off", "roofline": false)" +
+          extra + "}",
+      "t");
+  resolve_and_validate(w, 1);
+  return w;
+}
+
+TEST(BufferPlan, EstimateIsWhatTheStepAllocates) {
+  for (const std::string& extra :
+       {std::string(), std::string(R"(, "align": 4)"), std::string(R"(, "dtype": "fp32")"),
+        std::string(R"(, "router": {"expert_bias": true}, "expert_grad_dtype": "bf16")")}) {
+    SCOPED_TRACE(extra);
+    const Workload w = balanced(extra);
+    EXPECT_EQ(bytes_a_step_holds(w), estimate_rank_bytes(w, 1));
+  }
+}
+
+TEST(BufferPlan, ForcedRoutingHoldsItsIndices) {
+  const Workload w = balanced("");
+  const BufferPlan plan = plan_step_buffers(w, 4, 4);
+  EXPECT_EQ(plan.num_token_topk, 4);  // idx, p, dp and the forced indices
+  Workload learned = w;
+  learned.routing.mode = RoutingMode::kLearned;
+  EXPECT_EQ(plan_step_buffers(learned, 4, 4).num_token_topk, 3);
+}
+
+TEST(BufferPlan, GrowthLeavesAQuarterOfHeadroom) {
+  EXPECT_EQ(grown_bytes(400), 500);
+  EXPECT_EQ(grown_bytes(3), 3);
+  const Workload w = balanced("");
+  const BufferPlan plan = plan_step_buffers(w, 4, 4);
+  // 20 rows: 4 buffers of 20 x 8 floats, 2 of 20 x 8, 2 of 20 x 4, each with its headroom.
+  EXPECT_EQ(plan.ragged_bytes(20),
+            4 * grown_bytes(20 * 32) + 2 * grown_bytes(20 * 32) + 2 * grown_bytes(20 * 16));
+}
+
+}  // namespace
+}  // namespace moe
