@@ -17,6 +17,23 @@ int64_t dump_bytes_per_rank(const Workload& w, const Mesh& mesh) {
   return 4 * floats;
 }
 
+void check_dump_target(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;  // created at the dump
+  MOE_USER_CHECK(fs::is_directory(dir, ec),
+                 "--dump " << dir << " is an existing file; give a new or empty directory");
+  std::string first;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    first = entry.path().filename().string();
+    break;
+  }
+  MOE_USER_CHECK(first.empty(), "--dump " << dir << " is not empty (it holds " << first
+                                          << " among others); another run's rank folders would "
+                                             "mix with this one's: remove it or choose a new "
+                                             "directory");
+}
+
 void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, const StepOutputs& o) {
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk, El = mesh.experts_per_rank;

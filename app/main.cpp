@@ -31,21 +31,23 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   run->add_option("-o,--out", opt.out, "write the result JSON here (atomically)");
   run->add_option("--dump", opt.dump, "dump the checked step's tensors to DIR/rank<R>/");
+  // Ranges with readable bounds (CLI11's PositiveNumber prints DBL_MAX in full); the step counts'
+  // bounds are the workload keys' (core/workload.h), checked again there.
   run->add_option("--dump-limit-mib", opt.dump_limit_mib, "refuse dumps above this per rank")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   run->add_option("--steps", opt.steps, "timed steps (overrides the workload)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t(1), moe::kMaxSteps));
   run->add_option("--warmup", opt.warmup, "warm-up steps (overrides the workload)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t(0), moe::kMaxSteps));
   run->add_option("--timeout-s", opt.timeout_s,
                   "seconds a rank waits on its peers before aborting (GPU backend)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 604800.0));
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
                 "estimates, and exit without running");
   run->add_option("--world", opt.world, "with --dry-run: plan for this many ranks")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   moe::CompareOptions compare_opt;

@@ -149,6 +149,9 @@ void print_roofline_footer(const RunResult& r) {
 }  // namespace
 
 void check_git_commit_env() {
+  if (const char* d = std::getenv("MOE_GIT_DIRTY"))
+    MOE_USER_CHECK(std::string(d) == "0" || std::string(d) == "1",
+                   "MOE_GIT_DIRTY=" << d << ": use 0 (clean) or 1 (dirty), or unset it");
   const char* v = std::getenv("MOE_GIT_COMMIT");
   if (!v) return;
   const std::string s(v);
@@ -238,7 +241,14 @@ json result_to_json(const RunResult& r) {
                         {"pass", c.routing.pass}}},
                       {"pass", c.pass}});
   }
-  j["correctness"] = {{"checked", !r.checks.empty()}, {"checks", checks}, {"pass", r.pass()}};
+  // An unchecked run says so: status "unchecked" and pass null, never a pass it did not earn.
+  const bool checked = !r.checks.empty();
+  j["correctness"] = {{"checked", checked},
+                      {"status", !checked   ? "unchecked"
+                                 : r.pass() ? "pass"
+                                            : "fail"},
+                      {"checks", checks},
+                      {"pass", checked ? json(r.pass()) : json(nullptr)}};
   j["digests"] = r.digests;
   j["digest_function"] = r.digest_function;
   return j;
@@ -366,18 +376,42 @@ void print_summary(const RunResult& r) {
   std::fflush(stdout);
 }
 
+void check_json_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  MOE_USER_CHECK(!fs::is_directory(path, ec),
+                 "--out " << path << " is a directory; give a file name, e.g. --out " << path
+                          << "/result.json");
+  const fs::path parent = fs::absolute(path, ec).parent_path();
+  MOE_USER_CHECK(fs::is_directory(parent, ec), "--out " << path << ": directory " << parent.string()
+                                                        << " does not exist; create it first");
+  // Permission bits say little (root writes anywhere, a read-only mount refuses root): a probe
+  // file created and removed says whether the result can be written there.
+  const fs::path probe = parent / (".moebench-probe." + std::to_string(::getpid()));
+  {
+    std::ofstream f(probe);
+    MOE_USER_CHECK(f.good(), "--out " << path << ": cannot write in " << parent.string() << " ("
+                                      << std::strerror(errno) << "); choose a writable directory");
+  }
+  fs::remove(probe, ec);
+}
+
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
+  std::error_code ec;
+  try {
     std::ofstream f(tmp);
-    MOE_CHECK(f.good(), "cannot open " << tmp << " for writing");
+    MOE_CHECK(f.good(), "cannot open " << tmp << " for writing: " << std::strerror(errno));
     f << j.dump(2) << "\n";
     f.flush();
     MOE_CHECK(f.good(), "failed writing " << tmp);
+    f.close();
+    std::filesystem::rename(tmp, path, ec);
+    MOE_CHECK(!ec, "cannot rename " << tmp << " to " << path << ": " << ec.message());
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);  // never a temporary file left beside the target
+    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  MOE_CHECK(!ec, "cannot rename " << tmp << " to " << path << ": " << ec.message());
 }
 
 }  // namespace moe

@@ -13,7 +13,11 @@ void print_summary(const RunResult& r);
 // the provenance fall back to git, which names whatever checkout the binary sits in. Throws a
 // usage error naming the variable and the fix.
 void check_git_commit_env();
-// Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file.
+// Throws a UserError naming --out and the fix unless a result file can be written at path: not a
+// directory, its directory exists and takes a file (probed, then removed). Before any work.
+void check_json_target(const std::string& path);
+// Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file; on
+// failure the temporary file is removed.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 
 }  // namespace moe

@@ -72,21 +72,24 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                  "workload needs about "
                      << (step_need >> 20) << " MiB of GPU memory per rank ("
                      << (ref_need.device >> 20) << " MiB of it the GPU reference) but "
-                     << (step_avail >> 20)
-                     << " MiB is free: lower tokens_per_rank, raise mesh.ep, or set check=off");
-  MOE_USER_CHECK(host_avail == 0 || host_need <= host_avail,
-                 "workload needs about "
-                     << (host_need >> 20) << " MiB of host memory per rank "
-                     << (backend == "cpu"
-                             ? ""
-                             : "(the check: its reference and the results' host copies) ")
-                     << (dump_bytes > 0 ? "(" + std::to_string(dump_bytes >> 20) +
-                                              " MiB of it the --dump's copies) "
-                                        : std::string())
-                     << "but only " << (host_avail >> 20)
-                     << " MiB per rank is available: lower tokens_per_rank, raise mesh.ep, "
-                     << (ref_on_gpu || backend == "cpu" ? "" : "set reference=gpu, ")
-                     << "or set check to \"off\" (the float64 reference holds every expert)");
+                     << (step_avail >> 20) << " MiB is free: lower tokens_per_rank or raise mesh.ep"
+                     << (ref_need.device > 0 ? ", or set check=off" : ""));
+  MOE_USER_CHECK(
+      host_avail == 0 || host_need <= host_avail,
+      "workload needs about "
+          << (host_need >> 20) << " MiB of host memory per rank "
+          << (backend == "cpu" ? "" : "(the check: its reference and the results' host copies) ")
+          << (dump_bytes > 0
+                  ? "(" + std::to_string(dump_bytes >> 20) + " MiB of it the --dump's copies) "
+                  : std::string())
+          << "but only " << (host_avail >> 20)
+          << " MiB per rank is available: lower tokens_per_rank or raise mesh.ep"
+          << (w.check == CheckMode::kOff || ref_on_gpu || backend == "cpu" ? ""
+                                                                           : ", set reference=gpu")
+          << (w.check == CheckMode::kOff
+                  ? ""
+                  : ", or set check to \"off\" (the float64 reference holds every "
+                    "expert)"));
 }
 
 // One digest per tensor over the whole world: each rank digests its part where it lives, then
@@ -118,17 +121,37 @@ Workload workload_from_options(const RunOptions& opt) {
 
 // Test hook for "a rank that fails never leaves the others waiting": MOE_FAULT=RANK:STEP:throw
 // makes that rank throw an internal error before that step, MOE_FAULT=RANK:STEP:exit makes it
-// die without a word (as a crashed process would). Unset in normal use.
-void inject_fault(int rank, int64_t step) {
-  const char* f = std::getenv("MOE_FAULT");
-  if (!f) return;
-  int fault_rank = -1;
-  long long fault_step = -1;
+// die without a word (as a crashed process would). Unset in normal use; a malformed value is a
+// usage error (a test that meant to inject a fault must not pass because none was injected).
+struct FaultPlan {
+  int rank = -1;
+  int64_t step = -1;
+  std::string how;  // "throw" | "exit"; "" = no fault
+};
+
+FaultPlan fault_plan_from_env() {
+  FaultPlan f;
+  const char* v = std::getenv("MOE_FAULT");
+  if (!v) return f;
+  int rank = -1, used = 0;
+  long long step = -1;
   char how[16] = {0};
-  if (std::sscanf(f, "%d:%lld:%15s", &fault_rank, &fault_step, how) != 3) return;
-  if (fault_rank != rank || fault_step != step) return;
-  if (std::string(how) == "exit") std::_Exit(9);
-  MOE_CHECK(false, "fault injected by MOE_FAULT=" << f);
+  const bool parsed = std::sscanf(v, "%d:%lld:%15[a-z]%n", &rank, &step, how, &used) == 3 &&
+                      v[used] == '\0' && rank >= 0 && step >= 0 &&
+                      (std::string(how) == "throw" || std::string(how) == "exit");
+  MOE_USER_CHECK(parsed, "MOE_FAULT=" << v
+                                      << ": expected RANK:STEP:throw or RANK:STEP:exit (a test "
+                                         "hook that makes one rank fail; unset it in normal use)");
+  f.rank = rank;
+  f.step = step;
+  f.how = how;
+  return f;
+}
+
+void inject_fault(const FaultPlan& f, int rank, int64_t step) {
+  if (f.how.empty() || f.rank != rank || f.step != step) return;
+  if (f.how == "exit") std::_Exit(9);
+  MOE_CHECK(false, "fault injected by MOE_FAULT=" << f.rank << ":" << f.step << ":" << f.how);
 }
 
 // L = sum over the world's tokens of <out, dout> + aux + z, from host copies (float64 sum).
@@ -283,19 +306,18 @@ int run_command(const RunOptions& opt) {
   }
 
   Mesh mesh;
+  FaultPlan fault;
   const bool ok = on_all_ranks(world, [&] {
     check_git_commit_env();
+    fault = fault_plan_from_env();
     w = workload_from_options(opt);
     resolve_and_validate(w, world_size);
     backend = resolve_backend(opt.backend);
     check_backend_supports(backend, w);
     mesh = make_mesh(world_size, rank, w.mesh.ep, w.mesh.fsdp, w.model.experts);
-    if (!opt.out.empty()) {
-      const std::filesystem::path parent = std::filesystem::absolute(opt.out).parent_path();
-      MOE_USER_CHECK(std::filesystem::is_directory(parent),
-                     "--out " << opt.out << ": directory " << parent.string()
-                              << " does not exist; create it first");
-    }
+    // Where the results go, before any work: a refused target must not cost a calibration.
+    if (!opt.out.empty()) check_json_target(opt.out);
+    if (!opt.dump.empty()) check_dump_target(opt.dump);
     const int64_t dump_bytes = opt.dump.empty() ? 0 : dump_bytes_per_rank(w, mesh);
     MOE_USER_CHECK(dump_bytes <= opt.dump_limit_mib << 20,
                    "--dump would write " << (dump_bytes >> 20)
@@ -344,7 +366,7 @@ int run_command(const RunOptions& opt) {
   GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
   GemmPlanCounts plans_before_timed;
   for (int64_t s = 0; s < total; ++s) {
-    inject_fault(rank, s);
+    inject_fault(fault, rank, s);
     if (s == w.warmup) plans_before_timed = ops.gemm_plan_counts();
     if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
       ops.set_expert_gemm_method(m);

@@ -58,10 +58,12 @@ void resolve_and_validate(Workload& w, int world_size) {
   positive("model.experts", m.experts);
   positive("model.topk", m.topk);
   positive("tokens_per_rank", w.tokens_per_rank);
-  MOE_USER_CHECK(w.steps >= 1, "steps = " << w.steps << " must be >= 1 (the timed steps); "
-                                          << "set e.g. --set steps=20");
-  MOE_USER_CHECK(w.warmup >= 0, "warmup = " << w.warmup << " must be >= 0 (untimed steps "
-                                            << "before timing); set e.g. --set warmup=3");
+  MOE_USER_CHECK(w.steps >= 1 && w.steps <= kMaxSteps,
+                 "steps = " << w.steps << " must be between 1 and " << kMaxSteps
+                            << " (the timed steps); set e.g. --set steps=20");
+  MOE_USER_CHECK(w.warmup >= 0 && w.warmup <= kMaxSteps,
+                 "warmup = " << w.warmup << " must be between 0 and " << kMaxSteps
+                             << " (untimed steps before timing); set e.g. --set warmup=3");
   MOE_USER_CHECK(w.expert_grad_dtype == DType::kFp32 || w.dtype == DType::kBf16,
                  "expert_grad_dtype = \"bf16\" with dtype = \"fp32\": gradients narrower than "
                  "the weights they train; set expert_grad_dtype to \"fp32\" or dtype to \"bf16\"");
@@ -161,8 +163,9 @@ void resolve_and_validate(Workload& w, int world_size) {
   MOE_USER_CHECK(w.capacity_factor == 0 || (std::isfinite(w.capacity_factor) &&
                                             w.capacity_factor > 0 && w.capacity_factor <= 1e6),
                  "capacity_factor = " << w.capacity_factor
-                                      << " must be a number > 0 (1 = each expert takes its "
-                                         "balanced share of rows) or null for dropless routing");
+                                      << " must be a number in (0, 1e6] (1 = each expert takes "
+                                         "its balanced share of rows) or null for dropless "
+                                         "routing");
   MOE_USER_CHECK(w.align >= 1 && w.align <= 4096,
                  "align = " << w.align << " must be between 1 and 4096 (1 = no padding; 16 or "
                             << "128 pad each expert's rows for the tensor-core GEMM tiles)");

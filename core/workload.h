@@ -106,6 +106,10 @@ struct Workload {
   bool roofline = true;
 };
 
+// The most timed or warm-up steps a run takes (10^7: over 13 hours at 5 ms a step), so that step
+// counts and their sums never overflow.
+constexpr int64_t kMaxSteps = 10000000;
+
 // Parses JSON text into a workload. Throws UserError naming the key (unknown keys, wrong types,
 // bad enum values) or, for malformed JSON, the line and column.
 Workload workload_from_json_text(const std::string& text, const std::string& source_name);
