@@ -140,7 +140,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   if (name == "cpu") {
     b.device = std::make_unique<CpuDevice>(w.dtype);
     b.ops = std::make_unique<CpuOps>(*b.device);
-    b.comm = std::make_unique<MpiComm>(world, mesh);
+    b.comm = std::make_unique<MpiComm>(world, mesh, timeout_s);
     return b;
   }
 #ifdef MOE_HAVE_CUDA

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   run->add_option("--warmup", opt.warmup, "warm-up steps (overrides the workload)")
       ->check(CLI::Range(int64_t(0), moe::kMaxSteps));
   run->add_option("--timeout-s", opt.timeout_s,
-                  "seconds a rank waits on its peers before aborting (GPU backend)")
+                  "seconds a rank waits on its peers before aborting the job")
       ->check(CLI::Range(0.001, 604800.0));
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
   run->add_flag("--dry-run", opt.dry_run,

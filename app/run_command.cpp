@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "app/report.h"
 #include "app/roofline.h"
 #include "app/run_result.h"
+#include "comm/bounded_wait.h"
 #include "core/check.h"
 #include "core/cost_model.h"
 #include "core/digest.h"
@@ -121,12 +123,13 @@ Workload workload_from_options(const RunOptions& opt) {
 
 // Test hook for "a rank that fails never leaves the others waiting": MOE_FAULT=RANK:STEP:throw
 // makes that rank throw an internal error before that step, MOE_FAULT=RANK:STEP:exit makes it
-// die without a word (as a crashed process would). Unset in normal use; a malformed value is a
+// die without a word (as a crashed process would), MOE_FAULT=RANK:STEP:stop makes it stop itself
+// (SIGSTOP: alive but stuck, as a livelocked one). Unset in normal use; a malformed value is a
 // usage error (a test that meant to inject a fault must not pass because none was injected).
 struct FaultPlan {
   int rank = -1;
   int64_t step = -1;
-  std::string how;  // "throw" | "exit"; "" = no fault
+  std::string how;  // "throw" | "exit" | "stop"; "" = no fault
 };
 
 FaultPlan fault_plan_from_env() {
@@ -136,12 +139,14 @@ FaultPlan fault_plan_from_env() {
   int rank = -1, used = 0;
   long long step = -1;
   char how[16] = {0};
-  const bool parsed = std::sscanf(v, "%d:%lld:%15[a-z]%n", &rank, &step, how, &used) == 3 &&
-                      v[used] == '\0' && rank >= 0 && step >= 0 &&
-                      (std::string(how) == "throw" || std::string(how) == "exit");
+  const bool parsed =
+      std::sscanf(v, "%d:%lld:%15[a-z]%n", &rank, &step, how, &used) == 3 && v[used] == '\0' &&
+      rank >= 0 && step >= 0 &&
+      (std::string(how) == "throw" || std::string(how) == "exit" || std::string(how) == "stop");
   MOE_USER_CHECK(parsed, "MOE_FAULT=" << v
-                                      << ": expected RANK:STEP:throw or RANK:STEP:exit (a test "
-                                         "hook that makes one rank fail; unset it in normal use)");
+                                      << ": expected RANK:STEP:throw, RANK:STEP:exit or "
+                                         "RANK:STEP:stop (a test hook that makes one rank fail; "
+                                         "unset it in normal use)");
   f.rank = rank;
   f.step = step;
   f.how = how;
@@ -151,6 +156,7 @@ FaultPlan fault_plan_from_env() {
 void inject_fault(const FaultPlan& f, int rank, int64_t step) {
   if (f.how.empty() || f.rank != rank || f.step != step) return;
   if (f.how == "exit") std::_Exit(9);
+  if (f.how == "stop") std::raise(SIGSTOP);
   MOE_CHECK(false, "fault injected by MOE_FAULT=" << f.rank << ":" << f.step << ":" << f.how);
 }
 
@@ -374,9 +380,10 @@ int run_command(const RunOptions& opt) {
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
     device.sync();
-    MPI_CHECK(MPI_Barrier(world));
+    barrier_bounded(world, "the barrier before a step", opt.timeout_s);
     layer.run_step(ms);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world));
+    allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
+                      "the all-reduce of a step's phase times", opt.timeout_s);
     gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
     if (gemm_choice.active() && s + 1 == w.warmup) {
       r.backend_info["gemm_method"] = gemm_choice.summary();
@@ -389,10 +396,12 @@ int run_command(const RunOptions& opt) {
       for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += layer.global_expert_counts()[e];
       double mine = double(tr.rows_received);
       std::vector<double> all(world_size);
-      MPI_CHECK(MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, world));
+      allgather_bounded(&mine, all.data(), 1, MPI_DOUBLE, world, "the all-gather of rows received",
+                        opt.timeout_s);
       for (int i = 0; i < world_size; ++i) rank_rows[i] += all[i];
       double waste[2] = {double(tr.rows_dropped), double(tr.rows_padded)};
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, waste, 2, MPI_DOUBLE, MPI_SUM, world));
+      allreduce_bounded(waste, 2, MPI_DOUBLE, MPI_SUM, world, "the all-reduce of dropped rows",
+                        opt.timeout_s);
       rows_dropped += waste[0];
       rows_padded += waste[1];
       rows_sent[0] += double(tr.a2a_rows_to_others);

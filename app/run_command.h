@@ -14,14 +14,16 @@ struct RunOptions {
   std::string dump;                 // dump directory ("" = none)
   int64_t dump_limit_mib = 256;     // per rank
   int64_t steps = -1, warmup = -1;  // -1: from the workload
-  double timeout_s = 300;           // a rank waiting longer on its peers gives up (GPU backend)
+  double timeout_s =
+      300;  // a rank waiting longer on its peers aborts the job (comm/bounded_wait.h)
   bool quiet = false;
   bool dry_run = false;  // print the plan (app/dry_run.h) and exit
   int world = 0;         // --dry-run only: plan for this many ranks (0: the MPI world's size)
   std::string command_line;
 };
 
-// Exit status: 0 ran and the check passed (or was off), 1 the check failed, 2 bad input.
+// Exit status: 0 ran and the check passed (or was off), 1 the check failed, 2 bad input (3 and
+// 4 come from aborts: an internal error, a wait past --timeout-s).
 int run_command(const RunOptions& opt);
 
 }  // namespace moe

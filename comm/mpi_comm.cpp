@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "comm/bounded_wait.h"
 #include "core/bf16.h"
 #include "core/error.h"
 
@@ -32,7 +33,13 @@ const char* group_name(Group g) {
   return "?";
 }
 
-MpiComm::MpiComm(MPI_Comm world, const Mesh& mesh) : world_(world) {
+// "the rows' all-to-all of the ep group", for a wait that timed out.
+std::string MpiComm::what(const char* collective, Group g) const {
+  return std::string(collective) + " of the " + group_name(g) + " group";
+}
+
+MpiComm::MpiComm(MPI_Comm world, const Mesh& mesh, double timeout_s)
+    : world_(world), timeout_s_(timeout_s) {
   MPI_CHECK(MPI_Comm_split(world, mesh.fsdp_rank, mesh.ep_rank, &ep_));
   MPI_CHECK(MPI_Comm_split(world, mesh.ep_rank, mesh.fsdp_rank, &fsdp_));
 }
@@ -78,14 +85,18 @@ void MpiComm::alltoallv_rows(const void* send, const int64_t* send_rows, void* r
   MPI_Datatype row;
   MPI_CHECK(MPI_Type_contiguous(int(row_bytes), MPI_BYTE, &row));
   MPI_CHECK(MPI_Type_commit(&row));
-  MPI_CHECK(
-      MPI_Alltoallv(send, sc.data(), sd.data(), row, recv, rc.data(), rd.data(), row, comm(g)));
+  MPI_Request req;
+  MPI_CHECK(MPI_Ialltoallv(send, sc.data(), sd.data(), row, recv, rc.data(), rd.data(), row,
+                           comm(g), &req));
+  wait_bounded(&req, what("the rows' all-to-all", g).c_str(), timeout_s_);
   MPI_CHECK(MPI_Type_free(&row));
 }
 
 void MpiComm::alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) {
-  MPI_CHECK(
-      MPI_Alltoall(send, int(per_rank), MPI_INT32_T, recv, int(per_rank), MPI_INT32_T, comm(g)));
+  MPI_Request req;
+  MPI_CHECK(MPI_Ialltoall(send, int(per_rank), MPI_INT32_T, recv, int(per_rank), MPI_INT32_T,
+                          comm(g), &req));
+  wait_bounded(&req, what("the counts' all-to-all", g).c_str(), timeout_s_);
 }
 
 void MpiComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Group g) {
@@ -93,14 +104,19 @@ void MpiComm::allgather(const void* send, void* recv, size_t bytes_per_rank, Gro
   MPI_Datatype chunk;
   MPI_CHECK(MPI_Type_contiguous(int(bytes_per_rank), MPI_BYTE, &chunk));
   MPI_CHECK(MPI_Type_commit(&chunk));
-  MPI_CHECK(MPI_Allgather(send, 1, chunk, recv, 1, chunk, comm(g)));
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallgather(send, 1, chunk, recv, 1, chunk, comm(g), &req));
+  wait_bounded(&req, what("an all-gather", g).c_str(), timeout_s_);
   MPI_CHECK(MPI_Type_free(&chunk));
 }
 
 void MpiComm::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
                              Group g) {
   check_int_count(count_per_rank, "a reduce-scatter");
-  MPI_CHECK(MPI_Reduce_scatter_block(send, recv, int(count_per_rank), MPI_FLOAT, MPI_SUM, comm(g)));
+  MPI_Request req;
+  MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, int(count_per_rank), MPI_FLOAT, MPI_SUM, comm(g),
+                                      &req));
+  wait_bounded(&req, what("a reduce-scatter", g).c_str(), timeout_s_);
   if (dtype == DType::kBf16) {
     float* r = static_cast<float*>(recv);
     for (size_t i = 0; i < count_per_rank; ++i) r[i] = round_to_bf16(r[i]);
@@ -109,7 +125,8 @@ void MpiComm::reduce_scatter(const void* send, void* recv, size_t count_per_rank
 
 void MpiComm::allreduce_f32(float* buf, size_t count, Group g) {
   check_int_count(count, "an all-reduce");
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, MPI_SUM, comm(g)));
+  allreduce_bounded(buf, int(count), MPI_FLOAT, MPI_SUM, comm(g), what("an all-reduce", g).c_str(),
+                    timeout_s_);
 }
 
 }  // namespace moe

@@ -2,6 +2,8 @@
 // Comm over MPI: the CPU backend's collectives (host memory).
 #include <mpi.h>
 
+#include <string>
+
 #include "comm/comm.h"
 #include "core/mesh.h"
 
@@ -9,8 +11,10 @@ namespace moe {
 
 class MpiComm : public Comm {
  public:
-  // Splits world into the mesh's EP groups (same fsdp_rank) and FSDP groups (same ep_rank).
-  MpiComm(MPI_Comm world, const Mesh& mesh);
+  // Splits world into the mesh's EP groups (same fsdp_rank) and FSDP groups (same ep_rank). Each
+  // collective waits at most timeout_s for the group's other ranks, then aborts the job
+  // (comm/bounded_wait.h).
+  MpiComm(MPI_Comm world, const Mesh& mesh, double timeout_s = 300);
   ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
@@ -27,7 +31,10 @@ class MpiComm : public Comm {
   void allreduce_f32(float* buf, size_t count, Group g) override;
 
  private:
+  std::string what(const char* collective, Group g) const;
+
   MPI_Comm world_, ep_, fsdp_;
+  double timeout_s_;
 };
 
 }  // namespace moe
