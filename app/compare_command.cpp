@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -26,6 +27,12 @@ using nlohmann::json;
 constexpr int kSchemaMajor = 1;
 // Below this a change is never counted, however tight the runs: timer resolution and clocks.
 constexpr double kNoiseFloor = 0.01;
+// With per-step samples in both runs, a change counts where the Mann-Whitney U test rejects "one
+// distribution" at this level (and the medians differ by kNoiseFloor at least): a real 30%
+// slowdown on noisy CPU runs (p10-p90 spread 35%) gives p far below it, two runs of the same
+// work rarely come near it. Fewer samples than kMinSamples fall back to the spread rule.
+constexpr double kSignificance = 0.001;
+constexpr size_t kMinSamples = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The run report's phase order (result JSON objects are sorted by name, so the order is lost):
@@ -64,11 +71,21 @@ std::string text(const json& j, const std::string& pointer, const std::string& a
   return v->is_string() ? v->get<std::string>() : v->dump();
 }
 
-// A metric as read from one run: its value and the relative spread of the samples behind it.
+// A metric as read from one run: its value, the relative spread of the samples behind it, and
+// the per-step samples themselves where the result keeps them (timing.samples_ms).
 struct Sample {
   double value = kNaN;
   double spread = 0;
+  std::vector<double> steps;
 };
+
+std::vector<double> step_samples(const json& run, const std::string& series) {
+  std::vector<double> v;
+  if (const json* s = find(run, "/timing/samples_ms/" + series); s && s->is_array())
+    for (const json& x : *s)
+      if (x.is_number()) v.push_back(x.get<double>());
+  return v;
+}
 
 // (p90 - p10) / median of a {median, p10, p90} stats object; 0 where it cannot be formed.
 double relative_spread(const json& run, const std::string& stats) {
@@ -88,10 +105,12 @@ void add_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
   row.unit = unit;
   row.kind = kind;
   std::vector<double> spread;
+  std::vector<std::vector<double>> steps;
   for (const CompareRun& r : runs) {
-    const Sample s = read(r.result);
+    Sample s = read(r.result);
     row.values.push_back(s.value);
     spread.push_back(s.spread);
+    steps.push_back(std::move(s.steps));
   }
   if (std::all_of(row.values.begin(), row.values.end(), [](double v) { return std::isnan(v); }))
     return;
@@ -102,14 +121,21 @@ void add_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
         i > 0 && kind != MetricKind::kStatus && std::isfinite(a) && a != 0 && std::isfinite(v);
     const double ratio = ratio_ok ? v / a : kNaN;
     double noise = kNaN;
-    if (i > 0 && kind != MetricKind::kStatus)
+    bool significant = true;
+    const bool tested = i > 0 && threshold_pct < 0 && steps[0].size() >= kMinSamples &&
+                        steps[i].size() >= kMinSamples;
+    if (tested) {
+      noise = kNoiseFloor;
+      significant = mann_whitney_p(steps[0], steps[i]) < kSignificance;
+    } else if (i > 0 && kind != MetricKind::kStatus) {
       noise =
           threshold_pct >= 0 ? threshold_pct / 100 : std::max({spread[0], spread[i], kNoiseFloor});
+    }
     // Symmetric in ratio: X/A > 1 + noise or X/A < 1 / (1 + noise). A throughput is the
     // inverse of a time, so the two mark the same change alike, and a large noise (> 100%)
     // still lets a large speed-up count.
     std::string mark;
-    if (ratio_ok && (ratio > 1 + noise || ratio * (1 + noise) < 1)) {
+    if (ratio_ok && significant && (ratio > 1 + noise || ratio * (1 + noise) < 1)) {
       const bool up = ratio > 1;
       if (kind == MetricKind::kTime) mark = up ? "slower" : "faster";
       if (kind == MetricKind::kRate) mark = up ? "faster" : "slower";
@@ -204,6 +230,17 @@ void check_result(const json& j, const std::string& name) {
                    name << " lacks " << key.substr(1) << ": not a complete moebench result");
   MOE_USER_CHECK(find(j, "/timing/step/median")->is_number(),
                  name << ": timing.step.median is not a number: not a moebench result");
+  // Times that cannot be a measurement make every ratio meaningless: refuse, do not compare.
+  const double median = number(j, "/timing/step/median"), timed = number(j, "/timing/timed_steps");
+  MOE_USER_CHECK(std::isfinite(median) && median > 0,
+                 name << ": timing.step.median is " << median
+                      << ", not a positive finite time; compare only results of runs that ran");
+  MOE_USER_CHECK(!(timed < 1), name << ": no timed steps (timing.timed_steps " << timed
+                                    << "); compare only results of runs that ran");
+  for (const double v : step_samples(j, "step"))
+    MOE_USER_CHECK(std::isfinite(v) && v > 0, name << ": a per-step time of " << v
+                                                   << " ms in timing.samples_ms.step; "
+                                                   << "not a measurement: compare refuses it");
 }
 
 CompareRun load_result(const std::string& path) {
@@ -261,15 +298,16 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
                                    const std::string& metrics) {
   std::vector<CompareRow> rows;
   const std::vector<std::string> phases = phase_names(runs);
-  auto stats = [](const std::string& ptr) {
-    return [ptr](const json& j) {
-      return Sample{number(j, ptr + "/median"), relative_spread(j, ptr)};
+  auto stats = [](const std::string& ptr, const std::string& series) {
+    return [ptr, series](const json& j) {
+      return Sample{number(j, ptr + "/median"), relative_spread(j, ptr), step_samples(j, series)};
     };
   };
   for (const std::string& p : phases)
-    add_row(rows, runs, phase_label(runs, p), "ms", MetricKind::kTime, stats("/timing/phases/" + p),
-            threshold_pct);
-  add_row(rows, runs, "step", "ms", MetricKind::kTime, stats("/timing/step"), threshold_pct);
+    add_row(rows, runs, phase_label(runs, p), "ms", MetricKind::kTime,
+            stats("/timing/phases/" + p, p), threshold_pct);
+  add_row(rows, runs, "step", "ms", MetricKind::kTime, stats("/timing/step", "step"),
+          threshold_pct);
   if (metrics == "timing") return rows;
 
   // Throughput is the step median's inverse, so its noise is the step's spread.
@@ -278,7 +316,8 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
     add_row(
         rows, runs, key, unit, MetricKind::kRate,
         [key = key](const json& j) {
-          return Sample{number(j, "/throughput/" + key), relative_spread(j, "/timing/step")};
+          return Sample{number(j, "/throughput/" + key), relative_spread(j, "/timing/step"),
+                        step_samples(j, "step")};
         },
         threshold_pct);
   // Bandwidth is bytes over the phase median: the phase's spread.
@@ -288,13 +327,14 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
           rows, runs, phase_label(runs, p) + " " + bw, "GB/s", MetricKind::kRate,
           [p, bw = std::string(bw)](const json& j) {
             const std::string ph = "/timing/phases/" + p;
-            return Sample{number(j, ph + "/" + bw + "_gbps"), relative_spread(j, ph)};
+            return Sample{number(j, ph + "/" + bw + "_gbps"), relative_spread(j, ph),
+                          step_samples(j, p)};
           },
           threshold_pct);
   add_row(
       rows, runs, "high_water", "MiB", MetricKind::kMemory,
       [](const json& j) {
-        return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0};
+        return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0, {}};
       },
       threshold_pct);
   add_row(
@@ -304,7 +344,7 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
         const json* pass = find(j, "/correctness/pass");
         if (!checked || !checked->is_boolean() || !*checked || !pass || !pass->is_boolean())
           return Sample{};
-        return Sample{pass->get<bool>() ? 1.0 : 0.0, 0};
+        return Sample{pass->get<bool>() ? 1.0 : 0.0, 0, {}};
       },
       threshold_pct);
   return rows;
@@ -391,9 +431,17 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
      << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
   if (threshold_pct >= 0)
     os << "# noise: a change counts beyond " << fmt("%g", threshold_pct) << "% (--threshold)\n";
-  else
-    os << "# noise: a change counts beyond the larger (p90-p10)/median of the two runs, per "
-          "metric, at least 1%\n";
+  else {
+    os << "# noise: with per-step samples in both runs, a change counts where a Mann-Whitney U "
+          "test gives p < "
+       << fmt("%g", kSignificance)
+       << " and the medians differ by 1% at least (noise% shows 1.0); otherwise beyond the "
+          "larger (p90-p10)/median of the two runs, at least 1%\n";
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (step_samples(runs[i].result, "step").size() < kMinSamples)
+        os << "# note: " << label(i) << " keeps fewer than " << kMinSamples
+           << " per-step samples (an older result, or few steps): its rows use the spread rule\n";
+  }
   os << "# X/A = X's value over A's; times: > 1 is slower; throughput, bandwidth: > 1 is "
         "faster\n#\n";
 
@@ -453,16 +501,21 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
               "than A's beyond the noise");
   c->add_option("--metrics", opt.metrics, "all | timing (step and phase times only)")
       ->check(CLI::IsMember({"all", "timing"}));
+  c->add_flag("--allow-different-work", opt.allow_different_work,
+              "compare runs whose work differs (the header names the keys) instead of refusing");
   c->footer(
       "Each value is shown with its ratio to A (X/A) and, where the change exceeds the noise, a\n"
       "mark: slower/faster for times (ms, lower is better), throughput and bandwidth (higher is\n"
       "better); more/less for memory. The noise of a metric is the larger of the two runs'\n"
       "relative spreads (p90 - p10) / median over their timed steps (a phase's own p10/p90, the\n"
       "step's for throughput), at least 1%; --threshold PCT replaces it with a fixed PCT%. A\n"
-      "change counts when X/A > 1 + noise or X/A < 1 / (1 + noise).\n"
+      "change counts when X/A > 1 + noise or X/A < 1 / (1 + noise). Where both runs keep\n"
+      "per-step samples (timing.samples_ms), a change counts instead when a Mann-Whitney U test\n"
+      "of the two runs' steps gives p < 0.001 and the medians differ by 1% at least.\n"
       "The runs must have done the same work: every config key except name, steps, warmup,\n"
       "check, reference and roofline, and mesh.*, must be equal, else compare refuses, naming\n"
-      "the keys.\n"
+      "the keys (--allow-different-work compares them anyway). Results with no timed steps or\n"
+      "times that are not positive and finite are refused.\n"
       "Exit status: 0 compared; 1 with --fail-on-regression, when any run is slower than A\n"
       "beyond the noise in the step, a phase, throughput or bandwidth; 2 bad input (unreadable,\n"
       "not a moebench result, or different work).");
@@ -476,9 +529,13 @@ int compare_command(const CompareOptions& opt) {
     MOE_USER_CHECK(opt.files.size() >= 2, "compare needs at least two result files");
     std::vector<CompareRun> runs;
     for (const std::string& f : opt.files) runs.push_back(load_result(f));
-    check_same_work(runs);
+    if (!opt.allow_different_work) check_same_work(runs);
     const std::vector<CompareRow> rows = build_rows(runs, opt.threshold_pct, opt.metrics);
     if (print) {
+      if (opt.allow_different_work)
+        for (size_t i = 1; i < runs.size(); ++i)
+          for (const std::string& d : work_differences(runs[0], runs[i]))
+            std::printf("# note: different work (--allow-different-work): %s\n", d.c_str());
       std::fputs(render_table(runs, rows, opt.threshold_pct).c_str(), stdout);
       std::fflush(stdout);
     }

@@ -16,7 +16,8 @@ struct CompareOptions {
   std::vector<std::string> files;  // A first: every other run is compared with it
   double threshold_pct = -1;       // < 0: noise from the runs' spreads; else a fixed percentage
   bool fail_on_regression = false;
-  std::string metrics = "all";  // all | timing (step and phase times only)
+  std::string metrics = "all";        // all | timing (step and phase times only)
+  bool allow_different_work = false;  // compare anyway, naming the differing keys
 };
 
 // One loaded result: `name` is what messages and the table call it (the file path).

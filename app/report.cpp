@@ -195,7 +195,8 @@ json result_to_json(const RunResult& r) {
                  {"warmup_steps", r.warmup_steps},
                  {"timed_steps", r.timed_steps},
                  {"step", summary_json(r.step_ms)},
-                 {"phases", phases}};
+                 {"phases", phases},
+                 {"samples_ms", r.samples_ms}};
   j["throughput"] = {
       {"tokens_per_step", r.tokens_per_step},
       {"tokens_per_s", rate(r.tokens_per_step, r.step_ms.median)},

@@ -442,6 +442,8 @@ int run_command(const RunOptions& opt) {
     }
   }
 
+  for (int p = 0; p < kNumPhases; ++p)
+    r.samples_ms[phase_name(p)] = evenly_spaced(samples[p], kMaxSamples);
   for (int p = 0; p < kNumPhases; ++p) {
     if (p == kStep) continue;
     PhaseResult ph;

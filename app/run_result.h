@@ -47,6 +47,9 @@ struct RoutingStats {
   int64_t capacity_rows = 0;
 };
 
+// Per-step samples kept in a result (10^4 x 17 series: well under a few MB of JSON).
+constexpr size_t kMaxSamples = 10000;
+
 struct RunResult {
   std::string backend;
   std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
@@ -55,6 +58,9 @@ struct RunResult {
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;
   Summary step_ms;
+  // Every timed step's time (max over ranks), by phase name and "step", at most kMaxSamples
+  // evenly spaced: what compare's rank test reads.
+  std::map<std::string, std::vector<double>> samples_ms;
   std::vector<PhaseResult> phases;
   Calibration calibration;          // done = false when the workload's roofline is off
   double step_floor_ms = 0;         // sum of the in-step phases' floors

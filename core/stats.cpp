@@ -1,7 +1,9 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace moe {
 namespace {
@@ -27,6 +29,39 @@ Summary summarize(std::vector<double> v) {
   s.p90 = percentile(v, 0.9);
   s.mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
   return s;
+}
+
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n1 = a.size(), n2 = b.size(), n = n1 + n2;
+  if (n1 == 0 || n2 == 0) return 1.0;
+  std::vector<std::pair<double, int>> all;  // value, 0 for a and 1 for b
+  for (double v : a) all.push_back({v, 0});
+  for (double v : b) all.push_back({v, 1});
+  std::sort(all.begin(), all.end());
+  double rank_sum_a = 0, ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double t = double(j - i), mid_rank = (double(i) + double(j) + 1) / 2;  // 1-based
+    for (size_t k = i; k < j; ++k)
+      if (all[k].second == 0) rank_sum_a += mid_rank;
+    ties += t * t * t - t;
+    i = j;
+  }
+  const double u = rank_sum_a - double(n1) * double(n1 + 1) / 2;
+  const double mean = double(n1) * double(n2) / 2;
+  const double var =
+      double(n1) * double(n2) / 12 * (double(n + 1) - ties / (double(n) * double(n - 1)));
+  if (!(var > 0)) return 1.0;
+  const double z = std::max(0.0, std::fabs(u - mean) - 0.5) / std::sqrt(var);
+  return std::erfc(z / std::sqrt(2.0));
+}
+
+std::vector<double> evenly_spaced(const std::vector<double>& samples, size_t most) {
+  if (samples.size() <= most || most == 0) return samples;
+  std::vector<double> out;
+  for (size_t i = 0; i < most; ++i) out.push_back(samples[i * samples.size() / most]);
+  return out;
 }
 
 }  // namespace moe

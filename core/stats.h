@@ -1,5 +1,6 @@
 #pragma once
 // Summary statistics of per-step samples (the report's median, p10, p90, min, max).
+#include <cstddef>
 #include <vector>
 
 namespace moe {
@@ -11,5 +12,14 @@ struct Summary {
 
 // Percentiles by linear interpolation between order statistics (numpy's default).
 Summary summarize(std::vector<double> samples);
+
+// Two-sided p-value of the Mann-Whitney U test that a and b come from one distribution (normal
+// approximation with the tie correction and a continuity correction; good from about 8 samples
+// each). Rank-based: robust to the outliers of a noisy machine, unlike a test of means. 1 where
+// either sample is empty or every value is tied.
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b);
+
+// At most `most` of the samples, evenly spaced (all of them when there are no more), in order.
+std::vector<double> evenly_spaced(const std::vector<double>& samples, size_t most);
 
 }  // namespace moe
