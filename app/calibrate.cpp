@@ -15,8 +15,8 @@ constexpr int64_t kA2aRowBytes = 4096;
 // Median over iterations of the slowest rank's time (ms) for one all-to-all of equal splits,
 // `rows_per_peer` rows to and from every EP rank. Every rank starts each iteration together, as
 // the step's phases do.
-double a2a_ms(Device& device, Comm& comm, MPI_Comm world, int64_t rows_per_peer, int warmup,
-              int iters) {
+double a2a_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s, int64_t rows_per_peer,
+              int warmup, int iters) {
   const int ep = comm.size(Group::kEp);
   const size_t bytes = size_t(rows_per_peer * ep * kA2aRowBytes);
   void* send = device.alloc(bytes);
@@ -26,12 +26,12 @@ double a2a_ms(Device& device, Comm& comm, MPI_Comm world, int64_t rows_per_peer,
   std::vector<double> ms;
   for (int i = 0; i < warmup + iters; ++i) {
     device.sync();
-    MPI_CHECK(MPI_Barrier(world));
+    barrier_bounded(world, "the calibration's barrier", timeout_s);
     timer->begin(0);
     comm.alltoallv_rows(send, rows.data(), recv, rows.data(), kA2aRowBytes, Group::kEp);
     timer->end(0);
     double t = timer->read()[0];
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world));
+    allreduce_bounded(&t, 1, MPI_DOUBLE, MPI_MAX, world, "the calibration's maximum", timeout_s);
     if (i >= warmup) ms.push_back(t);
   }
   device.release(send);
@@ -39,7 +39,8 @@ double a2a_ms(Device& device, Comm& comm, MPI_Comm world, int64_t rows_per_peer,
   return summarize(ms).median;
 }
 
-Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
+                    double timeout_s) {
   const CalibrationSizes s = calibration_sizes(ops.name());
   Calibration c;
   c.gemm_m = s.gemm_m;
@@ -49,24 +50,27 @@ Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm 
   // All ranks compute at once, as in the step: ranks that share a host's cores (the CPU backend)
   // then measure the rate they get while the others run too.
   device.sync();
-  MPI_CHECK(MPI_Barrier(world));
+  barrier_bounded(world, "the calibration's barrier", timeout_s);
   const double gemm_ms = ops.time_dense_gemm_ms(s.gemm_m, s.gemm_n, s.gemm_k, s.gemm_iters);
   MOE_CHECK(gemm_ms > 0, "dense GEMM calibration took " << gemm_ms << " ms");
   c.gemm_tflops = 2.0 * s.gemm_m * s.gemm_n * s.gemm_k / (gemm_ms * 1e-3) * 1e-12;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world));
+  allreduce_bounded(&c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world, "the calibration's minimum",
+                    timeout_s);
 
   c.mem_copy_bytes = s.mem_copy_bytes;
   const double copy_ms = device.time_memory_copy_ms(s.mem_copy_bytes, s.mem_copy_iters);
   MOE_CHECK(copy_ms > 0, "memory copy calibration took " << copy_ms << " ms");
   c.mem_gbps = 2.0 * s.mem_copy_bytes / (copy_ms * 1e-3) * 1e-9;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &c.mem_gbps, 1, MPI_DOUBLE, MPI_MIN, world));
+  allreduce_bounded(&c.mem_gbps, 1, MPI_DOUBLE, MPI_MIN, world, "the calibration's minimum",
+                    timeout_s);
 
   c.ep = comm.size(Group::kEp);
   if (c.ep > 1) {
     const int64_t rows_per_peer =
         std::max<int64_t>(1, s.a2a_bytes_per_rank / (c.ep * kA2aRowBytes));
     c.a2a_bytes_per_rank = rows_per_peer * c.ep * kA2aRowBytes;
-    const double ms = a2a_ms(device, comm, world, rows_per_peer, s.a2a_warmup, s.a2a_iters);
+    const double ms =
+        a2a_ms(device, comm, world, timeout_s, rows_per_peer, s.a2a_warmup, s.a2a_iters);
     MOE_CHECK(ms > 0, "all-to-all calibration took " << ms << " ms");
     c.a2a_algbw_gbps = c.a2a_bytes_per_rank / (ms * 1e-3) * 1e-9;
     c.a2a_busbw_gbps = c.a2a_algbw_gbps * (c.ep - 1) / c.ep;
@@ -103,11 +107,12 @@ CalibrationSizes calibration_sizes(const std::string& backend) {
   return s;
 }
 
-Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world) {
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
+                      double timeout_s) {
   const auto start = std::chrono::steady_clock::now();
   Calibration c;
   try {
-    c = measure(device, ops, comm, dtype, world);
+    c = measure(device, ops, comm, dtype, world, timeout_s);
   } catch (const UserError&) {
     throw;
   } catch (const Error& e) {

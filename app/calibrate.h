@@ -9,6 +9,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "core/bounded_wait.h"
 #include "core/device.h"
 #include "core/ops.h"
 
@@ -45,7 +46,9 @@ CalibrationSizes calibration_sizes(const std::string& backend);
 
 // Collective over world (every rank calls it, after the backend is built). The GEMM rate is the
 // minimum over ranks; each all-to-all's time is the maximum over ranks, as the step's phases are.
-Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world);
+// Its own MPI reductions wait at most timeout_s for the other ranks (core/bounded_wait.h).
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
+                      double timeout_s = kDefaultWaitBoundS);
 
 // One line for the log and the report: rate, sizes, bandwidths.
 std::string describe(const Calibration& c);

@@ -23,7 +23,7 @@
 #include "app/report.h"
 #include "app/roofline.h"
 #include "app/run_result.h"
-#include "comm/bounded_wait.h"
+#include "core/bounded_wait.h"
 #include "core/check.h"
 #include "core/cost_model.h"
 #include "core/digest.h"
@@ -40,7 +40,7 @@ namespace {
 // message (once for the whole world) and every rank returns false, so nobody waits on a rank that
 // gave up.
 template <class Fn>
-bool on_all_ranks(MPI_Comm world, Fn fn) {
+bool on_all_ranks(MPI_Comm world, double timeout_s, Fn fn) {
   std::string msg;
   try {
     fn();
@@ -51,7 +51,7 @@ bool on_all_ranks(MPI_Comm world, Fn fn) {
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
   int first_failed = msg.empty() ? size : rank;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world));
+  allreduce_bounded(&first_failed, 1, MPI_INT, MPI_MIN, world, "the start-up checks", timeout_s);
   if (first_failed == size) return true;
   if (rank == first_failed) spdlog::error("{}", msg);
   return false;
@@ -97,13 +97,14 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
 // One digest per tensor over the whole world: each rank digests its part where it lives, then
 // the parts' digests are digested in rank order. Equal digests across runs mean bitwise identical
 // results.
-std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world) {
+std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world,
+                                                 double timeout_s) {
   int size = 1;
   MPI_Comm_size(world, &size);
   std::map<std::string, std::string> digests;
   for (const auto& [name, mine] : layer.digest_outputs()) {
     std::vector<uint64_t> all(size);
-    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world));
+    allgather_bounded(&mine, all.data(), 1, MPI_UINT64_T, world, "the digests' gather", timeout_s);
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016llx",
                   (unsigned long long)digest_bytes(all.data(), all.size() * sizeof(uint64_t)));
@@ -161,10 +162,10 @@ void inject_fault(const FaultPlan& f, int rank, int64_t step) {
 }
 
 // L = sum over the world's tokens of <out, dout> + aux + z, from host copies (float64 sum).
-double world_loss(const StepOutputs& o, MPI_Comm world) {
+double world_loss(const StepOutputs& o, MPI_Comm world, double timeout_s) {
   double dot = 0.0;
   for (size_t i = 0; i < o.out.size(); ++i) dot += double(o.out[i]) * double(o.dout[i]);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dot, 1, MPI_DOUBLE, MPI_SUM, world));
+  allreduce_bounded(&dot, 1, MPI_DOUBLE, MPI_SUM, world, "the loss's sum", timeout_s);
   return dot + o.aux + o.z;
 }
 
@@ -188,13 +189,15 @@ std::pair<int64_t, int64_t> checked_local_experts(const Mesh& mesh) {
 }
 
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
-                       const StepOutputs& o, const ReferenceMathFactory& make_math) {
+                       const StepOutputs& o, const ReferenceMathFactory& make_math,
+                       double timeout_s) {
   ReferenceInputs in;
   in.x = o.x.data();
   in.dout = o.dout.data();
   in.got_idx = o.idx.data();
   in.got_dropped = o.dropped.data();
   in.step = step;
+  in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
   in.expert_begin = mesh.experts_begin + checked_begin;
   in.expert_end = mesh.experts_begin + checked_end;
@@ -203,7 +206,7 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world));
+  allreduce_bounded(&seconds, 1, MPI_DOUBLE, MPI_MAX, world, "the check's timing", timeout_s);
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk;
   // Replicated tensors are counted once: dw_gate on rank 0, each expert's grads on one fsdp rank.
@@ -217,27 +220,28 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   c.reference = ref.math;
   c.reference_seconds = seconds;
   c.tensors.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
-                                     tolerance_for("out", w.dtype), world));
-  c.tensors.push_back(
-      compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H, tolerance_for("dx", w.dtype), world));
+                                     tolerance_for("out", w.dtype), world, timeout_s));
+  c.tensors.push_back(compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H,
+                                     tolerance_for("dx", w.dtype), world, timeout_s));
   c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
-                                     tolerance_for("dw_gate", w.dtype), world));
+                                     tolerance_for("dw_gate", w.dtype), world, timeout_s));
   MOE_CHECK(o.grad_expert_begin <= part &&
                 int64_t(o.dw_in.size()) >= (part - o.grad_expert_begin + E_part) * H * 2 * F,
             "check: the downloaded gradients do not cover local experts [" << part << ", "
                                                                            << part + E_part << ")");
   const int64_t at = part - o.grad_expert_begin;
   c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data() + at * H * 2 * F, ref.dw_in.data(),
-                                     n_in, tolerance_for("dw_in", w.dtype), world));
+                                     n_in, tolerance_for("dw_in", w.dtype), world, timeout_s));
   c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(),
-                                     n_out, tolerance_for("dw_out", w.dtype), world));
-  c.tensors.push_back(compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world));
+                                     n_out, tolerance_for("dw_out", w.dtype), world, timeout_s));
+  c.tensors.push_back(
+      compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world, timeout_s));
   c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
   c.tensors.push_back(compare_scalar("z", o.z, ref.z, tol_act));
   // The loss's error must be what out's, aux's and z's errors explain (compare_loss).
   double dout_sq = 0;
   for (int64_t i = 0; i < T * H; ++i) dout_sq += double(o.dout[i]) * double(o.dout[i]);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dout_sq, 1, MPI_DOUBLE, MPI_SUM, world));
+  allreduce_bounded(&dout_sq, 1, MPI_DOUBLE, MPI_SUM, world, "the check's dout norm", timeout_s);
   const TensorCheck& out_check = c.tensors.front();
   const double dout_norm = std::sqrt(dout_sq);
   const double out_err = out_check.rel_l2 * (out_check.ref_norm > 0 ? out_check.ref_norm : 1.0);
@@ -297,7 +301,7 @@ int run_command(const RunOptions& opt) {
   std::string backend;
   if (opt.dry_run || opt.world > 0) {
     const int plan_world = opt.world > 0 ? opt.world : world_size;
-    const bool ok = on_all_ranks(world, [&] {
+    const bool ok = on_all_ranks(world, opt.timeout_s, [&] {
       MOE_USER_CHECK(opt.dry_run, "--world " << opt.world << " plans for another world size and "
                                              << "needs --dry-run; a run takes mpirun's -np");
       w = workload_from_options(opt);
@@ -313,7 +317,7 @@ int run_command(const RunOptions& opt) {
 
   Mesh mesh;
   FaultPlan fault;
-  const bool ok = on_all_ranks(world, [&] {
+  const bool ok = on_all_ranks(world, opt.timeout_s, [&] {
     check_git_commit_env();
     fault = fault_plan_from_env();
     w = workload_from_options(opt);
@@ -342,7 +346,7 @@ int run_command(const RunOptions& opt) {
   // Before the layer allocates: the calibration's buffers then never share memory with the
   // step's, and once released they leave no trace in the step's high-water mark.
   if (w.roofline) {
-    r.calibration = calibrate(device, ops, *be.comm, w.dtype, world);
+    r.calibration = calibrate(device, ops, *be.comm, w.dtype, world, opt.timeout_s);
     device.reset_memory_high_water();
     if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
   }
@@ -418,9 +422,9 @@ int run_command(const RunOptions& opt) {
       want.expert_weights = dump_now;
       if (!dump_now) std::tie(want.grad_begin, want.grad_end) = checked_local_experts(mesh);
       StepOutputs o = layer.download_outputs(want);
-      o.loss = world_loss(o, world);
+      o.loss = world_loss(o, world, opt.timeout_s);
       if (check_now) {
-        r.checks.push_back(check_step(w, mesh, world, s, o, make_math));
+        r.checks.push_back(check_step(w, mesh, world, s, o, make_math, opt.timeout_s));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
       }
@@ -430,7 +434,7 @@ int run_command(const RunOptions& opt) {
       }
     }
     if (last) {
-      r.digests = world_digests(layer, world);
+      r.digests = world_digests(layer, world, opt.timeout_s);
       r.digest_function = kDigestFunction;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -462,7 +466,8 @@ int run_command(const RunOptions& opt) {
   const double rows_kept = r.routing.rows_routed_per_step - r.routing.rows_dropped_per_step;
   const double row_bytes = double(device.storage_bytes()) * d.H;
   double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world));
+  allreduce_bounded(bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world, "the bytes-sent maximum",
+                    opt.timeout_s);
   describe_phases(w, mesh, device.storage_bytes(), device.bytes_of(d.grad_dtype), rows_kept,
                   {bytes_sent[0], bytes_sent[1]}, r.phases);
   r.step_ms = summarize(samples[kStep]);
@@ -490,7 +495,8 @@ int run_command(const RunOptions& opt) {
   int64_t plan_counts[4] = {plans_before_timed.plans, plans_before_timed.heuristic_queries,
                             plans_end.plans - plans_before_timed.plans,
                             plans_end.heuristic_queries - plans_before_timed.heuristic_queries};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, plan_counts, 4, MPI_INT64_T, MPI_MAX, world));
+  allreduce_bounded(plan_counts, 4, MPI_INT64_T, MPI_MAX, world, "the GEMM plan counts",
+                    opt.timeout_s);
   if (plan_counts[0] + plan_counts[2] > 0) {
     std::ostringstream os;
     os << plan_counts[0] << " plans, " << plan_counts[1] << " heuristic queries before the timed "
@@ -503,8 +509,8 @@ int run_command(const RunOptions& opt) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   int64_t rss = int64_t(ru.ru_maxrss) * 1024;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hw, 1, MPI_INT64_T, MPI_MAX, world));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_INT64_T, MPI_MAX, world));
+  allreduce_bounded(&hw, 1, MPI_INT64_T, MPI_MAX, world, "the memory maximum", opt.timeout_s);
+  allreduce_bounded(&rss, 1, MPI_INT64_T, MPI_MAX, world, "the memory maximum", opt.timeout_s);
   r.memory_high_water_bytes = hw;
   r.host_peak_rss_bytes = rss;
 

@@ -4,18 +4,19 @@
 #include <string>
 #include <vector>
 
+#include "core/bounded_wait.h"
+
 namespace moe {
 
 struct RunOptions {
   std::string config;
-  std::vector<std::string> sets;    // "--set key.path=value", applied in order
-  std::string backend = "auto";     // auto | cpu | cuda
-  std::string out;                  // result JSON path ("" = none)
-  std::string dump;                 // dump directory ("" = none)
-  int64_t dump_limit_mib = 256;     // per rank
-  int64_t steps = -1, warmup = -1;  // -1: from the workload
-  double timeout_s =
-      300;  // a rank waiting longer on its peers aborts the job (comm/bounded_wait.h)
+  std::vector<std::string> sets;          // "--set key.path=value", applied in order
+  std::string backend = "auto";           // auto | cpu | cuda
+  std::string out;                        // result JSON path ("" = none)
+  std::string dump;                       // dump directory ("" = none)
+  int64_t dump_limit_mib = 256;           // per rank
+  int64_t steps = -1, warmup = -1;        // -1: from the workload
+  double timeout_s = kDefaultWaitBoundS;  // a rank waiting longer on its peers aborts the job
   bool quiet = false;
   bool dry_run = false;  // print the plan (app/dry_run.h) and exit
   int world = 0;         // --dry-run only: plan for this many ranks (0: the MPI world's size)

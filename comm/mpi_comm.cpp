@@ -3,8 +3,8 @@
 #include <limits>
 #include <vector>
 
-#include "comm/bounded_wait.h"
 #include "core/bf16.h"
+#include "core/bounded_wait.h"
 #include "core/error.h"
 
 namespace moe {

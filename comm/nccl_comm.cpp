@@ -4,18 +4,21 @@
 #include <exception>
 #include <thread>
 
+#include "core/bounded_wait.h"
 #include "core/error.h"
 
 namespace moe {
 namespace {
 
-ncclComm_t init_world(MPI_Comm world) {
+ncclComm_t init_world(MPI_Comm world, double timeout_s) {
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_CHECK(MPI_Comm_size(world, &size));
   ncclUniqueId id;
   if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, world));
+  MPI_Request req;
+  MPI_CHECK(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, world, &req));
+  wait_bounded(&req, "the NCCL id's broadcast", timeout_s);
   ncclComm_t c = nullptr;
   NCCL_CHECK(ncclCommInitRank(&c, size, id, rank));
   return c;
@@ -25,7 +28,7 @@ ncclComm_t init_world(MPI_Comm world) {
 
 NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, const CudaDevice& device, double timeout_s)
     : device_(device), timeout_s_(timeout_s) {
-  world_ = init_world(world);
+  world_ = init_world(world, timeout_s);
   NCCL_CHECK(ncclCommSplit(world_, mesh.fsdp_rank, mesh.ep_rank, &ep_, nullptr));
   NCCL_CHECK(ncclCommSplit(world_, mesh.ep_rank, mesh.fsdp_rank, &fsdp_, nullptr));
 }

@@ -16,7 +16,7 @@ double tolerance_for(const std::string& tensor_name, DType dtype) {
 }
 
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
-                           double tol, MPI_Comm comm) {
+                           double tol, MPI_Comm comm, double timeout_s) {
   // Non-finite pairs are counted and left out of the sums, so that rel_l2 still describes the
   // rest; any of them fails the check. A non-finite reference value counts too (never expected).
   double sums[2] = {0, 0};  // sum (got - ref)^2, sum ref^2
@@ -33,9 +33,10 @@ TensorCheck compare_tensor(const std::string& name, const float* got, const doub
     sums[1] += r * r;
     max_abs = std::fmax(max_abs, std::fabs(d));
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, comm));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, comm));
+  const std::string what = "the check's sums of " + name;
+  allreduce_bounded(sums, 2, MPI_DOUBLE, MPI_SUM, comm, what.c_str(), timeout_s);
+  allreduce_bounded(&max_abs, 1, MPI_DOUBLE, MPI_MAX, comm, what.c_str(), timeout_s);
+  allreduce_bounded(counts, 2, MPI_INT64_T, MPI_SUM, comm, what.c_str(), timeout_s);
 
   TensorCheck c;
   c.name = name;

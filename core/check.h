@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bounded_wait.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -43,8 +44,9 @@ double tolerance_for(const std::string& tensor_name, DType dtype);
 
 // Every rank passes its local part (n may differ per rank); the result is the world's, identical
 // on every rank. Collective over `comm`.
+// Its reductions over comm wait at most timeout_s for the other ranks (core/bounded_wait.h).
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
-                           double tol, MPI_Comm comm);
+                           double tol, MPI_Comm comm, double timeout_s = kDefaultWaitBoundS);
 // For a global scalar that every rank holds: rel error |got-ref| / |ref| (abs error when ref is
 // 0).
 TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol);

@@ -254,15 +254,16 @@ bool same_set(const int32_t* a, const int32_t* b, int64_t K) {
 // The world's [world * n] of a per-rank [n] tensor, or empty when any rank has none (collective:
 // every rank takes the same branch).
 template <typename T>
-std::vector<T> allgather_if_all_have(const T* mine, int64_t n, MPI_Datatype type, MPI_Comm world) {
-  int have = mine != nullptr, all_have = 0;
-  MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, world));
+std::vector<T> allgather_if_all_have(const T* mine, int64_t n, MPI_Datatype type, MPI_Comm world,
+                                     double timeout_s) {
+  int have = mine != nullptr;
+  allreduce_bounded(&have, 1, MPI_INT, MPI_MIN, world, "the reference's gather", timeout_s);
   std::vector<T> all;
-  if (!all_have) return all;
+  if (!have) return all;
   int world_size = 0;
   MPI_CHECK(MPI_Comm_size(world, &world_size));
   all.resize(size_t(n) * world_size);
-  MPI_CHECK(MPI_Allgather(mine, int(n), type, all.data(), int(n), type, world));
+  allgather_bounded(mine, all.data(), int(n), type, world, "the reference's gather", timeout_s);
   return all;
 }
 
@@ -526,9 +527,10 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   std::vector<float>().swap(gathered);
 
   // The backend's routing and drops, compared only when every rank has them.
-  const std::vector<int32_t> got = allgather_if_all_have(in.got_idx, T * K, MPI_INT32_T, world);
+  const std::vector<int32_t> got =
+      allgather_if_all_have(in.got_idx, T * K, MPI_INT32_T, world, in.timeout_s);
   const std::vector<uint8_t> got_dropped =
-      allgather_if_all_have(in.got_dropped, T * K, MPI_UINT8_T, world);
+      allgather_if_all_have(in.got_dropped, T * K, MPI_UINT8_T, world, in.timeout_s);
 
   if (w.router.expert_bias) {
     std::vector<float> bias(E);
@@ -542,11 +544,11 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
                      int64_t(rank + 1) * T, expert_begin, expert_end);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
-  MPI_CHECK(
-      MPI_Allreduce(MPI_IN_PLACE, res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world));
+  allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,
+                    "the reference's dw_gate sum", in.timeout_s);
   double dot = 0;
   for (int64_t i = 0; i < T * H; ++i) dot += res.out[i] * prob.dout[rank * T * H + i];
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dot, 1, MPI_DOUBLE, MPI_SUM, world));
+  allreduce_bounded(&dot, 1, MPI_DOUBLE, MPI_SUM, world, "the reference's loss sum", in.timeout_s);
   res.loss = dot + res.aux + res.z;
   return res;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bounded_wait.h"
 #include "core/mesh.h"
 #include "core/workload.h"
 
@@ -24,6 +25,8 @@ struct ReferenceInputs {
   // The local experts whose weight gradients to compute, a part of this rank's [experts_begin,
   // experts_end) (FSDP ranks hold the same experts and split this work); -1: all of them.
   int64_t expert_begin = -1, expert_end = -1;
+  // The longest its collectives wait for the other ranks (core/bounded_wait.h).
+  double timeout_s = kDefaultWaitBoundS;
 };
 
 struct ReferenceResult {

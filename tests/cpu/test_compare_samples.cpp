@@ -84,7 +84,9 @@ TEST(CompareSamples, WithoutSamplesTheSpreadRuleStays) {
   b["timing"].erase("samples_ms");
   const std::vector<CompareRun> runs = {{"a.json", a}, {"b.json", b}};
   for (const CompareRow& r : build_rows(runs, -1, "timing"))
-    if (r.metric == "step") EXPECT_EQ(r.mark[1], "");
+    if (r.metric == "step") {
+      EXPECT_EQ(r.mark[1], "");
+    }
 }
 
 TEST(CompareSamples, MannWhitney) {

@@ -1,4 +1,4 @@
-#include "comm/bounded_wait.h"
+#include "core/bounded_wait.h"
 
 #include <spdlog/spdlog.h>
 
