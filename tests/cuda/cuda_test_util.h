@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "core/workload.h"
 #include "core/error.h"
+#include "core/workload.h"
 
 namespace moe::test {
 

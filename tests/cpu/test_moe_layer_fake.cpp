@@ -1,0 +1,307 @@
+// MoeLayer over fake Device, Ops and Comm that record every call and compute nothing: the step's
+// order of phases, where each buffer goes, the overlap's lanes, and no allocation in a steady
+// step, pinned down independently of any backend's arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "core/device.h"
+#include "core/mesh.h"
+#include "core/moe_layer.h"
+#include "core/ops.h"
+#include "core/workload.h"
+
+namespace moe {
+namespace {
+
+struct Call {
+  std::string name;
+  std::vector<const void*> buffers;  // the call's main inputs and outputs, in its argument order
+  const int64_t* offsets = nullptr;  // expert offsets, for the expert FFN calls
+};
+
+struct Recorder {
+  std::vector<Call> calls;
+  void add(std::string name, std::vector<const void*> buffers = {},
+           const int64_t* offsets = nullptr) {
+    calls.push_back({std::move(name), std::move(buffers), offsets});
+  }
+  // Positions of the calls named `name`.
+  std::vector<size_t> at(const std::string& name) const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < calls.size(); ++i)
+      if (calls[i].name == name) out.push_back(i);
+    return out;
+  }
+  const Call& only(const std::string& name) const {
+    const std::vector<size_t> p = at(name);
+    EXPECT_EQ(p.size(), 1u) << name;
+    return calls[p.empty() ? 0 : p[0]];
+  }
+};
+
+class NoTimer : public PhaseTimer {
+ public:
+  explicit NoTimer(int n) : n_(n) {}
+  void begin(int) override {}
+  void end(int) override {}
+  std::vector<double> read() override { return std::vector<double>(n_, 0.0); }
+
+ private:
+  int n_;
+};
+
+class FakeDevice : public Device {
+ public:
+  explicit FakeDevice(Recorder& r) : r_(r) {}
+  std::string name() const override { return "fake"; }
+  void* alloc(size_t bytes) override {
+    r_.add("alloc");
+    return std::calloc(1, bytes);
+  }
+  void release(void* p) override {
+    if (p) r_.add("release");
+    std::free(p);
+  }
+  size_t bytes_of(DType) const override { return 4; }
+  DType storage_dtype() const override { return DType::kFp32; }
+  void download_floats(float* dst, const void* src, int64_t n, DType) override {
+    std::memcpy(dst, src, 4 * n);
+  }
+  void fill_seeded(void*, const InitRule&, int64_t, int64_t) override {}
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  uint64_t digest(const void*, size_t) override { return 0; }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void sync() override {}
+  void fork_side() override { r_.add("fork_side"); }
+  void to_main() override { r_.add("to_main"); }
+  void join_side() override { r_.add("join_side"); }
+  int64_t memory_high_water() const override { return 0; }
+  void reset_memory_high_water() override {}
+  std::unique_ptr<PhaseTimer> make_timer(int n) override { return std::make_unique<NoTimer>(n); }
+  double time_memory_copy_ms(int64_t, int) override { return 1; }
+
+ private:
+  Recorder& r_;
+};
+
+// Records the compute phases; the only one that writes is the layout, which routes row (t, k) to
+// expert (t*K + k) % E, so that the dispatcher's counts and offsets are known.
+class FakeOps : public Ops {
+ public:
+  explicit FakeOps(Recorder& r) : r_(r) {}
+  std::string name() const override { return "fake"; }
+  double time_dense_gemm_ms(int64_t, int64_t, int64_t, int) override { return 1; }
+  void router_fwd(const Dims&, const RouterConfig&, const void* x, const void*, const float*,
+                  const int32_t*, float*, float*, int32_t* idx, float* p, float*) override {
+    r_.add("router_fwd", {x, idx, p});
+  }
+  void router_bwd(const Dims&, const RouterConfig&, const void* x, const void*, const float*,
+                  const float*, const int32_t*, const float* dp, const float*, float*,
+                  float* dx_acc, void* dx, float*) override {
+    r_.add("router_bwd", {x, dp, dx_acc, dx});
+  }
+  void dispatch_layout(const Dims& d, const int32_t*, const float*, int32_t* counts,
+                       int32_t* send_pos) override {
+    r_.add("dispatch_layout");
+    std::vector<int32_t> next(d.E, 0);
+    for (int64_t i = 0; i < d.T * d.K; ++i) ++next[i % d.E];
+    std::fill(counts, counts + d.E, 0);
+    std::vector<int32_t> start(d.E, 0);
+    for (int64_t e = 1; e < d.E; ++e) start[e] = start[e - 1] + next[e - 1];
+    for (int64_t i = 0; i < d.T * d.K; ++i) send_pos[i] = start[i % d.E] + counts[i % d.E]++;
+  }
+  void permute(const Dims&, const void* x, const int32_t*, void* send) override {
+    r_.add("permute", {x, send});
+  }
+  void regroup(const Dims&, const void* src, const int32_t*, const int32_t*, bool to_expert_major,
+               void* dst) override {
+    r_.add(to_expert_major ? "regroup_to_experts" : "regroup_to_send", {src, dst});
+  }
+  void expert_ffn_fwd(const Dims&, const void* xe, const void*, const void*, const int64_t* off,
+                      void* h, void* a, void* ye) override {
+    r_.add("expert_ffn_fwd", {xe, h, a, ye}, off);
+  }
+  void expert_ffn_bwd_data(const Dims&, const void* dye, const void* h, const void*, const void*,
+                           const int64_t* off, void* da, void* dh, void* dxe) override {
+    r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off);
+  }
+  void expert_ffn_bwd_weights(const Dims&, const void* dye, const void* xe, const void* a,
+                              const void* dh, const int64_t* off, void*, void*) override {
+    r_.add("expert_ffn_bwd_weights", {dye, xe, a, dh}, off);
+  }
+  void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
+                   void* out) override {
+    r_.add("combine_fwd", {y_send, out});
+  }
+  void combine_bwd(const Dims&, const void* dout, const void* y_send, const int32_t*, const float*,
+                   void* dy_send, float* dp) override {
+    r_.add("combine_bwd", {dout, y_send, dy_send, dp});
+  }
+  void unpermute_sum(const Dims&, const void* dx_send, const int32_t*, float* dx_acc) override {
+    r_.add("unpermute_sum", {dx_send, dx_acc});
+  }
+
+ private:
+  Recorder& r_;
+};
+
+// A world of one rank: every collective copies its input to its output.
+class FakeComm : public Comm {
+ public:
+  explicit FakeComm(Recorder& r) : r_(r) {}
+  int rank(Group) const override { return 0; }
+  int size(Group) const override { return 1; }
+  void alltoallv_rows(const void* send, const int64_t* send_rows, void* recv, const int64_t*,
+                      size_t row_bytes, Group) override {
+    r_.add("alltoallv_rows");
+    std::memcpy(recv, send, size_t(send_rows[0]) * row_bytes);
+  }
+  void alltoall_i32(const int32_t* send, int32_t* recv, int64_t n, Group) override {
+    r_.add("alltoall_i32");
+    std::memcpy(recv, send, 4 * size_t(n));
+  }
+  void allgather(const void* send, void* recv, size_t bytes, Group) override {
+    r_.add("allgather");
+    std::memcpy(recv, send, bytes);
+  }
+  void reduce_scatter(const void*, void*, size_t, DType, Group) override {
+    r_.add("reduce_scatter");
+  }
+  void allreduce_f32(float*, size_t, Group) override { r_.add("allreduce_f32"); }
+
+ private:
+  Recorder& r_;
+};
+
+struct FakeStep {
+  Recorder r;
+  FakeDevice device{r};
+  FakeOps ops{r};
+  FakeComm comm{r};
+  Workload w;
+  Mesh mesh;
+  std::unique_ptr<MoeLayer> layer;
+
+  explicit FakeStep(const std::string& sets) {
+    w = workload_from_json_text(R"({"model": {"hidden": 16, "ffn": 8, "experts": 4, "topk": 2},
+                                    "tokens_per_rank": 8, "check": "off")" +
+                                    sets + "}",
+                                "fake");
+    resolve_and_validate(w, 1);
+    mesh = make_mesh(1, 0, 1, 1, w.model.experts);
+    layer = std::make_unique<MoeLayer>(w, mesh, device, ops, comm);
+  }
+  // One step's calls (the recorder is cleared first).
+  const Recorder& step(int64_t s = 0) {
+    r.calls.clear();
+    std::vector<double> ms;
+    layer->load_step_inputs(s);
+    layer->run_step(ms);
+    return r;
+  }
+};
+
+bool before(const Recorder& r, const std::string& a, const std::string& b) {
+  const auto pa = r.at(a), pb = r.at(b);
+  return !pa.empty() && !pb.empty() && pa.back() < pb.front();
+}
+
+TEST(MoeLayerFake, PhasesRunInStepOrder) {
+  FakeStep f("");
+  const Recorder& r = f.step();
+  const std::vector<std::string> order = {"router_fwd",
+                                          "dispatch_layout",
+                                          "permute",
+                                          "expert_ffn_fwd",
+                                          "combine_fwd",
+                                          "combine_bwd",
+                                          "expert_ffn_bwd_data",
+                                          "expert_ffn_bwd_weights",
+                                          "unpermute_sum",
+                                          "router_bwd"};
+  std::vector<std::string> seen;
+  for (const Call& c : r.calls)
+    if (std::find(order.begin(), order.end(), c.name) != order.end()) seen.push_back(c.name);
+  EXPECT_EQ(seen, order);
+  // The router's statistics are summed over the world before the layout, the router's gradients
+  // after the backward; the counts are exchanged in the layout.
+  EXPECT_TRUE(before(r, "router_fwd", "alltoall_i32"));
+  EXPECT_TRUE(before(r, "alltoall_i32", "permute"));
+  EXPECT_EQ(r.at("allreduce_f32").size(), 2u);  // router statistics, dw_gate
+  EXPECT_LT(r.at("allreduce_f32")[0], r.at("dispatch_layout")[0]);
+  EXPECT_GT(r.at("allreduce_f32")[1], r.at("router_bwd")[0]);
+}
+
+TEST(MoeLayerFake, BuffersFlowFromPhaseToPhase) {
+  FakeStep f("");  // ep 1, align 1: the send order is the experts' order, no regroups
+  const Recorder& r = f.step();
+  EXPECT_TRUE(r.at("regroup_to_experts").empty());
+  const Call& permute = r.only("permute");
+  const Call& fwd = r.only("expert_ffn_fwd");
+  const Call& bwd_data = r.only("expert_ffn_bwd_data");
+  const Call& bwd_w = r.only("expert_ffn_bwd_weights");
+  EXPECT_EQ(fwd.buffers[0], permute.buffers[1]);                     // xe is what the permute wrote
+  EXPECT_EQ(r.only("combine_fwd").buffers[0], fwd.buffers[3]);       // y read where ye was written
+  EXPECT_EQ(bwd_data.buffers[0], r.only("combine_bwd").buffers[2]);  // dye
+  EXPECT_EQ(bwd_data.buffers[1], fwd.buffers[1]);                    // h of the forward
+  EXPECT_EQ(bwd_w.buffers[0], bwd_data.buffers[0]);                  // dye
+  EXPECT_EQ(bwd_w.buffers[1], fwd.buffers[0]);                       // xe
+  EXPECT_EQ(bwd_w.buffers[2], fwd.buffers[2]);                       // a
+  EXPECT_EQ(bwd_w.buffers[3], bwd_data.buffers[3]);                  // dh
+  EXPECT_EQ(r.only("unpermute_sum").buffers[0], bwd_data.buffers[4]);  // dxe back to tokens
+  EXPECT_EQ(r.only("router_bwd").buffers[2], r.only("unpermute_sum").buffers[1]);  // dx_acc
+  // 8 tokens x 2 = 16 rows, 4 per expert.
+  EXPECT_EQ(fwd.offsets[0], 0);
+  EXPECT_EQ(fwd.offsets[4], 16);
+}
+
+TEST(MoeLayerFake, AlignPaddingRegroupsIntoPaddedBlocks) {
+  FakeStep f(R"(, "align": 16)");
+  const Recorder& r = f.step();
+  const Call& fwd = r.only("expert_ffn_fwd");
+  // Two regroups into expert order: x for the forward, dy for the backward.
+  const std::vector<size_t> in = r.at("regroup_to_experts");
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(r.calls[in[0]].buffers[0], r.only("permute").buffers[1]);
+  EXPECT_EQ(fwd.buffers[0], r.calls[in[0]].buffers[1]);  // xe from the regroup
+  EXPECT_EQ(r.calls[in[1]].buffers[0], r.only("combine_bwd").buffers[2]);
+  EXPECT_EQ(r.only("expert_ffn_bwd_data").buffers[0], r.calls[in[1]].buffers[1]);  // dye
+  for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;  // 4 rows padded to 16
+  EXPECT_EQ(r.at("regroup_to_send").size(), 2u);  // y for the combine, dx for the unpermute
+}
+
+TEST(MoeLayerFake, OverlapPutsTheDispatchBackwardOnTheSideLane) {
+  FakeStep plain("");
+  EXPECT_TRUE(plain.step().at("fork_side").empty());
+  FakeStep f(R"(, "overlap": "dispatch_bwd")");
+  const Recorder& r = f.step();
+  EXPECT_TRUE(before(r, "expert_ffn_bwd_data", "fork_side"));
+  EXPECT_TRUE(before(r, "fork_side", "unpermute_sum"));
+  EXPECT_TRUE(before(r, "unpermute_sum", "to_main"));
+  EXPECT_TRUE(before(r, "to_main", "expert_ffn_bwd_weights"));
+  EXPECT_TRUE(before(r, "expert_ffn_bwd_weights", "join_side"));
+  EXPECT_TRUE(before(r, "join_side", "router_bwd"));
+}
+
+TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
+  for (const char* sets : {"", R"(, "align": 16)"}) {
+    FakeStep f(sets);
+    f.step(0);
+    const Recorder& r = f.step(1);
+    EXPECT_TRUE(r.at("alloc").empty()) << sets;
+    EXPECT_TRUE(r.at("release").empty()) << sets;
+  }
+}
+
+}  // namespace
+}  // namespace moe
