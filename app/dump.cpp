@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/report.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "core/npy.h"
 
@@ -79,6 +80,9 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"loss", o.loss},
                          {"aux", o.aux},
                          {"z", o.z}};
+  // The check's tolerances (core/check.h), so that the dump verifiers use the same ones.
+  for (const char* t : {"out", "dx", "p", "aux", "z", "dw_gate", "dw_in", "dw_out"})
+    meta["tolerances"][t] = tolerance_for(t, w.dtype);
   write_json_atomically(d + "/meta.json", meta);
 }
 
