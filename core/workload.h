@@ -1,8 +1,10 @@
 #pragma once
 // The workload: one plain struct per JSON object, loaded from configs/*.json, overridden by
-// --set key.path=value, then validated. Every key but model.* has a default (see README).
+// --set key.path=value, then validated. Every key but model.* has a default
+// (docs/configuration.md). Only the JSON declarations are included: kernel files compile this
+// header with nvcc.
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
