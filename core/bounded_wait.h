@@ -15,7 +15,8 @@ constexpr double kDefaultWaitBoundS = 300;
 // calls MPI_Abort on MPI_COMM_WORLD (exit status 4), so no rank waits forever.
 void wait_bounded(MPI_Request* req, const char* what, double timeout_s);
 
-// Blocking collectives, bounded: in-place all-reduce, all-gather, barrier.
+// Blocking collectives, bounded: in-place all-reduce, all-gather, barrier (which releases every
+// rank within microseconds of the last arrival, as a blocking MPI_Barrier does).
 void barrier_bounded(MPI_Comm comm, const char* what, double timeout_s);
 void allreduce_bounded(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                        const char* what, double timeout_s);
