@@ -173,7 +173,6 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   return b;
 #else
   (void)mesh;
-  (void)timeout_s;
   MOE_CHECK(false, "backend " << name << " is not built in");
   return b;
 #endif

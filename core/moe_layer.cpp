@@ -110,12 +110,8 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   stats_ = static_cast<float*>(fixed(b.stats));
   stats_host_.resize(2 * E + 1);
 
-  DispatchPhases phases;
-  phases.counts_exchange = kCountsExchange;
-  phases.a2a_dispatch_fwd = kA2aDispatchFwd;
-  phases.a2a_combine_fwd = kA2aCombineFwd;
-  phases.a2a_combine_bwd = kA2aCombineBwd;
-  phases.a2a_dispatch_bwd = kA2aDispatchBwd;
+  const DispatchPhases phases{kCountsExchange, kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd,
+                              kA2aDispatchBwd};
   dispatcher_ = make_dispatcher(w, mesh, d_, device, ops, comm, *timer_, phases);
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
   grow_expert_buffers_for(b.balanced_rows);
