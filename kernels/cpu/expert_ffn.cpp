@@ -36,42 +36,37 @@ void swiglu_bwd(const float* da, const float* h, int64_t n, int64_t F, DType dty
   }
 }
 
+// Each GEMM over all groups at once, as the CUDA backend's grouped kernel: the same per-expert
+// products, so the same values as a loop over experts.
 void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
                     const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F, DType dtype,
                     float* h, float* a, float* ye) {
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
-    if (n == 0) continue;
-    gemm(false, false, n, 2 * F, H, xe + r0 * H, w_in + l * H * 2 * F, h + r0 * 2 * F, false,
-         dtype);
-    swiglu_fwd(h + r0 * 2 * F, n, F, dtype, a + r0 * F);
-    gemm(false, false, n, H, F, a + r0 * F, w_out + l * F * H, ye + r0 * H, false, dtype);
-  }
+  const int64_t rows = row_offsets[E_local];
+  grouped_gemm(GroupedLayout::kRowsTimesWeight, E_local, row_offsets, 0, 2 * F, H, xe, w_in, h,
+               dtype);
+  swiglu_fwd(h, rows, F, dtype, a);
+  grouped_gemm(GroupedLayout::kRowsTimesWeight, E_local, row_offsets, 0, H, F, a, w_out, ye, dtype);
 }
 
 void expert_ffn_bwd_data(const float* dye, const float* h, const float* w_in, const float* w_out,
                          const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
                          DType dtype, float* da, float* dh, float* dxe) {
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
-    if (n == 0) continue;
-    gemm(false, true, n, F, H, dye + r0 * H, w_out + l * F * H, da + r0 * F, false, dtype);
-    swiglu_bwd(da + r0 * F, h + r0 * 2 * F, n, F, dtype, dh + r0 * 2 * F);
-    gemm(false, true, n, H, 2 * F, dh + r0 * 2 * F, w_in + l * H * 2 * F, dxe + r0 * H, false,
-         dtype);
-  }
+  const int64_t rows = row_offsets[E_local];
+  grouped_gemm(GroupedLayout::kRowsTimesWeightT, E_local, row_offsets, 0, F, H, dye, w_out, da,
+               dtype);
+  swiglu_bwd(da, h, rows, F, dtype, dh);
+  grouped_gemm(GroupedLayout::kRowsTimesWeightT, E_local, row_offsets, 0, H, 2 * F, dh, w_in, dxe,
+               dtype);
 }
 
 void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, const float* dh,
                             const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
                             DType grad_dtype, float* dw_in, float* dw_out) {
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = row_offsets[l], n = row_offsets[l + 1] - r0;
-    // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); n == 0 gives zeros.
-    gemm(true, false, F, H, n, a + r0 * F, dye + r0 * H, dw_out + l * F * H, false, grad_dtype);
-    gemm(true, false, H, 2 * F, n, xe + r0 * H, dh + r0 * 2 * F, dw_in + l * H * 2 * F, false,
-         grad_dtype);
-  }
+  // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); no rows give zeros.
+  grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, F, H, 0, a, dye, dw_out,
+               grad_dtype);
+  grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, H, 2 * F, 0, xe, dh, dw_in,
+               grad_dtype);
 }
 
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,

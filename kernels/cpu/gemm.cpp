@@ -144,4 +144,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
   }
 }
 
+void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
+                  int64_t K, const float* A, const float* B, float* C, DType out_dtype) {
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
+    switch (layout) {
+      case GroupedLayout::kRowsTimesWeight:
+        if (rows > 0)
+          gemm(false, false, rows, N, K, A + r0 * K, B + g * K * N, C + r0 * N, false, out_dtype);
+        break;
+      case GroupedLayout::kRowsTimesWeightT:
+        if (rows > 0)
+          gemm(false, true, rows, N, K, A + r0 * K, B + g * N * K, C + r0 * N, false, out_dtype);
+        break;
+      case GroupedLayout::kRowsTTimesRows:
+        gemm(true, false, M, N, rows, A + r0 * M, B + r0 * N, C + g * M * N, false, out_dtype);
+        break;
+    }
+  }
+}
+
 }  // namespace moe::cpu

@@ -3,6 +3,7 @@
 // rounded to the storage dtype (bf16 output) or kept fp32 (gradients, logits).
 #include <cstdint>
 
+#include "core/grouped_gemm.h"
 #include "core/workload.h"
 
 namespace moe::cpu {
@@ -12,6 +13,12 @@ namespace moe::cpu {
 // formed in fp32 and rounded once to out_dtype. K == 0 gives zeros (or C unchanged).
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
           const float* B, float* C, bool accumulate, DType out_dtype);
+
+// The expert GEMMs of G groups in one call (core/grouped_gemm.h gives the three layouts):
+// offsets [G + 1] delimit each group's rows. The CPU twin of moe::cuda::grouped_gemm: a gemm per
+// group, outputs rounded to out_dtype.
+void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
+                  int64_t K, const float* A, const float* B, float* C, DType out_dtype);
 
 // Rounds v to the storage dtype (identity for fp32).
 float store_as(DType dtype, float v);
