@@ -26,7 +26,7 @@ enum class Overlap { kNone, kDispatchBwd };
 // The CUDA backend's expert GEMMs: kAuto chooses per workload in warm-up (app/gemm_choice.h);
 // kLtMultistream is a cuBLASLt call per expert over gemm.streams side streams; kGroupedBatched one
 // cublasGemmGroupedBatchedEx call.
-enum class GemmMethod { kAuto, kLtMultistream, kGroupedBatched };
+enum class GemmMethod { kAuto, kLtMultistream, kGroupedBatched, kGroupedSm90 };
 // How cuBLASLt algorithms are chosen for new GEMM shapes: kAuto by GEMM size, kBucket one query per
 // bucket of row counts, kExact one per shape (kernels/cuda/gemm_cublaslt.h).
 enum class GemmAlgo { kAuto, kBucket, kExact };

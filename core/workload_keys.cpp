@@ -40,7 +40,7 @@ MOE_ENUM_NAMES(DispatchKind, "alltoall")
 MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd")
-MOE_ENUM_NAMES(GemmMethod, "auto", "lt_multistream", "grouped_batched")
+MOE_ENUM_NAMES(GemmMethod, "auto", "lt_multistream", "grouped_batched", "grouped_sm90")
 MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact")
 #undef MOE_ENUM_NAMES
 
@@ -216,7 +216,9 @@ const std::vector<KeySpec>& schema() {
       how(enum_key("gemm.method", MOE_FIELD(gemm.method),
                    "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
                    "cuBLASLt call per expert over side streams; grouped_batched one "
-                   "cublasGemmGroupedBatchedEx call (the CPU backend takes auto only)")),
+                   "cublasGemmGroupedBatchedEx call; grouped_sm90 moebench's own Hopper kernel, "
+                   "one launch per GEMM for all experts (bf16; falls back to lt_multistream "
+                   "where a shape does not suit it) (the CPU backend takes auto only)")),
       how(int_key("gemm.streams", MOE_FIELD(gemm.streams),
                   "CUDA: side streams the per-expert GEMM loop spreads over, 1 to 32")),
       how(enum_key(

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -29,6 +30,13 @@ enum ScratchSlot {
 CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm)
     : device_(device), scratch_(kNumScratchSlots) {
   gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  sm90_ = major == 9 && minor == 0;
+  for (cudaEvent_t& e : offsets_copied_)
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   fixed_gemm_method_ = gemm.method != GemmMethod::kAuto;
   if (fixed_gemm_method_) set_expert_gemm_method(name_of(gemm.method));
   gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
@@ -44,12 +52,17 @@ GemmPlanCounts CudaOps::gemm_plan_counts() const {
 
 std::vector<std::string> CudaOps::expert_gemm_methods() const {
   if (fixed_gemm_method_) return {};
-  return {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream),
-          cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched)};
+  std::vector<std::string> methods = {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream),
+                                      cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched)};
+  // The grouped sm90 kernel takes bf16 only, on Hopper.
+  if (sm90_ && device_.storage_dtype() == DType::kBf16)
+    methods.push_back(cuda::gemm_method_name(cuda::GemmMethod::kGroupedSm90));
+  return methods;
 }
 
 void CudaOps::set_expert_gemm_method(const std::string& name) {
-  for (cuda::GemmMethod m : {cuda::GemmMethod::kLtMultiStream, cuda::GemmMethod::kGroupedBatched})
+  for (cuda::GemmMethod m : {cuda::GemmMethod::kLtMultiStream, cuda::GemmMethod::kGroupedBatched,
+                             cuda::GemmMethod::kGroupedSm90})
     if (name == cuda::gemm_method_name(m)) {
       gemm_->set_method(m);
       return;
@@ -60,6 +73,40 @@ void CudaOps::set_expert_gemm_method(const std::string& name) {
 CudaOps::~CudaOps() {
   for (Scratch& sc : scratch_) device_.release(sc.ptr);
   gemm_.reset();
+  cudaDeviceSynchronize();  // queued copies may still read the offsets
+  device_.release(offsets_dev_);
+  if (offsets_pinned_) cudaFreeHost(offsets_pinned_);
+  for (cudaEvent_t e : offsets_copied_)
+    if (e) cudaEventDestroy(e);
+}
+
+cuda::ExpertRows CudaOps::expert_rows(const int64_t* host, int64_t E_local) {
+  cuda::ExpertRows rows{host, nullptr};
+  if (gemm_->method() != cuda::GemmMethod::kGroupedSm90) return rows;
+  const int64_t n = E_local + 1;
+  if (offsets_last_.size() == size_t(n) && std::equal(host, host + n, offsets_last_.begin())) {
+    rows.device = offsets_dev_ + offsets_slot_ * offsets_capacity_;
+    return rows;
+  }
+  if (n > offsets_capacity_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream()));  // warm-up only: E_local is fixed per run
+    device_.release(offsets_dev_);
+    if (offsets_pinned_) CUDA_CHECK(cudaFreeHost(offsets_pinned_));
+    offsets_capacity_ = n;
+    offsets_dev_ = static_cast<int64_t*>(device_.alloc(2 * 8 * size_t(n)));
+    CUDA_CHECK(cudaMallocHost(&offsets_pinned_, 2 * 8 * size_t(n)));
+  }
+  offsets_slot_ ^= 1;
+  int64_t* pinned = offsets_pinned_ + offsets_slot_ * offsets_capacity_;
+  int64_t* dev = offsets_dev_ + offsets_slot_ * offsets_capacity_;
+  // The slot's previous copy left the pinned buffer two uploads ago: done long since, but waited.
+  CUDA_CHECK(cudaEventSynchronize(offsets_copied_[offsets_slot_]));
+  std::copy(host, host + n, pinned);
+  CUDA_CHECK(cudaMemcpyAsync(dev, pinned, 8 * size_t(n), cudaMemcpyHostToDevice, stream()));
+  CUDA_CHECK(cudaEventRecord(offsets_copied_[offsets_slot_], stream()));
+  offsets_last_.assign(host, host + n);
+  rows.device = dev;
+  return rows;
 }
 
 double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
@@ -147,22 +194,22 @@ void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
 
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                              const int64_t* off, void* h, void* a, void* ye) {
-  cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
-                       gemm_lists_, stream());
+  cuda::expert_ffn_fwd(xe, w_in, w_out, expert_rows(off, d.E_local), d.E_local, d.H, d.F, d.dtype,
+                       h, a, ye, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                   const void* w_out, const int64_t* off, void* da, void* dh,
                                   void* dxe) {
-  cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, da, dh, dxe,
-                            *gemm_, gemm_lists_, stream());
+  cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, expert_rows(off, d.E_local), d.E_local, d.H, d.F,
+                            d.dtype, da, dh, dxe, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                      const void* dh, const int64_t* off, void* dw_in,
                                      void* dw_out) {
-  cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,
-                               dw_in, dw_out, *gemm_, gemm_lists_, stream());
+  cuda::expert_ffn_bwd_weights(dye, xe, a, dh, expert_rows(off, d.E_local), d.E_local, d.H, d.F,
+                               d.dtype, d.grad_dtype, dw_in, dw_out, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

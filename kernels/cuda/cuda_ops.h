@@ -67,6 +67,10 @@ class CudaOps : public Ops {
  private:
   // Grow-only device scratch owned by the ops (sized in warm-up, reused after).
   void* scratch(int slot, size_t bytes);
+  // The experts' row offsets, on the device too where the GEMM method reads them there (the
+  // grouped sm90 kernel). Uploaded when they change, once a step, into one of two slots: an
+  // upload never overwrites offsets that GEMMs queued before it may still read.
+  cuda::ExpertRows expert_rows(const int64_t* host, int64_t E_local);
   cudaStream_t stream() const { return device_.stream(); }
 
   CudaDevice& device_;
@@ -76,8 +80,14 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Scratch> scratch_;      // one per ScratchSlot (cuda_ops.cu)
-  cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
+  std::vector<Scratch> scratch_;       // one per ScratchSlot (cuda_ops.cu)
+  cuda::ExpertGemmLists gemm_lists_;   // the expert GEMM lists, reused every step
+  bool sm90_ = false;                  // the device runs the grouped sm90 kernel
+  std::vector<int64_t> offsets_last_;  // what was uploaded last
+  int64_t offsets_capacity_ = 0, offsets_slot_ = 0;
+  int64_t* offsets_pinned_ = nullptr;  // [2][capacity]
+  int64_t* offsets_dev_ = nullptr;     // [2][capacity]
+  cudaEvent_t offsets_copied_[2] = {nullptr, nullptr};
 };
 
 }  // namespace moe

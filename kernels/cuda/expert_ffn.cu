@@ -85,66 +85,66 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
   CUDA_CHECK(cudaGetLastError());
 }
 
-// ---- the expert FFN: one GEMM per local expert with rows (per weight gradient, every expert),
-// as lists the runner launches grouped. ----
+// ---- the expert FFN ----
 
-void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const int64_t* off,
+namespace {
+
+// One GEMM of every expert (core/grouped_gemm.h gives the layouts): the grouped sm90 kernel where
+// the runner's method asks for it and the kernel takes the shape, else a problem per expert (per
+// expert with rows; every expert in the weight gradients, where no rows give zeros) through the
+// runner's grouped().
+void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
+                  int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
+                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream) {
+  const GroupedGemmShape shape{layout, E_local, rows.host[E_local], M, N, K};
+  if (gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream)) return;
+  auto& problems = reuse(list);
+  const bool rows_k = layout == GroupedLayout::kRowsTTimesRows;
+  for (int64_t l = 0; l < E_local; ++l) {
+    const int64_t r0 = rows.host[l], n = rows.host[l + 1] - r0;
+    if (rows_k) {
+      problems.push_back({M, N, n, at(A, offset_of(in, r0 * M)), at(B, offset_of(in, r0 * N)),
+                          at(C, offset_of(out, l * M * N))});
+    } else if (n > 0) {
+      problems.push_back({n, N, K, at(A, offset_of(in, r0 * K)), at(B, offset_of(in, l * K * N)),
+                          at(C, offset_of(out, r0 * N))});
+    }
+  }
+  gemm.grouped(rows_k, layout == GroupedLayout::kRowsTimesWeightT, problems, false, in, out,
+               stream);
+}
+
+}  // namespace
+
+void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertRows& rows,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
-  auto& up = reuse(lists.first);
-  auto& down = reuse(lists.second);
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    if (n == 0) continue;
-    up.push_back({n, 2 * F, H, at(xe, offset_of(dtype, r0 * H)),
-                  at(w_in, offset_of(dtype, l * H * 2 * F)), at(h, offset_of(dtype, r0 * 2 * F))});
-    down.push_back({n, H, F, at(a, offset_of(dtype, r0 * F)),
-                    at(w_out, offset_of(dtype, l * F * H)), at(ye, offset_of(dtype, r0 * H))});
-  }
-  const int64_t rows = off[E_local];
-  gemm.grouped(false, false, up, false, dtype, dtype, stream);
-  swiglu_fwd(h, rows, F, dtype, a, stream);
-  gemm.grouped(false, false, down, false, dtype, dtype, stream);
+  const auto L = GroupedLayout::kRowsTimesWeight;
+  experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first, stream);
+  swiglu_fwd(h, rows.host[E_local], F, dtype, a, stream);
+  experts_gemm(L, rows, E_local, 0, H, F, a, w_out, ye, dtype, dtype, gemm, lists.second, stream);
 }
 
 void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const void* w_out,
-                         const int64_t* off, int64_t E_local, int64_t H, int64_t F, DType dtype,
+                         const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F, DType dtype,
                          void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,
                          cudaStream_t stream) {
-  auto& dgrad_a = reuse(lists.first);
-  auto& dgrad_x = reuse(lists.second);
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    if (n == 0) continue;
-    dgrad_a.push_back({n, F, H, at(dye, offset_of(dtype, r0 * H)),
-                       at(w_out, offset_of(dtype, l * F * H)), at(da, offset_of(dtype, r0 * F))});
-    dgrad_x.push_back({n, H, 2 * F, at(dh, offset_of(dtype, r0 * 2 * F)),
-                       at(w_in, offset_of(dtype, l * H * 2 * F)),
-                       at(dxe, offset_of(dtype, r0 * H))});
-  }
-  gemm.grouped(false, true, dgrad_a, false, dtype, dtype, stream);
-  swiglu_bwd(da, h, off[E_local], F, dtype, dh, stream);
-  gemm.grouped(false, true, dgrad_x, false, dtype, dtype, stream);
+  const auto L = GroupedLayout::kRowsTimesWeightT;
+  experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first, stream);
+  swiglu_bwd(da, h, rows.host[E_local], F, dtype, dh, stream);
+  experts_gemm(L, rows, E_local, 0, H, 2 * F, dh, w_in, dxe, dtype, dtype, gemm, lists.second,
+               stream);
 }
 
 void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, const void* dh,
-                            const int64_t* off, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                            DType grad_dtype, void* dw_in, void* dw_out, GemmRunner& gemm,
-                            ExpertGemmLists& lists, cudaStream_t stream) {
-  auto& wgrad_out = reuse(lists.first);
-  auto& wgrad_in = reuse(lists.second);
-  for (int64_t l = 0; l < E_local; ++l) {
-    const int64_t r0 = off[l], n = off[l + 1] - off[l];
-    // Every expert: one with no rows gets zeros (K = 0).
-    wgrad_out.push_back({F, H, n, at(a, offset_of(dtype, r0 * F)),
-                         at(dye, offset_of(dtype, r0 * H)),
-                         at(dw_out, offset_of(grad_dtype, l * F * H))});
-    wgrad_in.push_back({H, 2 * F, n, at(xe, offset_of(dtype, r0 * H)),
-                        at(dh, offset_of(dtype, r0 * 2 * F)),
-                        at(dw_in, offset_of(grad_dtype, l * H * 2 * F))});
-  }
-  gemm.grouped(true, false, wgrad_out, false, dtype, grad_dtype, stream);
-  gemm.grouped(true, false, wgrad_in, false, dtype, grad_dtype, stream);
+                            const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F,
+                            DType dtype, DType grad_dtype, void* dw_in, void* dw_out,
+                            GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
+  const auto L = GroupedLayout::kRowsTTimesRows;
+  experts_gemm(L, rows, E_local, F, H, 0, a, dye, dw_out, dtype, grad_dtype, gemm, lists.first,
+               stream);
+  experts_gemm(L, rows, E_local, H, 2 * F, 0, xe, dh, dw_in, dtype, grad_dtype, gemm, lists.second,
+               stream);
 }
 
 }  // namespace moe::cuda

@@ -10,6 +10,8 @@
 // Numerics match the CPU twin: fp32 accumulation (CUBLAS_COMPUTE_32F, which never uses TF32; only
 // the _FAST_TF32 compute type or a TF32 math mode would), and split-K partial sums reduced in fp32,
 // never in a bf16 output, so the sum is rounded to bf16 exactly once.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -24,7 +26,15 @@
 namespace moe::cuda {
 
 const char* gemm_method_name(GemmMethod m) {
-  return m == GemmMethod::kLtMultiStream ? "lt_multistream" : "grouped_batched";
+  switch (m) {
+    case GemmMethod::kLtMultiStream:
+      return "lt_multistream";
+    case GemmMethod::kGroupedBatched:
+      return "grouped_batched";
+    case GemmMethod::kGroupedSm90:
+      return "grouped_sm90";
+  }
+  return "?";
 }
 
 namespace {
@@ -316,6 +326,23 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 }
 
 // ---- grouped GEMMs ----
+
+bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
+                              const void* B, void* C, DType in, DType out, cudaStream_t stream) {
+  if (method_ != GemmMethod::kGroupedSm90 || !offsets_dev) return false;
+  const std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
+  if (!why.empty()) {
+    if (sm90_fallbacks_logged_.insert(why).second)
+      spdlog::info(
+          "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}) runs on "
+          "lt_multistream instead: {}",
+          s.M, s.N, s.K, why);
+    return false;
+  }
+  if (!grouped_sm90_) grouped_sm90_ = std::make_unique<GroupedGemm>();
+  grouped_sm90_->run(s, offsets_dev, A, B, C, in, out, stream);
+  return true;
+}
 
 void GemmRunner::grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                          bool accumulate, DType in, DType out, cudaStream_t stream) {

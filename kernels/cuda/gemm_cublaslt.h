@@ -12,10 +12,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/workload.h"
+#include "kernels/cuda/grouped_gemm.h"
 
 namespace moe::cuda {
 
@@ -30,6 +34,7 @@ struct GemmProblem {
 enum class GemmMethod {
   kLtMultiStream,   // one cublasLtMatmul per problem, spread over the runner's side streams
   kGroupedBatched,  // one cublasGemmGroupedBatchedEx call (falls back to the above, see .cu)
+  kGroupedSm90,     // kernels/cuda/grouped_gemm.h, one launch for all experts (falls back too)
 };
 const char* gemm_method_name(GemmMethod m);
 
@@ -66,6 +71,12 @@ class GemmRunner {
   // later work on `stream` sees all results.
   void grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                bool accumulate, DType in, DType out, cudaStream_t stream);
+
+  // One expert GEMM of all groups on the grouped sm90 kernel, when the method is kGroupedSm90 and
+  // the kernel takes the shape; false (nothing done) otherwise, and then the caller runs the
+  // per-expert list through grouped(). The first fallback of each reason is logged.
+  bool grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
+                    const void* B, void* C, DType in, DType out, cudaStream_t stream);
 
   void set_method(GemmMethod m) { method_ = m; }
   GemmMethod method() const { return method_; }
@@ -144,6 +155,8 @@ class GemmRunner {
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
   std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
+  std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)
+  std::set<std::string> sm90_fallbacks_logged_;
   int64_t heuristic_queries_ = 0;
 
   // Grouped-batched: the device pointer arrays (A, B, C, kMaxGroupedProblems each), their pinned

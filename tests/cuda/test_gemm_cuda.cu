@@ -13,7 +13,7 @@
 #include "core/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/gemm_cublaslt.h"
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/gemm_test_util.h"
 
 namespace moe::test {
 namespace {
@@ -34,15 +34,6 @@ const GemmMethod kMethods[] = {GemmMethod::kLtMultiStream, GemmMethod::kGroupedB
 
 size_t elem_bytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
 
-// Uniform in [-1, 1), rounded to `dtype` so both sides see exactly the same values.
-std::vector<float> random_values(int64_t n, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dtype == DType::kBf16 ? round_to_bf16(dist(rng)) : dist(rng);
-  return v;
-}
-
 // What C holds before the call: random values to accumulate into, else NaN, which a GEMM with
 // beta = 0 must overwrite without reading (cudaMalloc'd buffers may hold NaN patterns).
 std::vector<float> initial_c(int64_t n, DType out, bool accumulate, uint64_t seed) {
@@ -54,38 +45,6 @@ std::string label(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, b
   return std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " M=" + std::to_string(M) +
          " N=" + std::to_string(N) + " K=" + std::to_string(K) + (accumulate ? " accumulate" : "") +
          " in=" + dtype_name(d.in) + " out=" + dtype_name(d.out);
-}
-
-// got (GPU) against want (CPU twin) within the tolerance of the output dtype. Both sum in fp32
-// and round once, in different orders: for a bf16 output, a sum close to a rounding boundary may
-// round the other way, one bf16 ulp (inside 8e-3 relative); a handful beyond is allowed.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, DType out,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  if (out == DType::kBf16) {
-    const int64_t bad = count_mismatches(got, want, 8e-3, what.c_str());
-    EXPECT_LE(bad, 2 + int64_t(want.size()) / 1000) << what;
-    EXPECT_LT(rel_l2(got, want), 2e-3) << what;
-  } else {
-    EXPECT_EQ(count_mismatches(got, want, 1e-4, what.c_str()), 0) << what;
-    EXPECT_LT(rel_l2(got, want), 1e-5) << what;
-  }
-}
-
-// Bitwise equality (K == 0 cases, determinism); prints the first differences.
-void expect_identical(const std::vector<float>& got, const std::vector<float>& want,
-                      const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      if (bad < 5) {
-        std::printf("  %s[%zu]: got %.8g want %.8g\n", what.c_str(), i, got[i], want[i]);
-      }
-      ++bad;
-    }
-  }
-  EXPECT_EQ(bad, 0) << what;
 }
 
 // One GEMM on the GPU and on the CPU from the same inputs; compared within tolerance.

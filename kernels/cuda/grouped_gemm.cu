@@ -1,0 +1,467 @@
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+#include "kernels/cuda/grouped_gemm.h"
+#include "kernels/cuda/sm90.cuh"
+
+namespace moe::cuda {
+namespace {
+
+using namespace sm90;
+
+constexpr int kBM = 128;                  // rows of C per tile: one 64-row half per MMA warpgroup
+constexpr int kBK = 64;                   // K per stage: one 128-byte swizzled row of bf16
+constexpr int kThreads = 384;             // warpgroup 0 loads, warpgroups 1 and 2 multiply
+constexpr int kBoxBytes = 64 * 64 * 2;    // a 64 x 64 bf16 TMA box; also a warpgroup's A rows
+constexpr int kProducerRegs = 40;         // the loader needs few registers ...
+constexpr int kConsumerRegs = 232;        // ... the MMA warpgroups' accumulators many
+constexpr uint32_t kBothConsumers = 256;  // threads of the two MMA warpgroups
+constexpr uint32_t kTailBarrier = 1;      // named barrier id for the zeroed K tail
+
+template <int BN>
+struct TileConfig {
+  static constexpr int kStages = BN == 256 ? 4 : 6;  // about 192 KB of stages either way
+  static constexpr int kABytes = kBM * kBK * 2;
+  static constexpr int kBBytes = BN * kBK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // One 64-row x 128-byte staging box per MMA warpgroup for the epilogue.
+  static constexpr int kEpilogueBytes = 2 * 64 * 128;
+  // + 1024 to align the stages to the 128-byte swizzle's 1024-byte atom, + the mbarriers.
+  static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + 1024 + 2 * kStages * 8;
+};
+
+struct Params {
+  const int64_t* offsets;  // [G + 1]
+  int G;
+  int M, N, K;  // the fixed dimensions (see core/grouped_gemm.h)
+  void* C;
+};
+
+constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// One tile of the schedule: group g, the tile's first row (m0) and column (n0) of the group's C,
+// the group's first row r0 and row count, and the number of K stages.
+struct Tile {
+  int g, m0, n0, k_tiles;
+  int64_t r0;
+  int rows;
+};
+
+template <GroupedLayout L, int BN>
+__device__ __forceinline__ int tiles_in_group(const Params& p, int g) {
+  const int n_tiles = ceil_div(p.N, BN);
+  if (L == GroupedLayout::kRowsTTimesRows) return ceil_div(p.M, kBM) * n_tiles;
+  return ceil_div(int(p.offsets[g + 1] - p.offsets[g]), kBM) * n_tiles;
+}
+
+// prefix [G + 1]: the schedule's first tile of each group (shared memory). The largest g with
+// prefix[g] <= t owns tile t (groups without tiles share their successor's prefix).
+template <GroupedLayout L, int BN>
+__device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t) {
+  int lo = 0, hi = p.G - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  Tile tile;
+  tile.g = lo;
+  tile.r0 = p.offsets[lo];
+  tile.rows = int(p.offsets[lo + 1] - tile.r0);
+  const int local = t - prefix[lo];
+  // M tiles fastest: neighbouring CTAs share a column block of B (the weights, in the forward).
+  const int m_tiles =
+      L == GroupedLayout::kRowsTTimesRows ? ceil_div(p.M, kBM) : ceil_div(tile.rows, kBM);
+  tile.m0 = (local % m_tiles) * kBM;
+  tile.n0 = (local / m_tiles) * BN;
+  tile.k_tiles =
+      L == GroupedLayout::kRowsTTimesRows ? ceil_div(tile.rows, kBK) : ceil_div(p.K, kBK);
+  return tile;
+}
+
+// In place: counts [G] -> inclusive prefix sums, by one warp.
+__device__ void warp_inclusive_scan(int* v, int n, int lane) {
+  const int per = (n + 31) / 32, begin = min(n, lane * per), end = min(n, begin + per);
+  int sum = 0;
+  for (int i = begin; i < end; ++i) sum += v[i];
+  int incl = sum;
+  for (int off = 1; off < 32; off *= 2) {
+    const int up = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += up;
+  }
+  int run = incl - sum;
+  for (int i = begin; i < end; ++i) {
+    run += v[i];
+    v[i] = run;
+  }
+}
+
+template <int kTransA, int kTransB, int BN>
+__device__ __forceinline__ void wgmma_tile_k16(float (&acc)[BN / 2], uint64_t da, uint64_t db,
+                                               int scale_d) {
+  if constexpr (BN == 256)
+    wgmma_m64n256k16<kTransA, kTransB>(acc, da, db, scale_d);
+  else
+    wgmma_m64n128k16<kTransA, kTransB>(acc, da, db, scale_d);
+}
+
+// The byte offset of (row, byte) in a 128-byte-swizzled box of 128-byte rows (TMA's layout).
+__device__ __forceinline__ int swizzled(int row, int byte) {
+  return row * 128 + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
+}
+
+__device__ __forceinline__ void store_pair_smem(uint8_t* p, __nv_bfloat16, float x, float y) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
+}
+__device__ __forceinline__ void store_pair_smem(uint8_t* p, float, float x, float y) {
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+
+template <GroupedLayout L, int BN, class OutT>
+__global__ void __launch_bounds__(kThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
+                        const __grid_constant__ CUtensorMap map_b,
+                        const __grid_constant__ CUtensorMap map_c, Params p) {
+  using Cfg = TileConfig<BN>;
+  constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
+  constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
+  constexpr int kTransA = kRowsK ? 1 : 0;    // A is M-major only in the weight gradients
+  constexpr int kTransB = kBKMajor ? 0 : 1;  // B is N-major but in the data gradients
+
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* epilogue = smem + Cfg::kStages * Cfg::kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(epilogue + Cfg::kEpilogueBytes);
+  uint64_t* empty = full + Cfg::kStages;
+  const int tid = threadIdx.x;
+
+  if (tid == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbar_init(&full[s], 1);   // the producer's expect_tx arrival (+ the TMA bytes)
+      mbar_init(&empty[s], 2);  // one arrival per MMA warpgroup
+    }
+    mbar_fence_init();
+    prefix[0] = 0;
+  }
+  for (int g = tid; g < p.G; g += kThreads) prefix[g + 1] = tiles_in_group<L, BN>(p, g);
+  __syncthreads();
+  if (tid < 32) warp_inclusive_scan(prefix + 1, p.G, tid);
+  __syncthreads();
+  const int total = prefix[p.G];
+
+  if (tid < 128) {
+    // ---- producer: one thread streams every tile's A and B stages ----
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid != 0) return;
+    tma_prefetch_map(&map_a);
+    tma_prefetch_map(&map_b);
+    int it = 0;
+    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+      const Tile tile = decode_tile<L, BN>(p, prefix, t);
+      for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
+        const int s = it % Cfg::kStages;
+        const int round = it / Cfg::kStages;
+        if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
+        uint8_t* sa = smem + s * Cfg::kStageBytes;
+        uint8_t* sb = sa + Cfg::kABytes;
+        mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
+        if constexpr (kRowsK) {
+          const int row = int(tile.r0) + kt * kBK;
+#pragma unroll
+          for (int j = 0; j < kBM / 64; ++j)
+            tma_load_2d(sa + j * kBoxBytes, &map_a, &full[s], tile.m0 + 64 * j, row);
+#pragma unroll
+          for (int j = 0; j < BN / 64; ++j)
+            tma_load_2d(sb + j * kBoxBytes, &map_b, &full[s], tile.n0 + 64 * j, row);
+        } else {
+          tma_load_2d(sa, &map_a, &full[s], kt * kBK, int(tile.r0) + tile.m0);
+          if constexpr (kBKMajor) {
+            tma_load_3d(sb, &map_b, &full[s], kt * kBK, tile.n0, tile.g);
+          } else {
+#pragma unroll
+            for (int j = 0; j < BN / 64; ++j)
+              tma_load_3d(sb + j * kBoxBytes, &map_b, &full[s], tile.n0 + 64 * j, kt * kBK, tile.g);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup c multiplies rows [64c, 64c + 64) of each tile ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = tid / 128 - 1;
+  const int t128 = tid % 128, warp = t128 / 32, lane = t128 % 32;
+  const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
+  uint8_t* stage_c = epilogue + c * 64 * 128;
+  float acc[BN / 2];
+  int it = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    const Tile tile = decode_tile<L, BN>(p, prefix, t);
+    if (tile.k_tiles == 0) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    }
+    int prev = -1;  // the stage whose MMAs may still run
+    for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
+      const int s = it % Cfg::kStages;
+      mbar_wait(&full[s], (it / Cfg::kStages) & 1);
+      uint8_t* sa = smem + s * Cfg::kStageBytes;
+      uint8_t* sb = sa + Cfg::kABytes;
+      if constexpr (kRowsK) {
+        // The group's last K stage may hold the next group's rows: zero them in both operands
+        // (0 * x must not meet a NaN either), each warpgroup its own A half and half of B's boxes.
+        const int valid = tile.rows - kt * kBK;
+        if (valid < kBK) {
+          const int bytes = (kBK - valid) * 128;
+          const uint4 zero = make_uint4(0, 0, 0, 0);
+          for (int j = c; j < kBM / 64 + BN / 64; j += 2) {
+            uint8_t* box = j < kBM / 64 ? sa + j * kBoxBytes : sb + (j - kBM / 64) * kBoxBytes;
+            for (int b = t128 * 16; b < bytes; b += 128 * 16)
+              *reinterpret_cast<uint4*>(box + valid * 128 + b) = zero;
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(kTailBarrier, kBothConsumers);
+        }
+      }
+      const uint32_t a_base = smem_addr(sa) + c * kBoxBytes;
+      const uint32_t b_base = smem_addr(sb);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        // K-major: the next 16 K are 32 bytes along the swizzled row; MN-major: 16 rows down.
+        const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, kBoxBytes, 1024)
+                                    : smem_desc(a_base + kk * 32, 16, 1024);
+        const uint64_t db = kTransB ? smem_desc(b_base + kk * 2048, kBoxBytes, 1024)
+                                    : smem_desc(b_base + kk * 32, 16, 1024);
+        wgmma_tile_k16<kTransA, kTransB, BN>(acc, da, db, (kt > 0 || kk > 0) ? 1 : 0);
+      }
+      wgmma_commit();
+      // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
+      // before is done, so its buffers go back to the producer.
+      wgmma_wait<1>();
+      if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+      prev = s;
+    }
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+    if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+
+    // ---- epilogue: 64 x (128 bytes) boxes of C through this warpgroup's staging buffer (the
+    // swizzle keeps the fragment's writes free of bank conflicts), then to global memory: by TMA
+    // for the dense per-expert gradients, by 16-byte row stores for rows, which must stop at the
+    // group's last row. ----
+    constexpr int kBoxCols = 128 / int(sizeof(OutT));
+    const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
+#pragma unroll
+    for (int q = 0; q < BN / kBoxCols; ++q) {
+      if constexpr (kRowsK) {
+        if (t128 == 0) tma_store_wait_read();  // the previous box has left the buffer
+      }
+      named_barrier_sync(wg_barrier, 128);
+#pragma unroll
+      for (int jj = 0; jj < kBoxCols / 8; ++jj) {
+        const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
+        const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = warp * 16 + lane / 4 + 8 * h;
+          store_pair_smem(stage_c + swizzled(r, byte), OutT{}, acc[4 * j + 2 * h],
+                          acc[4 * j + 2 * h + 1]);
+        }
+      }
+      const int col0 = tile.n0 + q * kBoxCols;
+      if constexpr (kRowsK) {
+        fence_proxy_async_smem();
+        named_barrier_sync(wg_barrier, 128);
+        if (t128 == 0 && col0 < p.N && row0 < p.M)
+          tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+      } else {
+        named_barrier_sync(wg_barrier, 128);
+        OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
+        const int chunk = t128 % 8;
+        const int col = col0 + chunk * (16 / int(sizeof(OutT)));
+#pragma unroll
+        for (int pass = 0; pass < 4; ++pass) {
+          const int r = pass * 16 + t128 / 8;
+          if (row0 + r < tile.rows && col < p.N)
+            *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
+                *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
+        }
+      }
+    }
+  }
+  if constexpr (kRowsK) {
+    if (t128 == 0) tma_store_wait_all();  // shared memory must outlive the stores
+  }
+}
+
+// ---- host side ----
+
+using EncodeFn = PFN_cuTensorMapEncodeTiled_v12000;
+
+// A tensor map with the 128-byte swizzle; dims and box innermost first, strides in bytes for dims
+// 1..rank-1. bf16 unless fp32.
+CUtensorMap make_map(void* encode, const void* base, int rank, const uint64_t* dims,
+                     const uint64_t* strides, const uint32_t* box, bool fp32 = false) {
+  CUtensorMap map;
+  const uint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult rc = reinterpret_cast<EncodeFn>(encode)(
+      &map, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+      const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  MOE_CHECK(rc == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult "
+                                    << int(rc) << ") for a rank-" << rank << " map of dims "
+                                    << dims[0] << " x " << dims[1]);
+  return map;
+}
+
+template <GroupedLayout L, int BN, class OutT>
+void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
+            const void* A, const void* B, void* C, cudaStream_t stream) {
+  constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
+  const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows));
+  CUtensorMap map_a, map_b, map_c;
+  if constexpr (kRowsK) {
+    const uint64_t da[2] = {uint64_t(s.M), rows}, sa[1] = {uint64_t(s.M) * 2};
+    const uint64_t db[2] = {uint64_t(s.N), rows}, sb[1] = {uint64_t(s.N) * 2};
+    const uint32_t box[2] = {64, kBK};
+    map_a = make_map(encode, A, 2, da, sa, box);
+    map_b = make_map(encode, B, 2, db, sb, box);
+    // C [G, M, N], stored by 64-row boxes of 128 bytes.
+    const uint64_t es = sizeof(OutT), M = uint64_t(s.M), N = uint64_t(s.N);
+    const uint64_t dc[3] = {N, M, uint64_t(s.G)}, sc[2] = {N * es, M * N * es};
+    const uint32_t box_c[3] = {uint32_t(128 / es), 64, 1};
+    map_c = make_map(encode, C, 3, dc, sc, box_c, es == 4);
+  } else {
+    const uint64_t da[2] = {uint64_t(s.K), rows}, sa[1] = {uint64_t(s.K) * 2};
+    const uint32_t box_a[2] = {kBK, kBM};
+    map_a = make_map(encode, A, 2, da, sa, box_a);
+    const uint64_t K = uint64_t(s.K), N = uint64_t(s.N), G = uint64_t(s.G);
+    if constexpr (L == GroupedLayout::kRowsTimesWeightT) {
+      const uint64_t db[3] = {K, N, G}, sb[2] = {K * 2, N * K * 2};
+      const uint32_t box_b[3] = {kBK, BN, 1};
+      map_b = make_map(encode, B, 3, db, sb, box_b);
+    } else {
+      const uint64_t db[3] = {N, K, G}, sb[2] = {N * 2, K * N * 2};
+      const uint32_t box_b[3] = {64, kBK, 1};
+      map_b = make_map(encode, B, 3, db, sb, box_b);
+    }
+    map_c = map_a;  // unused: rows are stored by plain stores, which can stop at a group's end
+  }
+  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), C};
+  grouped_gemm_kernel<L, BN, OutT>
+      <<<num_sms, kThreads, TileConfig<BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <GroupedLayout L, int BN, class OutT>
+void allow_smem() {
+  CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<L, BN, OutT>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  TileConfig<BN>::kSmemBytes));
+}
+
+template <GroupedLayout L>
+void allow_smem_all() {
+  allow_smem<L, 128, __nv_bfloat16>();
+  allow_smem<L, 256, __nv_bfloat16>();
+  allow_smem<L, 128, float>();
+  allow_smem<L, 256, float>();
+}
+
+}  // namespace
+
+GroupedGemm::GroupedGemm() {
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  MOE_CHECK(
+      major == 9 && minor == 0,
+      "the grouped sm90 GEMM needs an sm_90 GPU (H100/H200); this one is sm_" << major << minor);
+  CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
+  cudaDriverEntryPointQueryResult found{};
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &encode_, 12000,
+                                              cudaEnableDefault, &found));
+  MOE_CHECK(found == cudaDriverEntryPointSuccess && encode_,
+            "the CUDA driver has no cuTensorMapEncodeTiled (needs a driver for CUDA 12 or later)");
+  allow_smem_all<GroupedLayout::kRowsTimesWeight>();
+  allow_smem_all<GroupedLayout::kRowsTimesWeightT>();
+  allow_smem_all<GroupedLayout::kRowsTTimesRows>();
+}
+
+std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
+                                            const void* C, DType in, DType out) {
+  std::ostringstream why;
+  const bool rows_k = s.layout == GroupedLayout::kRowsTTimesRows;
+  if (in != DType::kBf16) why << "inputs are " << dtype_name(in) << ", not bf16; ";
+  if (rows_k ? s.M % 8 != 0 : s.K % 8 != 0)
+    why << (rows_k ? "M " : "K ") << (rows_k ? s.M : s.K) << " is not a multiple of 8; ";
+  if (s.N % 8 != 0) why << "N " << s.N << " is not a multiple of 8; ";
+  if (s.G > kMaxGroups) why << s.G << " groups (at most " << kMaxGroups << "); ";
+  if (s.total_rows >= (int64_t(1) << 31)) why << s.total_rows << " rows (2^31 at most); ";
+  if ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) |
+       reinterpret_cast<uintptr_t>(C)) %
+          16 !=
+      0)
+    why << "an operand is not 16-byte aligned; ";
+  if (out != DType::kBf16 && out != DType::kFp32) why << "output is " << dtype_name(out) << "; ";
+  std::string r = why.str();
+  if (!r.empty()) r.resize(r.size() - 2);
+  return r;
+}
+
+int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128 : 256; }
+
+void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const void* A,
+                      const void* B, void* C, DType in, DType out, cudaStream_t stream) const {
+  const std::string why = unsupported_reason(s, A, B, C, in, out);
+  MOE_CHECK(why.empty(), "grouped sm90 GEMM: " << why);
+  if (s.G == 0 || s.N == 0 || (s.layout == GroupedLayout::kRowsTTimesRows && s.M == 0)) return;
+  if (s.layout != GroupedLayout::kRowsTTimesRows && (s.total_rows == 0 || s.K == 0)) {
+    MOE_CHECK(s.K > 0 || s.total_rows == 0, "grouped sm90 GEMM: K == 0 with rows");
+    return;
+  }
+  const int bn = forced_tile_n_ ? forced_tile_n_ : tile_n_for(s);
+  MOE_CHECK(bn == 128 || bn == 256, "grouped sm90 GEMM: tile width " << bn);
+  auto go = [&](auto layout_tag, auto out_tag) {
+    constexpr GroupedLayout L = decltype(layout_tag)::value;
+    using OutT = std::remove_pointer_t<decltype(out_tag)>;
+    if (bn == 256)
+      launch<L, 256, OutT>(encode_, num_sms_, s, offsets, A, B, C, stream);
+    else
+      launch<L, 128, OutT>(encode_, num_sms_, s, offsets, A, B, C, stream);
+  };
+  auto with_out = [&](auto layout_tag) {
+    if (out == DType::kBf16)
+      go(layout_tag, static_cast<__nv_bfloat16*>(nullptr));
+    else
+      go(layout_tag, static_cast<float*>(nullptr));
+  };
+  using RW = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTimesWeight>;
+  using RWT = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTimesWeightT>;
+  using RTR = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTTimesRows>;
+  switch (s.layout) {
+    case GroupedLayout::kRowsTimesWeight:
+      with_out(RW{});
+      break;
+    case GroupedLayout::kRowsTimesWeightT:
+      with_out(RWT{});
+      break;
+    case GroupedLayout::kRowsTTimesRows:
+      with_out(RTR{});
+      break;
+  }
+}
+
+}  // namespace moe::cuda

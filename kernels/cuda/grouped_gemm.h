@@ -1,0 +1,60 @@
+#pragma once
+// The expert GEMMs of all local experts in one launch, on Hopper (sm_90a): the CUDA twin of
+// moe::cpu::grouped_gemm (kernels/cpu/gemm.h), same layouts (core/grouped_gemm.h).
+//
+// A persistent kernel walks a tile schedule over every group; group sizes come from the device
+// offsets, so no host copy of the counts is needed to launch it. One producer warp streams tiles
+// of A and B into a ring of shared-memory stages with TMA; two MMA warpgroups run wgmma on them,
+// keeping one stage's MMAs in flight, and write C through a swizzled shared-memory box (by TMA
+// where C is dense per expert, the weight gradients). bf16 inputs, fp32 accumulation, bf16 or fp32
+// output.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/grouped_gemm.h"
+#include "core/workload.h"
+
+namespace moe::cuda {
+
+// What one grouped GEMM needs beside its operands. offsets: [G + 1] int64, device memory;
+// total_rows: an upper bound of offsets[G] (the row operands' allocated rows: TMA reads no
+// further). M, N, K as in core/grouped_gemm.h (the group-dependent one is ignored).
+struct GroupedGemmShape {
+  GroupedLayout layout = GroupedLayout::kRowsTimesWeight;
+  int64_t G = 0, total_rows = 0, M = 0, N = 0, K = 0;
+};
+
+class GroupedGemm {
+ public:
+  // Most groups one launch takes (the tile schedule's prefix sums live in shared memory).
+  static constexpr int64_t kMaxGroups = 1024;
+
+  // Binds to the current device; throws when it is not sm_90 or the driver has no TMA encoder.
+  GroupedGemm();
+
+  // Empty when the kernel runs this shape and these operands, else why not (for a log line):
+  // bf16 inputs, bf16 or fp32 output, row lengths multiples of 8 elements (TMA's 16-byte
+  // strides), 16-byte aligned operands, at most kMaxGroups groups.
+  static std::string unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
+                                        const void* C, DType in, DType out);
+
+  // C = the grouped product (see core/grouped_gemm.h), on `stream`. Rows of C outside every group
+  // are not written.
+  void run(const GroupedGemmShape& s, const int64_t* offsets, const void* A, const void* B, void* C,
+           DType in, DType out, cudaStream_t stream) const;
+
+  // The tile width along N the kernel uses for a shape (for tests that cover both).
+  static int tile_n_for(const GroupedGemmShape& s);
+  // Forces the tile width (0: by shape). For tests.
+  void force_tile_n(int n) { forced_tile_n_ = n; }
+
+ private:
+  int num_sms_ = 0;
+  int forced_tile_n_ = 0;
+  void* encode_ = nullptr;  // the driver's cuTensorMapEncodeTiled
+};
+
+}  // namespace moe::cuda

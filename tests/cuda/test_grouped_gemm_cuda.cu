@@ -1,0 +1,188 @@
+// The grouped sm90 GEMM (kernels/cuda/grouped_gemm.h) against its CPU twin moe::cpu::grouped_gemm
+// on seeded random data: the three layouts of the expert GEMMs, both tile widths, bf16 and fp32
+// outputs, empty groups, rows and widths that are not multiples of a tile, one group and many,
+// NaN rows next to a group (which the weight gradients must not read), and determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/grouped_gemm.h"
+#include "tests/cuda/gemm_test_util.h"
+
+namespace moe::test {
+namespace {
+
+using cuda::GroupedGemm;
+using cuda::GroupedGemmShape;
+
+const char* layout_name(GroupedLayout l) {
+  switch (l) {
+    case GroupedLayout::kRowsTimesWeight:
+      return "rows@W";
+    case GroupedLayout::kRowsTimesWeightT:
+      return "rows@W^T";
+    case GroupedLayout::kRowsTTimesRows:
+      return "rows^T@rows";
+  }
+  return "?";
+}
+
+struct Case {
+  GroupedLayout layout;
+  std::vector<int64_t> rows;  // per group
+  int64_t M, N, K;            // the group-dependent one is ignored
+  DType out;
+  int tile_n;              // 0: the kernel's choice
+  int64_t spare_rows = 0;  // NaN rows after the last group (inside the TMA extent)
+};
+
+std::string label(const Case& c) {
+  std::string s = std::string(layout_name(c.layout)) + " G=" + std::to_string(c.rows.size()) +
+                  " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+                  " K=" + std::to_string(c.K) + " out=" + dtype_name(c.out) +
+                  " tile_n=" + std::to_string(c.tile_n) + " rows=";
+  for (size_t i = 0; i < c.rows.size() && i < 8; ++i) s += std::to_string(c.rows[i]) + ",";
+  return s;
+}
+
+// Runs one case on the GPU and the CPU twin; returns the GPU result.
+std::vector<float> check_case(GroupedGemm& gg, const Case& c, uint64_t seed) {
+  const std::string what = label(c);
+  SCOPED_TRACE(what);
+  const int64_t G = int64_t(c.rows.size());
+  std::vector<int64_t> off(G + 1, 0);
+  for (int64_t g = 0; g < G; ++g) off[g + 1] = off[g] + c.rows[g];
+  const int64_t rows = off[G], alloc_rows = rows + c.spare_rows;
+  const bool rows_k = c.layout == GroupedLayout::kRowsTTimesRows;
+  // Row operands [alloc_rows, width]; the spare rows are NaN.
+  const int64_t a_width = rows_k ? c.M : c.K;
+  std::vector<float> a = random_values(alloc_rows * a_width, DType::kBf16, seed);
+  std::vector<float> b = rows_k ? random_values(alloc_rows * c.N, DType::kBf16, seed + 1)
+                                : random_values(G * c.K * c.N, DType::kBf16, seed + 1);
+  for (int64_t i = rows * a_width; i < alloc_rows * a_width; ++i) a[i] = NAN;
+  if (rows_k)
+    for (int64_t i = rows * c.N; i < alloc_rows * c.N; ++i) b[i] = NAN;
+  const int64_t c_elems = rows_k ? G * c.M * c.N : rows * c.N;
+  StorageBuf da(DType::kBf16, a), db(DType::kBf16, b);
+  StorageBuf dc(c.out, std::vector<float>(size_t(c_elems), NAN));  // every element is written
+  DevBuf<int64_t> doff(off);
+
+  GroupedGemmShape s;
+  s.layout = c.layout;
+  s.G = G;
+  s.total_rows = alloc_rows;
+  s.M = c.M;
+  s.N = c.N;
+  s.K = c.K;
+  EXPECT_EQ(GroupedGemm::unsupported_reason(s, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out), "");
+  gg.force_tile_n(c.tile_n);
+  gg.run(s, doff.ptr, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out, nullptr);
+  CUDA_CHECK(cudaGetLastError());
+  std::vector<float> got = dc.host();
+
+  std::vector<float> want(size_t(c_elems), 0.0f);
+  cpu::grouped_gemm(c.layout, G, off.data(), c.M, c.N, c.K, a.data(), b.data(), want.data(), c.out);
+  expect_close(got, want, c.out, what);
+  return got;
+}
+
+const GroupedLayout kLayouts[] = {GroupedLayout::kRowsTimesWeight, GroupedLayout::kRowsTimesWeightT,
+                                  GroupedLayout::kRowsTTimesRows};
+
+TEST(GroupedGemmSm90, LayoutsTilesAndOutputs) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  uint64_t seed = 100;
+  // Empty groups, a group of one row, tile edges (127, 128, 129), and widths past a tile.
+  const std::vector<int64_t> rows = {0, 1, 127, 128, 129, 0, 300, 64};
+  for (GroupedLayout l : kLayouts)
+    for (int tile_n : {128, 256})
+      for (DType out : {DType::kBf16, DType::kFp32}) {
+        if (out == DType::kFp32 && l != GroupedLayout::kRowsTTimesRows) continue;
+        check_case(gg, {l, rows, 200, 264, 200, out, tile_n}, seed++);
+      }
+}
+
+TEST(GroupedGemmSm90, OneGroupAndManyGroups) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  uint64_t seed = 200;
+  std::vector<int64_t> many(300);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = int64_t((i * 37) % 23);  // 0..22 rows
+  for (GroupedLayout l : kLayouts) {
+    check_case(gg, {l, {517}, 136, 512, 328, DType::kBf16, 0}, seed++);
+    check_case(gg, {l, many, 64, 128, 64, DType::kBf16, 0}, seed++);
+  }
+}
+
+TEST(GroupedGemmSm90, WeightGradientsIgnoreRowsPastTheGroup) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  // NaN rows right after the last group, inside the tensor the kernel reads: a K stage that
+  // reaches them must zero them, or every gradient of that group turns NaN.
+  for (DType out : {DType::kBf16, DType::kFp32})
+    check_case(gg, {GroupedLayout::kRowsTTimesRows, {70, 5, 33}, 128, 256, 0, out, 0, 100}, 300);
+  // In the forward they only feed rows of C that are not written.
+  check_case(gg, {GroupedLayout::kRowsTimesWeight, {70, 5, 33}, 0, 256, 128, DType::kBf16, 0, 100},
+             301);
+}
+
+TEST(GroupedGemmSm90, EveryGroupEmpty) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  // Weight gradients of experts without rows are zeros; the row layouts write nothing.
+  check_case(gg, {GroupedLayout::kRowsTTimesRows, {0, 0, 0}, 64, 128, 0, DType::kFp32, 0, 8}, 400);
+}
+
+TEST(GroupedGemmSm90, ExpertFfnShapes) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  // The six GEMMs of a small expert FFN (H 512, F 384, 8 experts, skewed rows).
+  const int64_t H = 512, F = 384;
+  const std::vector<int64_t> rows = {300, 0, 45, 512, 7, 190, 256, 1};
+  uint64_t seed = 500;
+  check_case(gg, {GroupedLayout::kRowsTimesWeight, rows, 0, 2 * F, H, DType::kBf16, 0}, seed++);
+  check_case(gg, {GroupedLayout::kRowsTimesWeight, rows, 0, H, F, DType::kBf16, 0}, seed++);
+  check_case(gg, {GroupedLayout::kRowsTimesWeightT, rows, 0, F, H, DType::kBf16, 0}, seed++);
+  check_case(gg, {GroupedLayout::kRowsTimesWeightT, rows, 0, H, 2 * F, DType::kBf16, 0}, seed++);
+  for (DType out : {DType::kBf16, DType::kFp32}) {
+    check_case(gg, {GroupedLayout::kRowsTTimesRows, rows, F, H, 0, out, 0}, seed++);
+    check_case(gg, {GroupedLayout::kRowsTTimesRows, rows, H, 2 * F, 0, out, 0}, seed++);
+  }
+}
+
+TEST(GroupedGemmSm90, Deterministic) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  for (GroupedLayout l : kLayouts) {
+    const Case c{l, {130, 0, 257}, 192, 320, 192, DType::kFp32, 0};
+    Case cb = c;
+    if (l != GroupedLayout::kRowsTTimesRows) cb.out = DType::kBf16;
+    const std::vector<float> first = check_case(gg, cb, 600);
+    const std::vector<float> second = check_case(gg, cb, 600);
+    expect_identical(second, first, std::string("second run ") + layout_name(l));
+  }
+}
+
+TEST(GroupedGemmSm90, RefusesWhatItCannotRun) {
+  GroupedGemmShape s;
+  s.layout = GroupedLayout::kRowsTimesWeight;
+  s.G = 4;
+  s.total_rows = 100;
+  s.N = 100;  // not a multiple of 8
+  s.K = 64;
+  alignas(16) static char buf[64];
+  EXPECT_NE(GroupedGemm::unsupported_reason(s, buf, buf, buf, DType::kBf16, DType::kBf16), "");
+  s.N = 128;
+  EXPECT_EQ(GroupedGemm::unsupported_reason(s, buf, buf, buf, DType::kBf16, DType::kBf16), "");
+  EXPECT_NE(GroupedGemm::unsupported_reason(s, buf, buf, buf, DType::kFp32, DType::kFp32), "");
+  EXPECT_NE(GroupedGemm::unsupported_reason(s, buf + 2, buf, buf, DType::kBf16, DType::kBf16), "");
+  s.G = GroupedGemm::kMaxGroups + 1;
+  EXPECT_NE(GroupedGemm::unsupported_reason(s, buf, buf, buf, DType::kBf16, DType::kBf16), "");
+}
+
+}  // namespace
+}  // namespace moe::test
