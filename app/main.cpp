@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "app/compare_command.h"
+#include "app/gemm_command.h"
 #include "app/run_command.h"
 #include "core/error.h"
 #include "core/workload.h"
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   moe::CompareOptions compare_opt;
   CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
+  moe::GemmBenchOptions gemm_opt;
+  CLI::App* gemm = moe::add_gemm_subcommand(app, gemm_opt);
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
 
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
   try {
     if (keys->parsed()) {
       if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);
+    } else if (gemm->parsed()) {
+      rc = rank == 0 ? moe::gemm_command(gemm_opt) : 0;
     } else {
       rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
     }

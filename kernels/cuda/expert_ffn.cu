@@ -87,12 +87,9 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
 
 // ---- the expert FFN ----
 
-namespace {
-
-// One GEMM of every expert (core/grouped_gemm.h gives the layouts): the grouped sm90 kernel where
-// the runner's method asks for it and the kernel takes the shape, else a problem per expert (per
-// expert with rows; every expert in the weight gradients, where no rows give zeros) through the
-// runner's grouped().
+// The grouped sm90 kernel where the runner's method asks for it and the kernel takes the shape,
+// else a problem per expert (per expert with rows; every expert in the weight gradients, where no
+// rows give zeros) through the runner's grouped().
 void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
                   int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
                   GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream) {
@@ -113,8 +110,6 @@ void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local,
   gemm.grouped(rows_k, layout == GroupedLayout::kRowsTimesWeightT, problems, false, in, out,
                stream);
 }
-
-}  // namespace
 
 void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertRows& rows,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/grouped_gemm.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -27,6 +28,12 @@ struct ExpertRows {
   const int64_t* host = nullptr;
   const int64_t* device = nullptr;
 };
+
+// One GEMM of every expert (core/grouped_gemm.h gives the layout and M, N, K), by the runner's
+// method; `list` is scratch for the per-expert problems.
+void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
+                  int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
+                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream);
 
 // a [n, F] = silu(h[:, :F]) * h[:, F:]; dh [n, 2F] its backward (as the CPU twin).
 void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaStream_t stream);

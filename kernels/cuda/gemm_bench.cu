@@ -1,0 +1,136 @@
+#include <algorithm>
+#include <functional>
+
+#include "core/error.h"
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/gemm_bench.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace moe::cuda {
+namespace {
+
+// Device memory freed on scope exit.
+struct Buffer {
+  void* ptr = nullptr;
+  explicit Buffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// The median of `iters` timed calls of fn on `stream`, after two untimed ones.
+double median_ms(cudaStream_t stream, int iters, const std::function<void()>& fn) {
+  fn();
+  fn();
+  std::vector<cudaEvent_t> ev(size_t(iters) + 1);
+  for (cudaEvent_t& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(ev[0], stream));
+  for (int i = 0; i < iters; ++i) {
+    fn();
+    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1], stream));
+  }
+  CUDA_CHECK(cudaEventSynchronize(ev.back()));
+  std::vector<double> ms(size_t(iters), 0.0);
+  for (int i = 0; i < iters; ++i) {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, ev[size_t(i)], ev[size_t(i) + 1]));
+    ms[size_t(i)] = t;
+  }
+  for (cudaEvent_t e : ev) cudaEventDestroy(e);
+  std::nth_element(ms.begin(), ms.begin() + iters / 2, ms.end());
+  return ms[size_t(iters / 2)];
+}
+
+GemmMethod method_named(const std::string& name) {
+  for (GemmMethod m :
+       {GemmMethod::kLtMultiStream, GemmMethod::kGroupedBatched, GemmMethod::kGroupedSm90})
+    if (name == gemm_method_name(m)) return m;
+  MOE_USER_CHECK(false, "moebench gemm: unknown method '"
+                            << name << "' (lt_multistream, grouped_batched or grouped_sm90)");
+  return GemmMethod::kLtMultiStream;
+}
+
+}  // namespace
+
+std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& shape,
+                                                   const std::vector<std::string>& methods,
+                                                   int iters) {
+  const int64_t El = shape.E_local, H = shape.H, F = shape.F;
+  MOE_CHECK(El > 0 && int64_t(shape.rows.size()) == El && iters > 0, "bench_expert_gemms args");
+  std::vector<int64_t> off(El + 1, 0);
+  for (int64_t l = 0; l < El; ++l) off[l + 1] = off[l] + shape.rows[l];
+  const int64_t R = off[El];
+  const DType bf = DType::kBf16, gd = shape.grad_dtype;
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // The step's buffers: rows operands [R, *], weights and their gradients [El, *, *].
+  Buffer xe(2 * R * H), h(2 * R * 2 * F), a(2 * R * F), ye(2 * R * H), dye(2 * R * H);
+  Buffer da(2 * R * F), dh(2 * R * 2 * F), dxe(2 * R * H);
+  Buffer w_in(2 * El * H * 2 * F), w_out(2 * El * F * H);
+  Buffer dw_in(stored_bytes(gd) * El * H * 2 * F), dw_out(stored_bytes(gd) * El * F * H);
+  Buffer off_dev(8 * (El + 1));
+  CUDA_CHECK(cudaMemcpy(off_dev.ptr, off.data(), 8 * (El + 1), cudaMemcpyHostToDevice));
+  uint32_t salt = 1;
+  for (auto [buf, n] : {std::pair{&xe, R * H},
+                        {&h, R * 2 * F},
+                        {&a, R * F},
+                        {&dye, R * H},
+                        {&dh, R * 2 * F},
+                        {&w_in, El * H * 2 * F},
+                        {&w_out, El * F * H}})
+    fill_calibration_pattern(buf->ptr, n, salt++, bf, stream);
+
+  struct Gemm {
+    const char* name;
+    GroupedLayout layout;
+    int64_t M, N, K;  // the group-dependent one is 0
+    const void *A, *B;
+    void* C;
+    DType out;
+  };
+  const auto RW = GroupedLayout::kRowsTimesWeight, RWT = GroupedLayout::kRowsTimesWeightT,
+             RTR = GroupedLayout::kRowsTTimesRows;
+  const Gemm gemms[] = {{"up", RW, 0, 2 * F, H, xe.ptr, w_in.ptr, h.ptr, bf},
+                        {"down", RW, 0, H, F, a.ptr, w_out.ptr, ye.ptr, bf},
+                        {"dgrad_a", RWT, 0, F, H, dye.ptr, w_out.ptr, da.ptr, bf},
+                        {"dgrad_x", RWT, 0, H, 2 * F, dh.ptr, w_in.ptr, dxe.ptr, bf},
+                        {"wgrad_out", RTR, F, H, 0, a.ptr, dye.ptr, dw_out.ptr, gd},
+                        {"wgrad_in", RTR, H, 2 * F, 0, xe.ptr, dh.ptr, dw_in.ptr, gd}};
+  const double mean_rows = double(R) / double(El);
+
+  std::vector<ExpertGemmBenchRow> out;
+  GemmRunner runner;
+  std::vector<GemmProblem> list;
+  const ExpertRows rows{off.data(), static_cast<const int64_t*>(off_dev.ptr)};
+  for (const std::string& name : methods) {
+    runner.set_method(method_named(name));
+    for (const Gemm& g : gemms) {
+      ExpertGemmBenchRow row;
+      row.gemm = g.name;
+      row.method = name;
+      const bool rows_k = g.layout == RTR;
+      row.M = rows_k ? g.M : int64_t(mean_rows);
+      row.N = g.N;
+      row.K = rows_k ? int64_t(mean_rows) : g.K;
+      row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+      row.median_ms = median_ms(stream, iters, [&] {
+        experts_gemm(g.layout, rows, El, g.M, g.N, g.K, g.A, g.B, g.C, bf, g.out, runner, list,
+                     stream);
+      });
+      out.push_back(row);
+    }
+  }
+  // The dense reference: one GEMM of the up projection's total size.
+  ExpertGemmBenchRow dense{"dense", "cublaslt", R, 2 * F, H, 2.0 * double(R) * 2 * F * H, 0};
+  dense.median_ms = median_ms(stream, iters, [&] {
+    runner.gemm(false, false, R, 2 * F, H, xe.ptr, w_in.ptr, h.ptr, false, bf, bf, stream);
+  });
+  out.push_back(dense);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return out;
+}
+
+}  // namespace moe::cuda
