@@ -22,14 +22,18 @@ constexpr int kConsumerRegs = 232;        // ... the MMA warpgroups' accumulator
 constexpr uint32_t kBothConsumers = 256;  // threads of the two MMA warpgroups
 constexpr uint32_t kTailBarrier = 1;      // named barrier id for the zeroed K tail
 
-template <int BN>
+template <GroupedLayout L, int BN>
 struct TileConfig {
-  static constexpr int kStages = BN == 256 ? 4 : 6;  // about 192 KB of stages either way
+  // The weight gradients store C by TMA from two staging boxes per MMA warpgroup, so that one box
+  // drains while the next fills: they give a stage for it (their K per expert is short anyway).
+  static constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
+  static constexpr int kEpilogueBoxes = kRowsK ? 2 : 1;
+  static constexpr int kStages = (BN == 256 ? 4 : 6) - (kRowsK ? 1 : 0);
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = BN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // One 64-row x 128-byte staging box per MMA warpgroup for the epilogue.
-  static constexpr int kEpilogueBytes = 2 * 64 * 128;
+  static constexpr int kBoxBytes = 64 * 128;  // a 64-row x 128-byte staging box of C
+  static constexpr int kEpilogueBytes = 2 * kEpilogueBoxes * kBoxBytes;
   // + 1024 to align the stages to the 128-byte swizzle's 1024-byte atom, + the mbarriers.
   static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + 1024 + 2 * kStages * 8;
 };
@@ -128,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_c, Params p) {
-  using Cfg = TileConfig<BN>;
+  using Cfg = TileConfig<L, BN>;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
   constexpr int kTransA = kRowsK ? 1 : 0;    // A is M-major only in the weight gradients
@@ -201,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = tid / 128 - 1;
   const int t128 = tid % 128, warp = t128 / 32, lane = t128 % 32;
   const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
-  uint8_t* stage_c = epilogue + c * 64 * 128;
+  uint8_t* boxes_c = epilogue + c * Cfg::kEpilogueBoxes * Cfg::kBoxBytes;
   float acc[BN / 2];
   int it = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -263,8 +267,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
 #pragma unroll
     for (int q = 0; q < BN / kBoxCols; ++q) {
+      // Boxes alternate (an even number per tile, so across tiles too).
+      uint8_t* stage_c = boxes_c + (q % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
       if constexpr (kRowsK) {
-        if (t128 == 0) tma_store_wait_read();  // the previous box has left the buffer
+        if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
       }
       named_barrier_sync(wg_barrier, 128);
 #pragma unroll
@@ -360,7 +366,7 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   }
   const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), C};
   grouped_gemm_kernel<L, BN, OutT>
-      <<<num_sms, kThreads, TileConfig<BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
+      <<<num_sms, kThreads, TileConfig<L, BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -368,7 +374,7 @@ template <GroupedLayout L, int BN, class OutT>
 void allow_smem() {
   CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<L, BN, OutT>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  TileConfig<BN>::kSmemBytes));
+                                  TileConfig<L, BN>::kSmemBytes));
 }
 
 template <GroupedLayout L>
