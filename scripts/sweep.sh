@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
 
 usage() {
-  cat >&2 <<'EOF'
+  cat <<'EOF'
 usage: scripts/sweep.sh --name NAME --config FILE --np NP --axis KEY=V1,V2,... [--axis ...]
                         [--set KEY=VALUE ...] [--bin BIN] [--out DIR] [--backend auto|cpu|cuda]
                         [--timeout S] [-- extra moebench args]
@@ -33,7 +33,6 @@ usage: scripts/sweep.sh --name NAME --config FILE --np NP --axis KEY=V1,V2,... [
 Sweeping mesh.ep without mesh.fsdp (or the reverse) adds --set mesh.fsdp=auto (mesh.ep=auto), so
 that ep x fsdp = np holds at every point.
 EOF
-  exit 2
 }
 die() { echo "sweep.sh: $*" >&2; echo "(scripts/sweep.sh --help for usage)" >&2; exit 2; }
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -44,7 +43,7 @@ AXIS_KEYS=() AXIS_VALS=() SETS=() EXTRA=()
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case $1 in
-    -h|--help) usage ;;
+    -h|--help) usage; exit 0 ;;
     --name) need "$@"; NAME=$2; shift ;;
     --config) need "$@"; CONFIG=$2; shift ;;
     --np) need "$@"; NP=$2; shift ;;
@@ -64,7 +63,7 @@ while [ $# -gt 0 ]; do
       AXIS_KEYS+=("$key") AXIS_VALS+=("$vals")
       shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument '$1'" ;;
+    *) echo "sweep.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
