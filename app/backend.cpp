@@ -133,6 +133,16 @@ int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   return host_memory_available_bytes() / local_size;
 }
 
+std::string backend_build_versions() {
+#ifdef MOE_HAVE_CUDA
+  return "CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+         std::to_string(CUDART_VERSION % 1000 / 10) + ", NCCL " + std::to_string(NCCL_MAJOR) + "." +
+         std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#else
+  return "";
+#endif
+}
+
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s) {
   Backend b;

@@ -53,6 +53,10 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
 // 0 when unknown.
 int64_t backend_memory_available(const std::string& name, MPI_Comm world);
 
+// The CUDA runtime and NCCL versions this build was compiled against ("CUDA runtime 12.4, NCCL
+// 2.21.5"), "" in a build without CUDA: for --version, where no GPU need be present.
+std::string backend_build_versions();
+
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s);
 
