@@ -1,5 +1,8 @@
 #include "app/cli.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -58,6 +61,16 @@ std::string unknown_subcommand_message(int argc, const char* const* argv,
     return msg + " (moebench --help)";
   }
   return "";
+}
+
+void setup_logging(int rank) {
+  const char* no_color = std::getenv("NO_COLOR");
+  const spdlog::color_mode mode =
+      no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic;
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(mode);
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("moebench", std::move(sink)));
+  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v"
+                                : "[%H:%M:%S] rank " + std::to_string(rank) + " %^%l%$: %v");
 }
 
 std::string version_text() {

@@ -1,6 +1,6 @@
 #pragma once
 // The command line's habits, apart from its options (app/main.cpp): which rank prints before MPI
-// starts, a suggestion for a mistyped subcommand, --version.
+// starts, a suggestion for a mistyped subcommand, where logs go and in what colour, --version.
 #include <string>
 #include <vector>
 
@@ -19,6 +19,10 @@ std::string closest_name(const std::string& typed, const std::vector<std::string
 // else the message for it: "unknown subcommand 'runn'; did you mean 'run'?".
 std::string unknown_subcommand_message(int argc, const char* const* argv,
                                        const std::vector<std::string>& names);
+
+// Logs go to stderr (stdout carries the report, or the result JSON with --out -), coloured only
+// where stderr is a colour terminal and NO_COLOR is unset or empty (https://no-color.org).
+void setup_logging(int rank);
 
 // What `moebench --version` prints: version, the commit it was configured at, and the versions of
 // the libraries a CUDA build was built against.

@@ -55,16 +55,18 @@ int main(int argc, char** argv) {
                   "seconds a rank waits on its peers before aborting the job")
       ->check(CLI::Range(0.001, 604800.0))
       ->capture_default_str();
-  run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
+  run->add_flag("-q,--quiet", opt.quiet,
+                "log errors only: the report (and the plan of --dry-run) still prints");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
                 "estimates, and exit without running");
   run->add_option("--world", opt.world,
                   "with --dry-run: plan for this many ranks (default: the launched world's)")
       ->check(CLI::Range(1, 1 << 20));
-  run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
+  CLI::Option* log_level_opt =
+      run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+          ->capture_default_str();
   run->footer(
       "Examples:\n"
       "  mpirun -np 4 moebench run --config configs/quickstart.json --set mesh.ep=2 --out r.json\n"
@@ -85,8 +87,9 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v"
-                                : "[%H:%M:%S] rank " + std::to_string(rank) + " %^%l%$: %v");
+  moe::setup_logging(rank);
+  // -q leaves the errors; a --log-level given beside it wins.
+  if (opt.quiet && log_level_opt->count() == 0) log_level = "error";
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (rank != 0 && log_level == "info") spdlog::set_level(spdlog::level::warn);
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);

@@ -352,6 +352,7 @@ int run_command(const RunOptions& opt) {
   }
   MoeLayer layer(w, mesh, device, ops, *be.comm);
   const ReferenceMathFactory make_math = reference_math_factory(backend, w);
+  const bool ref_on_gpu = reference_device(backend, w) == "gpu";
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
@@ -424,6 +425,14 @@ int run_command(const RunOptions& opt) {
       StepOutputs o = layer.download_outputs(want);
       o.loss = world_loss(o, world, opt.timeout_s);
       if (check_now) {
+        // The reference recomputes the whole step, unlike the timed steps: say so before a long
+        // silence.
+        if (rank == 0)
+          spdlog::info(
+              "checking step {} against the {}: out, dx, p, dw_gate, dw_in, dw_out, aux, z, the "
+              "loss and the routing{}",
+              s, ref_on_gpu ? "fp32 GPU reference" : "float64 CPU reference",
+              ref_on_gpu ? "" : "; on the host this may take a while for a large shape");
         r.checks.push_back(check_step(w, mesh, world, s, o, make_math, opt.timeout_s));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
