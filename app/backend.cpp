@@ -172,7 +172,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   cudaDriverGetVersion(&drv);
   ncclGetVersion(&nccl);
   b.info["device"] = prop.name;
-  b.info["gemm_method"] = ops->expert_gemm_method();
+  b.gemm_method = ops->expert_gemm_method();
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
   b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +

@@ -23,6 +23,7 @@ struct Backend {
   std::unique_ptr<Ops> ops;
   std::unique_ptr<Comm> comm;
   std::map<std::string, std::string> info;  // versions and device, for provenance
+  std::string gemm_method;                  // the expert GEMM method set up ("": one way)
 };
 
 // "auto" -> "cuda" in a CUDA build with a visible GPU, else "cpu". Throws UserError for a backend

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -360,6 +359,7 @@ int run_command(const RunOptions& opt) {
 
   r.backend = backend;
   r.backend_info = be.info;
+  r.gemm.method = be.gemm_method;
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;
@@ -391,7 +391,8 @@ int run_command(const RunOptions& opt) {
                       "the all-reduce of a step's phase times", opt.timeout_s);
     gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
     if (gemm_choice.active() && s + 1 == w.warmup) {
-      r.backend_info["gemm_method"] = gemm_choice.summary();
+      r.gemm.method = gemm_choice.winner();
+      r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
     const bool timed = s >= w.warmup;
@@ -506,13 +507,8 @@ int run_command(const RunOptions& opt) {
                             plans_end.heuristic_queries - plans_before_timed.heuristic_queries};
   allreduce_bounded(plan_counts, 4, MPI_INT64_T, MPI_MAX, world, "the GEMM plan counts",
                     opt.timeout_s);
-  if (plan_counts[0] + plan_counts[2] > 0) {
-    std::ostringstream os;
-    os << plan_counts[0] << " plans, " << plan_counts[1] << " heuristic queries before the timed "
-       << "steps; " << plan_counts[2] << " plans, " << plan_counts[3]
-       << " queries in them (max over ranks)";
-    r.backend_info["gemm_plans"] = os.str();
-  }
+  r.gemm.before_timed = {plan_counts[0], plan_counts[1]};
+  r.gemm.timed = {plan_counts[2], plan_counts[3]};
 
   int64_t hw = device.memory_high_water();
   rusage ru{};
@@ -524,8 +520,14 @@ int run_command(const RunOptions& opt) {
   r.host_peak_rss_bytes = rss;
 
   if (rank == 0) {
-    print_summary(r);
-    if (!opt.out.empty()) {
+    // --out - is for a pipe into jq and the like: stdout then holds the JSON alone, and the
+    // report goes to stderr beside the logs, where the person who started the run still sees it.
+    const bool json_on_stdout = opt.out == "-";
+    print_summary(r, json_on_stdout ? stderr : stdout);
+    if (json_on_stdout) {
+      std::fputs((result_to_json(r).dump(2) + "\n").c_str(), stdout);
+      std::fflush(stdout);
+    } else if (!opt.out.empty()) {
       write_json_atomically(opt.out, result_to_json(r));
       spdlog::info("wrote {}", opt.out);
     }
