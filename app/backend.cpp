@@ -1,5 +1,7 @@
 #include "app/backend.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "comm/mpi_comm.h"
@@ -55,6 +57,22 @@ int visible_gpus() {
 }
 
 }  // namespace
+
+int64_t host_memory_total_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (f >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib * 1024;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
+int ranks_on_this_host(MPI_Comm world) {
+  int n = 1;
+  local_rank_and_size(world, &n);
+  return n;
+}
 
 std::string resolve_backend(const std::string& asked) {
   if (asked == "cpu") return "cpu";

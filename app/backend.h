@@ -50,6 +50,10 @@ struct MemoryNeed {
 };
 MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);
 
+// This host's memory in all (MemTotal), 0 when unknown; and how many ranks of world share it.
+int64_t host_memory_total_bytes();
+int ranks_on_this_host(MPI_Comm world);
+
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
 // 0 when unknown.
 int64_t backend_memory_available(const std::string& name, MPI_Comm world);

@@ -59,10 +59,12 @@ int main(int argc, char** argv) {
                 "log errors only: the report (and the plan of --dry-run) still prints");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
-                "estimates, and exit without running");
+                "estimates, with warnings where it will not fit this host or its shapes waste "
+                "the hardware, and exit without running");
   run->add_option("--world", opt.world,
                   "with --dry-run: plan for this many ranks (default: the launched world's)")
       ->check(CLI::Range(1, 1 << 20));
+  run->add_flag("--json", opt.json, "with --dry-run: print the plan as one JSON object on stdout");
   CLI::Option* log_level_opt =
       run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
           ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

@@ -298,11 +298,15 @@ int run_command(const RunOptions& opt) {
 
   Workload w;
   std::string backend;
-  if (opt.dry_run || opt.world > 0) {
+  if (opt.dry_run || opt.world > 0 || opt.json) {
     const int plan_world = opt.world > 0 ? opt.world : world_size;
     const bool ok = on_all_ranks(world, opt.timeout_s, [&] {
-      MOE_USER_CHECK(opt.dry_run, "--world " << opt.world << " plans for another world size and "
-                                             << "needs --dry-run; a run takes mpirun's -np");
+      MOE_USER_CHECK(opt.dry_run || opt.world == 0,
+                     "--world " << opt.world << " plans for another world size and "
+                                << "needs --dry-run; a run takes mpirun's -np");
+      MOE_USER_CHECK(opt.dry_run,
+                     "--json prints the plan of --dry-run as JSON: add --dry-run "
+                     "(a run's result JSON goes to stdout with --out -)");
       w = workload_from_options(opt);
       resolve_and_validate(w, plan_world);
       // A plan for GPUs may be made where there are none.
@@ -310,7 +314,11 @@ int run_command(const RunOptions& opt) {
       check_backend_supports(backend, w);
     });
     if (!ok) return 2;
-    if (rank == 0) print_dry_run(w, plan_world, backend);
+    // The memory warning compares with this host: --world N puts all N ranks on it.
+    PlanHost host;
+    host.memory_bytes = host_memory_total_bytes();
+    host.ranks = opt.world > 0 ? opt.world : ranks_on_this_host(world);
+    if (rank == 0) print_dry_run(w, dry_run_plan(w, plan_world, backend, host), opt.json);
     return 0;
   }
 
