@@ -1,5 +1,7 @@
 #include "app/backend.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "comm/mpi_comm.h"
@@ -55,6 +57,22 @@ int visible_gpus() {
 }
 
 }  // namespace
+
+int64_t host_memory_total_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (f >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib * 1024;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
+int ranks_on_this_host(MPI_Comm world) {
+  int n = 1;
+  local_rank_and_size(world, &n);
+  return n;
+}
 
 std::string resolve_backend(const std::string& asked) {
   if (asked == "cpu") return "cpu";
@@ -133,6 +151,16 @@ int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   return host_memory_available_bytes() / local_size;
 }
 
+std::string backend_build_versions() {
+#ifdef MOE_HAVE_CUDA
+  return "CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+         std::to_string(CUDART_VERSION % 1000 / 10) + ", NCCL " + std::to_string(NCCL_MAJOR) + "." +
+         std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#else
+  return "";
+#endif
+}
+
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s) {
   Backend b;
@@ -162,7 +190,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   cudaDriverGetVersion(&drv);
   ncclGetVersion(&nccl);
   b.info["device"] = prop.name;
-  b.info["gemm_method"] = ops->expert_gemm_method();
+  b.gemm_method = ops->expert_gemm_method();
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
   b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +

@@ -23,6 +23,7 @@ struct Backend {
   std::unique_ptr<Ops> ops;
   std::unique_ptr<Comm> comm;
   std::map<std::string, std::string> info;  // versions and device, for provenance
+  std::string gemm_method;                  // the expert GEMM method set up ("": one way)
 };
 
 // "auto" -> "cuda" in a CUDA build with a visible GPU, else "cpu". Throws UserError for a backend
@@ -49,9 +50,17 @@ struct MemoryNeed {
 };
 MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);
 
+// This host's memory in all (MemTotal), 0 when unknown; and how many ranks of world share it.
+int64_t host_memory_total_bytes();
+int ranks_on_this_host(MPI_Comm world);
+
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);
 // 0 when unknown.
 int64_t backend_memory_available(const std::string& name, MPI_Comm world);
+
+// The CUDA runtime and NCCL versions this build was compiled against ("CUDA runtime 12.4, NCCL
+// 2.21.5"), "" in a build without CUDA: for --version, where no GPU need be present.
+std::string backend_build_versions();
 
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s);

@@ -1,9 +1,12 @@
 #include "app/dry_run.h"
 
+#include <cmath>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
+#include <vector>
 
 #include "app/backend.h"
-#include "app/report.h"
 #include "core/cost_model.h"
 #include "core/dispatcher.h"
 #include "core/mesh.h"
@@ -12,62 +15,172 @@
 namespace moe {
 namespace {
 
+using nlohmann::json;
+
 double gib(double bytes) { return bytes / double(int64_t(1) << 30); }
+
+// Tensor cores and 16-byte vector moves want bf16 rows of whole 16-byte vectors (8 elements): the
+// CUDA row moves fall back to one element at a time, the grouped GEMM call to the loop.
+constexpr int64_t kShapeMultiple = 8;
+// Below this many rows an expert's GEMMs time their launch and planning more than their math.
+constexpr double kMinRowsPerExpert = 16;
+
+std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double rows_per_expert) {
+  std::vector<std::string> out;
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"model.hidden", w.model.hidden},
+                               {"model.ffn", w.model.ffn}})
+    if (v % kShapeMultiple != 0) {
+      std::ostringstream os;
+      os << key << " = " << v << " is not a multiple of " << kShapeMultiple
+         << ": its bf16 rows are not whole 16-byte vectors, so the CUDA kernels move them an "
+            "element at a time and the GEMMs lose their fast paths; published models use "
+            "multiples of 64 (the CPU backend does not care)";
+      out.push_back(os.str());
+    }
+  if (rows_per_expert < kMinRowsPerExpert) {
+    std::ostringstream os;
+    os << "about " << std::defaultfloat << std::setprecision(3) << rows_per_expert
+       << " rows per expert at balanced routing (tokens_per_rank " << w.tokens_per_rank
+       << " x mesh.ep " << m.ep << " x model.topk " << w.model.topk << " / model.experts "
+       << w.model.experts << "), under " << kMinRowsPerExpert
+       << ": GEMMs this thin measure launch and planning overhead, not the math; raise "
+          "tokens_per_rank or mesh.ep";
+    out.push_back(os.str());
+  }
+  return out;
+}
 
 }  // namespace
 
-void print_dry_run(const Workload& w, int world, const std::string& backend) {
+json dry_run_plan(const Workload& w, int world, const std::string& backend, const PlanHost& host) {
   const Mesh m = make_mesh(world, 0, w.mesh.ep, w.mesh.fsdp, w.model.experts);
-  const double T = double(w.tokens_per_rank), H = double(w.model.hidden), F = double(w.model.ffn),
-               E = double(w.model.experts), K = double(w.model.topk), N = T * world;
+  const double T = double(w.tokens_per_rank), E = double(w.model.experts), K = double(w.model.topk),
+               N = T * world;
   const int storage = storage_bytes_of(backend, w.dtype);
   // Each rank's experts see the rows of its EP group's tokens.
   const double El = double(m.experts_per_rank), rows_per_expert = T * m.ep * K / E;
+  const double flops = model_flops_per_step(w.model, N, N * K);             // dropless
+  const DispatchBytes a2a = dispatch_bytes_for_rows(w, m, storage, T * K);  // dropless
+  const std::vector<PhaseCost> costs = phase_costs(w, m, storage, storage, N * K);
+  const MemoryNeed need = estimate_memory_need(w, world, backend);
+  // The host holds the step's buffers on the CPU backend, and the float64 reference's on both.
+  const int64_t host_per_rank = (backend == "cpu" ? need.step : 0) + need.check.host;
+
+  json plan = {
+      {"workload", w.name},
+      {"backend", backend},
+      {"mesh",
+       {{"world", world},
+        {"ep", m.ep},
+        {"fsdp", m.fsdp},
+        {"experts_per_rank", m.experts_per_rank}}},
+      {"config", workload_to_json(w)},
+      {"balanced_routing",
+       {{"rows_per_local_expert", rows_per_expert},
+        {"rows_per_rank", rows_per_expert * El},
+        {"capacity_may_drop", w.capacity_factor > 0}}},
+      // Per local expert, forward: [rows x H] @ [H x 2F] and [rows x F] @ [F x H] (m x k @ k x n).
+      {"expert_gemms",
+       {{{"m", rows_per_expert}, {"k", w.model.hidden}, {"n", 2 * w.model.ffn}},
+        {{"m", rows_per_expert}, {"k", w.model.ffn}, {"n", w.model.hidden}}}},
+      {"model_flops_per_step", flops},
+      {"tflop_per_rank_per_step", flops / world * 1e-12},
+      {"dispatch",
+       {{"name", name_of(w.dispatch)},
+        {"collectives_per_step", a2a.collectives_per_step},
+        {"bytes_per_rank_per_direction", a2a.per_direction},
+        {"bytes_to_other_ranks", a2a.to_others}}},
+      {"fsdp_gather_bytes_per_rank", m.fsdp > 1 ? costs[kFsdpGather].bytes : 0.0},
+      {"memory",
+       {{"estimate", "per rank, balanced routing"},
+        {"step_bytes", need.step},
+        {"step_memory", backend == "cuda" ? "gpu" : "host"},
+        {"check_host_bytes", need.check.host},
+        {"check_gpu_bytes", need.check.device},
+        {"host_bytes_per_rank", host_per_rank},
+        {"host_ranks", host.ranks},
+        {"host_total_bytes", host.memory_bytes}}}};
+
+  std::vector<std::string> warnings;
+  const double host_need = double(host_per_rank) * host.ranks;
+  if (host.memory_bytes > 0 && host_need > double(host.memory_bytes)) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1) << "the plan needs about " << gib(host_need)
+       << " GiB of host memory (" << gib(double(host_per_rank)) << " GiB per rank x " << host.ranks
+       << (host.ranks == 1 ? " rank" : " ranks") << " on this host) but the host has "
+       << gib(double(host.memory_bytes))
+       << " GiB in all (MemTotal): lower tokens_per_rank, raise mesh.ep, spread the ranks over "
+          "more hosts"
+       << (w.check == CheckMode::kOff ? ""
+           : backend == "cuda"        ? ", set reference=gpu or check=off"
+                                      : ", or set check=off (the float64 reference holds every "
+                                        "expert)");
+    warnings.push_back(os.str());
+  }
+  for (std::string& s : shape_warnings(w, m, rows_per_expert)) warnings.push_back(std::move(s));
+  plan["warnings"] = warnings;
+  return plan;
+}
+
+void print_dry_run(const Workload& w, const json& plan, bool as_json) {
+  if (as_json) {
+    std::printf("%s\n", plan.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  const json& m = plan["mesh"];
+  const json& cfg = plan["config"];
+  const json& br = plan["balanced_routing"];
+  const json& mem = plan["memory"];
+  const int world = m["world"];
+  const double rows = br["rows_per_local_expert"], flops = plan["model_flops_per_step"];
+  const double H = cfg["model"]["hidden"], F = cfg["model"]["ffn"];
   std::printf("# dry run (nothing runs, nothing is written): %s on %d rank%s, backend %s\n",
-              w.name.c_str(), world, world == 1 ? "" : "s", backend.c_str());
+              plan["workload"].get<std::string>().c_str(), world, world == 1 ? "" : "s",
+              plan["backend"].get<std::string>().c_str());
   std::printf(
       "# mesh ep %d x fsdp %d: %ld experts per EP rank, %ld tokens per rank, dtype %s, "
       "expert gradients %s\n",
-      m.ep, m.fsdp, long(m.experts_per_rank), long(w.tokens_per_rank), dtype_name(w.dtype),
-      dtype_name(w.expert_grad_dtype));
+      m["ep"].get<int>(), m["fsdp"].get<int>(), m["experts_per_rank"].get<long>(),
+      cfg["tokens_per_rank"].get<long>(), cfg["dtype"].get<std::string>().c_str(),
+      cfg["expert_grad_dtype"].get<std::string>().c_str());
   std::printf("# knobs: %s\n", describe_how_keys(w).c_str());
-  std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n",
-              rows_per_expert, rows_per_expert * El,
-              w.capacity_factor > 0 ? " (at most: the capacity may drop rows)" : "");
+  std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n", rows,
+              br["rows_per_rank"].get<double>(),
+              br["capacity_may_drop"].get<bool>() ? " (at most: the capacity may drop rows)" : "");
   std::printf(
       "# expert GEMMs per local expert: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
       "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
-      rows_per_expert, H, H, 2 * F, rows_per_expert, F, F, H);
-  const double flops = model_flops_per_step(w.model, N, N * K);  // dropless
+      rows, H, H, 2 * F, rows, F, F, H);
   std::printf(
       "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
       "rank)\n",
       flops, flops / world * 1e-12, flops / world * 1e-9);
-  const DispatchBytes a2a = dispatch_bytes_for_rows(w, m, storage, T * K);  // dropless
-  if (a2a.collectives_per_step > 0) {
+  const json& d = plan["dispatch"];
+  if (d["collectives_per_step"].get<int>() > 0) {
     std::printf(
         "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
         "%d per step\n",
-        name_of(w.dispatch), a2a.per_direction / (1 << 20), a2a.to_others / (1 << 20),
-        a2a.collectives_per_step);
+        d["name"].get<std::string>().c_str(),
+        d["bytes_per_rank_per_direction"].get<double>() / (1 << 20),
+        d["bytes_to_other_ranks"].get<double>() / (1 << 20), d["collectives_per_step"].get<int>());
   } else {
-    std::printf("# dispatch %s: no collective (ep 1)\n", name_of(w.dispatch));
+    std::printf("# dispatch %s: no collective (ep 1)\n", d["name"].get<std::string>().c_str());
   }
-  const std::vector<PhaseCost> costs = phase_costs(w, m, storage, storage, N * K);
-  if (m.fsdp > 1)
+  if (m["fsdp"].get<int>() > 1)
     std::printf("# FSDP: all-gather of %.1f MiB of expert weights per rank per step\n",
-                costs[kFsdpGather].bytes / (1 << 20));
-  const MemoryNeed need = estimate_memory_need(w, world, backend);
-  const double step = double(need.step);
-  const ReferenceBytes& ref = need.check;
-  const char* where = backend == "cuda" ? "GPU" : "host";
+                plan["fsdp_gather_bytes_per_rank"].get<double>() / (1 << 20));
   std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
-              gib(step), where);
-  if (w.check != CheckMode::kOff) {
-    std::printf("; the check %.2f GiB of host memory", gib(double(ref.host)));
-    if (ref.device > 0) std::printf(" and %.2f GiB of GPU memory", gib(double(ref.device)));
+              gib(mem["step_bytes"].get<double>()), mem["step_memory"] == "gpu" ? "GPU" : "host");
+  if (cfg["check"] != "off") {
+    std::printf("; the check %.2f GiB of host memory", gib(mem["check_host_bytes"].get<double>()));
+    if (mem["check_gpu_bytes"].get<int64_t>() > 0)
+      std::printf(" and %.2f GiB of GPU memory", gib(mem["check_gpu_bytes"].get<double>()));
   }
   std::printf("\n");
+  for (const json& warning : plan["warnings"])
+    std::printf("# warning: %s\n", warning.get<std::string>().c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace moe

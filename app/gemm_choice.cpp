@@ -39,6 +39,13 @@ std::string GemmMethodChoice::winner() const {
   return methods_[i];
 }
 
+std::map<std::string, double> GemmMethodChoice::tries_ms() const {
+  std::map<std::string, double> tries;
+  if (active())
+    for (size_t i = 0; i < methods_.size(); ++i) tries[methods_[i]] = best_ms_[i];
+  return tries;
+}
+
 std::string GemmMethodChoice::summary() const {
   if (!active()) return "";
   std::string s = winner() + " (chosen in warm-up:";

@@ -4,6 +4,7 @@
 // The warm-up steps try each in turn; the timed steps use the one whose experts phases were
 // fastest. Times are the steps' max over ranks, so every rank picks the same method.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ class GemmMethodChoice {
   void record(int64_t s, double experts_ms);
   // The fastest method once the tries are done ("" when not active).
   std::string winner() const;
-  // For the report: "grouped_batched (chosen in warm-up: lt_multistream 12.31 ms,
+  // Each method's better try (experts fwd+bwd ms, max over ranks); empty when not active.
+  std::map<std::string, double> tries_ms() const;
+  // For the log: "grouped_batched (chosen in warm-up: lt_multistream 12.31 ms,
   // grouped_batched 8.10 ms experts fwd+bwd)".
   std::string summary() const;
 

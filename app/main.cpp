@@ -1,12 +1,15 @@
 // moebench: a distributed MoE layer training step benchmark. Launched under mpirun (one process
-// per GPU) or as a single process. main only initialises MPI, parses the command line and turns
+// per GPU) or as a single process. main only parses the command line, initialises MPI and turns
 // errors into one message and a non-zero exit on every rank.
 #include <mpi.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "app/cli.h"
 #include "app/compare_command.h"
 #include "app/gemm_command.h"
 #include "app/run_command.h"
@@ -14,14 +17,21 @@
 #include "core/workload.h"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %^%l%$: %v"
-                                : "[%H:%M:%S] rank " + std::to_string(rank) + " %^%l%$: %v");
+  // Help, --version and usage errors are answered before MPI starts: they do no work, and leave
+  // no MPI session directory behind. Every rank of a launched job parses the same arguments, so
+  // every rank exits here; the launcher's rank 0 prints.
+  const int launched_rank = moe::launcher_rank();
+  const std::vector<std::string> subcommands = {"run", "compare", "keys"};
+  if (const std::string typo = moe::unknown_subcommand_message(argc, argv, subcommands);
+      !typo.empty()) {
+    if (launched_rank == 0) std::fprintf(stderr, "moebench: %s\n", typo.c_str());
+    return 2;
+  }
 
   CLI::App app{"moebench: a distributed Mixture-of-Experts layer training-step benchmark"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", moe::version_text,
+                       "print version, commit and library versions");
   moe::RunOptions opt;
   std::string log_level = "info";
   CLI::App* run = app.add_subcommand("run", "run a workload: warm-up, timed steps, check, report");
@@ -29,28 +39,42 @@ int main(int argc, char** argv) {
   run->add_option("--set", opt.sets, "override a workload key: --set mesh.ep=2 (repeatable)")
       ->take_all();
   run->add_option("--backend", opt.backend, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   run->add_option("-o,--out", opt.out, "write the result JSON here (atomically)");
   run->add_option("--dump", opt.dump, "dump the checked step's tensors to DIR/rank<R>/");
   // Ranges with readable bounds (CLI11's PositiveNumber prints DBL_MAX in full); the step counts'
   // bounds are the workload keys' (core/workload.h), checked again there.
   run->add_option("--dump-limit-mib", opt.dump_limit_mib, "refuse dumps above this per rank")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  run->add_option("--steps", opt.steps, "timed steps (overrides the workload)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+      ->capture_default_str();
+  run->add_option("--steps", opt.steps, "timed steps (default: the workload's `steps`)")
       ->check(CLI::Range(int64_t(1), moe::kMaxSteps));
-  run->add_option("--warmup", opt.warmup, "warm-up steps (overrides the workload)")
+  run->add_option("--warmup", opt.warmup, "warm-up steps (default: the workload's `warmup`)")
       ->check(CLI::Range(int64_t(0), moe::kMaxSteps));
   run->add_option("--timeout-s", opt.timeout_s,
                   "seconds a rank waits on its peers before aborting the job")
-      ->check(CLI::Range(0.001, 604800.0));
-  run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
+      ->check(CLI::Range(0.001, 604800.0))
+      ->capture_default_str();
+  run->add_flag("-q,--quiet", opt.quiet,
+                "log errors only: the report (and the plan of --dry-run) still prints");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
-                "estimates, and exit without running");
-  run->add_option("--world", opt.world, "with --dry-run: plan for this many ranks")
+                "estimates, with warnings where it will not fit this host or its shapes waste "
+                "the hardware, and exit without running");
+  run->add_option("--world", opt.world,
+                  "with --dry-run: plan for this many ranks (default: the launched world's)")
       ->check(CLI::Range(1, 1 << 20));
-  run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  run->add_flag("--json", opt.json, "with --dry-run: print the plan as one JSON object on stdout");
+  CLI::Option* log_level_opt =
+      run->add_option("--log-level", log_level, "trace | debug | info | warn | error")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+          ->capture_default_str();
+  run->footer(
+      "Examples:\n"
+      "  mpirun -np 4 moebench run --config configs/quickstart.json --set mesh.ep=2 --out r.json\n"
+      "  moebench run --config configs/bench/deepseek_v3.json --dry-run --world 8 --backend cuda\n"
+      "Every workload key: moebench keys; every option: docs/usage.md");
   moe::CompareOptions compare_opt;
   CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
   moe::GemmBenchOptions gemm_opt;
@@ -58,20 +82,24 @@ int main(int argc, char** argv) {
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
 
-  int rc = 0;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same arguments, so every rank exits here; rank 0 prints.
-    rc = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    if (rc != 0) rc = 2;
-    MPI_Finalize();
-    return rc;
+    const int rc = launched_rank == 0 ? app.exit(e) : e.get_exit_code();
+    return rc == 0 ? 0 : 2;
   }
+
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  moe::setup_logging(rank);
+  // -q leaves the errors; a --log-level given beside it wins.
+  if (opt.quiet && log_level_opt->count() == 0) log_level = "error";
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (rank != 0 && log_level == "info") spdlog::set_level(spdlog::level::warn);
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
 
+  int rc = 0;
   try {
     if (keys->parsed()) {
       if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);

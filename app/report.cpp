@@ -81,6 +81,16 @@ double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0
 // floor / measured: 1 is the machine's limit; 0 where there is no floor or no time.
 double efficiency(double floor_ms, double ms) { return floor_ms > 0 && ms > 0 ? floor_ms / ms : 0; }
 
+json gemm_json(const GemmReport& g) {
+  return {{"method", g.method.empty() ? json(nullptr) : json(g.method)},
+          {"chosen_in_warmup", !g.warmup_experts_ms.empty()},
+          {"warmup_experts_ms", g.warmup_experts_ms},
+          {"plans_before_timed", g.before_timed.plans},
+          {"heuristic_queries_before_timed", g.before_timed.heuristic_queries},
+          {"plans_timed", g.timed.plans},
+          {"heuristic_queries_timed", g.timed.heuristic_queries}};
+}
+
 json roofline_json(const RunResult& r) {
   const Calibration& c = r.calibration;
   if (!c.done) return {{"done", false}};
@@ -128,9 +138,10 @@ std::string human_bytes(double b) {
 
 // The efficiency footer and what the all-to-alls moved: the nominal send buffer and the bytes
 // that actually left the rank.
-void print_roofline_footer(const RunResult& r) {
+void print_roofline_footer(const RunResult& r, std::FILE* out) {
   if (r.calibration.done)
-    std::printf(
+    std::fprintf(
+        out,
         "# efficiency: step floor %.3f ms / step median %.3f ms = %.1f%% (floors: FLOPs at the "
         "calibrated GEMM rate or the experts' weight, gradient and row bytes at the calibrated "
         "memory bandwidth, whichever is longer (bound: compute or memory), all-to-all bytes at "
@@ -140,7 +151,8 @@ void print_roofline_footer(const RunResult& r) {
   const PhaseResult* dispatch = find_phase(r, "a2a_dispatch_fwd");
   const PhaseResult* combine = find_phase(r, "a2a_combine_fwd");
   if (dispatch && combine && dispatch->bytes_sent && combine->bytes_sent)
-    std::printf(
+    std::fprintf(
+        out,
         "# all-to-all bytes per rank: %s send buffer (own rows included); sent to other ranks "
         "(mean over steps, max over ranks): dispatch %s, combine %s\n",
         human_bytes(dispatch->bytes).c_str(), human_bytes(*dispatch->bytes_sent).c_str(),
@@ -221,6 +233,7 @@ json result_to_json(const RunResult& r) {
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0}};
+  j["gemm"] = gemm_json(r.gemm);
   j["roofline"] = roofline_json(r);
   j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},
                  {"host_peak_rss_bytes", r.host_peak_rss_bytes}};
@@ -256,46 +269,64 @@ json result_to_json(const RunResult& r) {
   return j;
 }
 
-void print_summary(const RunResult& r) {
+void print_summary(const RunResult& r, std::FILE* out) {
   const Workload& w = r.workload;
   const nlohmann::json prov = provenance(r);
-  std::printf("# moebench %s, backend %s, commit %.12s%s, %s\n", MOE_VERSION, r.backend.c_str(),
-              prov["git_commit"].get<std::string>().c_str(),
-              prov["git_dirty"].get<bool>() ? " (dirty)" : "",
-              prov["time_utc"].get<std::string>().c_str());
+  std::fprintf(out, "# moebench %s, backend %s, commit %.12s%s, %s\n", MOE_VERSION,
+               r.backend.c_str(), prov["git_commit"].get<std::string>().c_str(),
+               prov["git_dirty"].get<bool>() ? " (dirty)" : "",
+               prov["time_utc"].get<std::string>().c_str());
   if (!r.backend_info.empty()) {
-    std::printf("#");
-    for (const auto& [k, v] : r.backend_info) std::printf(" %s %s;", k.c_str(), v.c_str());
-    std::printf("\n");
+    std::fprintf(out, "#");
+    for (const auto& [k, v] : r.backend_info) std::fprintf(out, " %s %s;", k.c_str(), v.c_str());
+    std::fprintf(out, "\n");
   }
-  std::printf("# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
-              w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
-              long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));
-  std::printf("# knobs: %s\n", describe_how_keys(w).c_str());
-  std::printf("# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
-              name_of(w.router.score), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
-              w.router.normalize_topk ? ", normalized" : "", w.router.scaling,
-              long(w.router.group_topk), long(w.router.groups), w.router.expert_bias ? "on" : "off",
-              w.router.aux_coeff, w.router.z_coeff);
-  std::printf("# routing %s", name_of(w.routing.mode));
-  if (w.routing.mode == RoutingMode::kPowerlaw) std::printf(" (skew %g)", w.routing.skew);
+  const GemmReport& g = r.gemm;
+  if (!g.method.empty()) {
+    std::fprintf(out, "# expert GEMMs: %s", g.method.c_str());
+    if (!g.warmup_experts_ms.empty()) {
+      std::fprintf(out, " (chosen in warm-up, experts fwd+bwd:");
+      const char* sep = " ";
+      for (const auto& [m, ms] : g.warmup_experts_ms) {
+        std::fprintf(out, "%s%s %.2f ms", sep, m.c_str(), ms);
+        sep = ", ";
+      }
+      std::fprintf(out, ")");
+    }
+    std::fprintf(out,
+                 "; %ld plans, %ld heuristic queries before the timed steps, %ld and %ld in them "
+                 "(max over ranks)\n",
+                 long(g.before_timed.plans), long(g.before_timed.heuristic_queries),
+                 long(g.timed.plans), long(g.timed.heuristic_queries));
+  }
+  std::fprintf(out, "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
+               w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
+               long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));
+  std::fprintf(out, "# knobs: %s\n", describe_how_keys(w).c_str());
+  std::fprintf(out, "# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
+               name_of(w.router.score), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
+               w.router.normalize_topk ? ", normalized" : "", w.router.scaling,
+               long(w.router.group_topk), long(w.router.groups),
+               w.router.expert_bias ? "on" : "off", w.router.aux_coeff, w.router.z_coeff);
+  std::fprintf(out, "# routing %s", name_of(w.routing.mode));
+  if (w.routing.mode == RoutingMode::kPowerlaw) std::fprintf(out, " (skew %g)", w.routing.skew);
   if (w.routing.mode == RoutingMode::kHot)
-    std::printf(" (%g of tokens to %ld hot experts)", w.routing.hot_fraction,
-                long(w.routing.hot_experts));
+    std::fprintf(out, " (%g of tokens to %ld hot experts)", w.routing.hot_fraction,
+                 long(w.routing.hot_experts));
   if (w.capacity_factor > 0)
-    std::printf(", capacity_factor %g (%ld rows per expert per rank, drop by %s)",
-                w.capacity_factor, long(r.routing.capacity_rows), name_of(w.drop_policy));
+    std::fprintf(out, ", capacity_factor %g (%ld rows per expert per rank, drop by %s)",
+                 w.capacity_factor, long(r.routing.capacity_rows), name_of(w.drop_policy));
   else
-    std::printf(", dropless");
-  if (w.align > 1) std::printf(", align %ld", long(w.align));
-  std::printf("\n");
-  std::printf("# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
-              r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
-              (unsigned long long)w.seed);
-  std::printf("# roofline: %s\n", describe(r.calibration).c_str());
-  std::printf("#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s %-7s\n", "phase", "median ms",
-              "p10", "p90", "share%", "TFLOP/s", "algbw GB/s", "busbw", "floor ms", "eff%",
-              "bound");
+    std::fprintf(out, ", dropless");
+  if (w.align > 1) std::fprintf(out, ", align %ld", long(w.align));
+  std::fprintf(out, "\n");
+  std::fprintf(out, "# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
+               r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
+               (unsigned long long)w.seed);
+  std::fprintf(out, "# roofline: %s\n", describe(r.calibration).c_str());
+  std::fprintf(out, "#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s %-7s\n", "phase",
+               "median ms", "p10", "p90", "share%", "TFLOP/s", "algbw GB/s", "busbw", "floor ms",
+               "eff%", "bound");
   for (const PhaseResult& p : r.phases) {
     const double share =
         p.in_step && r.step_ms.median > 0 ? 100 * p.ms.median / r.step_ms.median : 0;
@@ -308,77 +339,79 @@ void print_summary(const RunResult& r) {
     }
     if (p.in_step) std::snprintf(sh, sizeof sh, "%.1f", share);
     floor_cells(p.floor_ms, p.ms.median, fl, eff);
-    std::printf("  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s %-7s\n",
-                p.in_step ? "" : " ", p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg,
-                bus, fl, eff, p.floor_ms > 0 ? p.floor_bound.c_str() : "");
+    std::fprintf(out, "  %s%-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s %-7s\n",
+                 p.in_step ? "" : " ", p.name.c_str(), p.ms.median, p.ms.p10, p.ms.p90, sh, tf, alg,
+                 bus, fl, eff, p.floor_ms > 0 ? p.floor_bound.c_str() : "");
   }
   char fl[16] = "", eff[16] = "";
   floor_cells(r.step_floor_ms, r.step_ms.median, fl, eff);
-  std::printf("  %-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", "step", r.step_ms.median,
-              r.step_ms.p10, r.step_ms.p90, "", "", "", "", fl, eff);
+  std::fprintf(out, "  %-18s %10.3f %10.3f %10.3f %7s %9s %9s %9s %9s %6s\n", "step",
+               r.step_ms.median, r.step_ms.p10, r.step_ms.p90, "", "", "", "", fl, eff);
   for (const PhaseResult& p : r.phases)
     if (!p.beside.empty())
-      std::printf(
-          "# overlap: %s runs beside %s (overlap key), so the shares add to more than "
-          "100%%\n",
-          p.name.c_str(), p.beside.c_str());
-  std::printf("#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
-              rate(r.tokens_per_step, r.step_ms.median),
-              rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
-  print_roofline_footer(r);
-  std::printf(
-      "# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
-      "rows received per rank min %.1f max %.1f (max/mean %.2f)\n",
-      r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean, r.routing.rows_per_expert.max,
-      r.routing.load_max_over_mean, long(r.routing.experts_without_tokens),
-      r.routing.rows_received_per_rank.min, r.routing.rows_received_per_rank.max,
-      r.routing.rank_load_max_over_mean);
+      std::fprintf(out,
+                   "# overlap: %s runs beside %s (overlap key), so the shares add to more than "
+                   "100%%\n",
+                   p.name.c_str(), p.beside.c_str());
+  std::fprintf(out, "#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
+               rate(r.tokens_per_step, r.step_ms.median),
+               rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);
+  print_roofline_footer(r, out);
+  std::fprintf(out,
+               "# routing: rows per expert min %.1f mean %.1f max %.1f (max/mean %.2f, %ld empty); "
+               "rows received per rank min %.1f max %.1f (max/mean %.2f)\n",
+               r.routing.rows_per_expert.min, r.routing.rows_per_expert.mean,
+               r.routing.rows_per_expert.max, r.routing.load_max_over_mean,
+               long(r.routing.experts_without_tokens), r.routing.rows_received_per_rank.min,
+               r.routing.rows_received_per_rank.max, r.routing.rank_load_max_over_mean);
   const RoutingStats& rs = r.routing;
   if (w.capacity_factor > 0 || w.align > 1) {
     const double kept = rs.rows_routed_per_step - rs.rows_dropped_per_step;
-    std::printf(
-        "# capacity: %.1f of %.0f rows dropped per step (%.2f%%); align: %.1f zero rows "
-        "added per step (%.2f%% more expert GEMM rows)\n",
-        rs.rows_dropped_per_step, rs.rows_routed_per_step,
-        rs.rows_routed_per_step > 0 ? 100 * rs.rows_dropped_per_step / rs.rows_routed_per_step
-                                    : 0.0,
-        rs.rows_padded_per_step, kept > 0 ? 100 * rs.rows_padded_per_step / kept : 0.0);
+    std::fprintf(out,
+                 "# capacity: %.1f of %.0f rows dropped per step (%.2f%%); align: %.1f zero rows "
+                 "added per step (%.2f%% more expert GEMM rows)\n",
+                 rs.rows_dropped_per_step, rs.rows_routed_per_step,
+                 rs.rows_routed_per_step > 0
+                     ? 100 * rs.rows_dropped_per_step / rs.rows_routed_per_step
+                     : 0.0,
+                 rs.rows_padded_per_step, kept > 0 ? 100 * rs.rows_padded_per_step / kept : 0.0);
   }
-  std::printf("# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
-              r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
+  std::fprintf(out, "# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
+               r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
   if (r.checks.empty()) {
-    std::printf("# check: off\n");
-    std::fflush(stdout);
+    std::fprintf(out, "# check: off\n");
+    std::fflush(out);
     return;
   }
   const CheckResult& c = r.checks.front();
-  std::printf("#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
-              c.reference.c_str(), c.reference_seconds);
-  std::printf("# %-8s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
+  std::fprintf(out, "#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
+               c.reference.c_str(), c.reference_seconds);
+  std::fprintf(out, "# %-8s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
   int passed = 0, total = 0;
   for (const TensorCheck& t : c.tensors) {
-    std::printf("  %-8s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs, t.tol,
-                t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
+    std::fprintf(out, "  %-8s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
+                 t.tol, t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
     passed += t.pass;
     ++total;
   }
-  std::printf("  %-8s %ld of %ld tokens differ (%ld near ties allowed)", "routing",
-              long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties));
+  std::fprintf(out, "  %-8s %ld of %ld tokens differ (%ld near ties allowed)", "routing",
+               long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties));
   if (w.capacity_factor > 0)
-    std::printf("; %ld dropped rows differ (%ld near ties allowed)",
-                long(c.routing.drop_mismatches), long(c.routing.drop_near_ties));
-  std::printf("  %s\n", c.routing.pass ? "PASS" : "FAIL");
+    std::fprintf(out, "; %ld dropped rows differ (%ld near ties allowed)",
+                 long(c.routing.drop_mismatches), long(c.routing.drop_near_ties));
+  std::fprintf(out, "  %s\n", c.routing.pass ? "PASS" : "FAIL");
   passed += c.routing.pass;
   ++total;
   int steps_failed = 0;
   for (const CheckResult& k : r.checks) steps_failed += !k.pass;
   if (r.checks.size() > 1)
-    std::printf("# checked %zu steps, %d failed\n", r.checks.size(), steps_failed);
-  std::printf("# check: %d/%d %s\n", passed, total, r.pass() ? "PASS" : "FAIL");
-  std::fflush(stdout);
+    std::fprintf(out, "# checked %zu steps, %d failed\n", r.checks.size(), steps_failed);
+  std::fprintf(out, "# check: %d/%d %s\n", passed, total, r.pass() ? "PASS" : "FAIL");
+  std::fflush(out);
 }
 
 void check_json_target(const std::string& path) {
+  if (path == "-") return;  // stdout
   namespace fs = std::filesystem;
   std::error_code ec;
   MOE_USER_CHECK(!fs::is_directory(path, ec),

@@ -1,5 +1,6 @@
 #pragma once
 // Rank 0's outputs: the readable summary (nccl-tests style) and the result JSON with the same keys.
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -8,13 +9,15 @@
 namespace moe {
 
 nlohmann::json result_to_json(const RunResult& r);
-void print_summary(const RunResult& r);
+// The readable report to `out`: stdout, or stderr when stdout carries the result JSON (--out -).
+void print_summary(const RunResult& r, std::FILE* out);
 // MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and
 // the provenance fall back to git, which names whatever checkout the binary sits in. Throws a
 // usage error naming the variable and the fix.
 void check_git_commit_env();
 // Throws a UserError naming --out and the fix unless a result file can be written at path: not a
-// directory, its directory exists and takes a file (probed, then removed). Before any work.
+// directory, its directory exists and takes a file (probed, then removed). Before any work. "-"
+// (stdout) always passes.
 void check_json_target(const std::string& path);
 // Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file; on
 // failure the temporary file is removed.

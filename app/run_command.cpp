@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -299,11 +298,15 @@ int run_command(const RunOptions& opt) {
 
   Workload w;
   std::string backend;
-  if (opt.dry_run || opt.world > 0) {
+  if (opt.dry_run || opt.world > 0 || opt.json) {
     const int plan_world = opt.world > 0 ? opt.world : world_size;
     const bool ok = on_all_ranks(world, opt.timeout_s, [&] {
-      MOE_USER_CHECK(opt.dry_run, "--world " << opt.world << " plans for another world size and "
-                                             << "needs --dry-run; a run takes mpirun's -np");
+      MOE_USER_CHECK(opt.dry_run || opt.world == 0,
+                     "--world " << opt.world << " plans for another world size and "
+                                << "needs --dry-run; a run takes mpirun's -np");
+      MOE_USER_CHECK(opt.dry_run,
+                     "--json prints the plan of --dry-run as JSON: add --dry-run "
+                     "(a run's result JSON goes to stdout with --out -)");
       w = workload_from_options(opt);
       resolve_and_validate(w, plan_world);
       // A plan for GPUs may be made where there are none.
@@ -311,7 +314,11 @@ int run_command(const RunOptions& opt) {
       check_backend_supports(backend, w);
     });
     if (!ok) return 2;
-    if (rank == 0) print_dry_run(w, plan_world, backend);
+    // The memory warning compares with this host: --world N puts all N ranks on it.
+    PlanHost host;
+    host.memory_bytes = host_memory_total_bytes();
+    host.ranks = opt.world > 0 ? opt.world : ranks_on_this_host(world);
+    if (rank == 0) print_dry_run(w, dry_run_plan(w, plan_world, backend, host), opt.json);
     return 0;
   }
 
@@ -352,6 +359,7 @@ int run_command(const RunOptions& opt) {
   }
   MoeLayer layer(w, mesh, device, ops, *be.comm);
   const ReferenceMathFactory make_math = reference_math_factory(backend, w);
+  const bool ref_on_gpu = reference_device(backend, w) == "gpu";
   const Dims& d = layer.dims();
   if (rank == 0)
     spdlog::info("{}: {} ranks, mesh ep={} x fsdp={}, backend {}, T={} H={} F={} E={} K={}", w.name,
@@ -359,6 +367,7 @@ int run_command(const RunOptions& opt) {
 
   r.backend = backend;
   r.backend_info = be.info;
+  r.gemm.method = be.gemm_method;
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;
@@ -390,7 +399,8 @@ int run_command(const RunOptions& opt) {
                       "the all-reduce of a step's phase times", opt.timeout_s);
     gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
     if (gemm_choice.active() && s + 1 == w.warmup) {
-      r.backend_info["gemm_method"] = gemm_choice.summary();
+      r.gemm.method = gemm_choice.winner();
+      r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
     const bool timed = s >= w.warmup;
@@ -424,6 +434,14 @@ int run_command(const RunOptions& opt) {
       StepOutputs o = layer.download_outputs(want);
       o.loss = world_loss(o, world, opt.timeout_s);
       if (check_now) {
+        // The reference recomputes the whole step, unlike the timed steps: say so before a long
+        // silence.
+        if (rank == 0)
+          spdlog::info(
+              "checking step {} against the {}: out, dx, p, dw_gate, dw_in, dw_out, aux, z, the "
+              "loss and the routing{}",
+              s, ref_on_gpu ? "fp32 GPU reference" : "float64 CPU reference",
+              ref_on_gpu ? "" : "; on the host this may take a while for a large shape");
         r.checks.push_back(check_step(w, mesh, world, s, o, make_math, opt.timeout_s));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
@@ -497,13 +515,8 @@ int run_command(const RunOptions& opt) {
                             plans_end.heuristic_queries - plans_before_timed.heuristic_queries};
   allreduce_bounded(plan_counts, 4, MPI_INT64_T, MPI_MAX, world, "the GEMM plan counts",
                     opt.timeout_s);
-  if (plan_counts[0] + plan_counts[2] > 0) {
-    std::ostringstream os;
-    os << plan_counts[0] << " plans, " << plan_counts[1] << " heuristic queries before the timed "
-       << "steps; " << plan_counts[2] << " plans, " << plan_counts[3]
-       << " queries in them (max over ranks)";
-    r.backend_info["gemm_plans"] = os.str();
-  }
+  r.gemm.before_timed = {plan_counts[0], plan_counts[1]};
+  r.gemm.timed = {plan_counts[2], plan_counts[3]};
 
   int64_t hw = device.memory_high_water();
   rusage ru{};
@@ -515,8 +528,14 @@ int run_command(const RunOptions& opt) {
   r.host_peak_rss_bytes = rss;
 
   if (rank == 0) {
-    print_summary(r);
-    if (!opt.out.empty()) {
+    // --out - is for a pipe into jq and the like: stdout then holds the JSON alone, and the
+    // report goes to stderr beside the logs, where the person who started the run still sees it.
+    const bool json_on_stdout = opt.out == "-";
+    print_summary(r, json_on_stdout ? stderr : stdout);
+    if (json_on_stdout) {
+      std::fputs((result_to_json(r).dump(2) + "\n").c_str(), stdout);
+      std::fflush(stdout);
+    } else if (!opt.out.empty()) {
       write_json_atomically(opt.out, result_to_json(r));
       spdlog::info("wrote {}", opt.out);
     }

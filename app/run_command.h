@@ -20,6 +20,7 @@ struct RunOptions {
   bool quiet = false;
   bool dry_run = false;  // print the plan (app/dry_run.h) and exit
   int world = 0;         // --dry-run only: plan for this many ranks (0: the MPI world's size)
+  bool json = false;     // --dry-run only: the plan as one JSON object
   std::string command_line;
 };
 

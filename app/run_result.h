@@ -9,6 +9,7 @@
 #include "app/calibrate.h"
 #include "core/check.h"
 #include "core/mesh.h"
+#include "core/ops.h"
 #include "core/stats.h"
 #include "core/workload.h"
 
@@ -47,12 +48,24 @@ struct RoutingStats {
   int64_t capacity_rows = 0;
 };
 
+// The expert GEMMs as the timed steps ran them.
+struct GemmReport {
+  std::string method;  // the backend's method name; "" where it has one way (the CPU backend)
+  // Each method's better warm-up try (experts fwd+bwd ms, max over ranks) when the warm-up chose
+  // the method (gemm.method auto, enough warm-up steps); empty otherwise.
+  std::map<std::string, double> warmup_experts_ms;
+  // GEMM plans built and heuristic queries made (max over ranks) before the timed steps and in
+  // them: planning in a timed step is host work inside its time.
+  GemmPlanCounts before_timed, timed;
+};
+
 // Per-step samples kept in a result (10^4 x 17 series: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 
 struct RunResult {
   std::string backend;
   std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
+  GemmReport gemm;
   std::string command_line;
   Workload workload;
   Mesh mesh;

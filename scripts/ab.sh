@@ -3,8 +3,8 @@
 # workload in alternating rounds (A B, then B A, ...), so that drift of the host (clocks, heat,
 # other tenants) falls on both alike, then one compare of the rounds. Use it when a figure moved
 # between sessions on different hosts and the question is whether the code moved it.
-#   scripts/ab.sh --a BIN_A --b BIN_B --np NP --out DIR [--rounds N] [--env-a K=V] [--env-b K=V]
-#                 [--set-a K=V] [--set-b K=V] [--timeout S] -- RUN ARGS...
+# usage: scripts/ab.sh --a BIN_A --b BIN_B --np NP --out DIR [--rounds N] [--env-a K=V]
+#                      [--env-b K=V] [--set-a K=V] [--set-b K=V] [--timeout S] -- RUN ARGS...
 # RUN ARGS go to `moebench run` unchanged (e.g. --config configs/bench/mixtral_8x7b.json
 # --set mesh.ep=2). --env-a/--env-b (repeatable) set environment variables for one side only;
 # --set-a/--set-b (repeatable) add `--set K=V` to one side's runs, so the same binary can be A and
@@ -17,17 +17,16 @@
 # Environment: MPIRUN (default "mpirun --oversubscribe").
 set -euo pipefail
 
-usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
+# The comment block above is the usage: --help prints it to stdout, a bad argument to stderr.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "ab.sh: $*" >&2; exit 2; }
+bad_usage() { echo "ab.sh: $*" >&2; usage >&2; exit 2; }
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 
 A="" B="" NP="" OUT="" ROUNDS=3 TIMEOUT=0 ENV_A=() ENV_B=() SET_A=() SET_B=() ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
-    -h|--help) usage ;;
+    -h|--help) usage; exit 0 ;;
     --a) need "$@"; A=$2; shift ;;
     --b) need "$@"; B=$2; shift ;;
     --np) need "$@"; NP=$2; shift ;;
@@ -39,7 +38,7 @@ while [ $# -gt 0 ]; do
     --set-a) need "$@"; [[ $2 == *=* ]] || die "--set-a $2: expected KEY=VALUE"; SET_A+=(--set "$2"); shift ;;
     --set-b) need "$@"; [[ $2 == *=* ]] || die "--set-b $2: expected KEY=VALUE"; SET_B+=(--set "$2"); shift ;;
     --) shift; ARGS=("$@"); break ;;
-    *) die "unknown option $1 (run arguments go after --)" ;;
+    *) bad_usage "unknown option $1 (run arguments go after --)" ;;
   esac
   shift
 done

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Do two backends compute the same step? Compares two moebench dumps of the same workload and seed
 (e.g. --backend cpu and --backend cuda): the inputs must be bitwise equal, the routing equal per
 token (near ties excepted, as MATH.md allows), and every tensor within MATH.md's tolerance of the
@@ -7,12 +7,14 @@ malformed dump.
 
     compare_dumps.py DIR_A DIR_B
 """
+import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # importing verify_dump leaves no __pycache__ in the checkout
 from verify_dump import Malformed, load_dump, route  # noqa: E402  (the same loader and router)
 
 NEAR_TIE = 1e-3
@@ -100,11 +102,14 @@ def compare(dir_a, dir_b, log=print):
 
 
 def main(argv):
-    if len(argv) != 3:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
+    ap = argparse.ArgumentParser(prog="scripts/compare_dumps.py",
+                                 description=__doc__.split("\n\n")[0],
+                                 epilog="Example: scripts/compare_dumps.py dump_cpu dump_cuda")
+    ap.add_argument("dir_a", metavar="DIR_A", help="dump directory (run --dump) of one run")
+    ap.add_argument("dir_b", metavar="DIR_B", help="dump directory of the other run")
+    a = ap.parse_args(argv[1:])
     try:
-        return 0 if compare(argv[1], argv[2]) else 1
+        return 0 if compare(a.dir_a, a.dir_b) else 1
     except Malformed as e:
         print(f"compare_dumps: malformed dump: {e}", file=sys.stderr)
         return 2

@@ -2,11 +2,11 @@
 # One call on the GPU machine: build, run the GPU test suite, run the distributed step on 1..N GPUs
 # with the check on, then (with --bench) a benchmark matrix. Results (JSON) and logs go to OUTDIR;
 # a short table is printed last.
-#   scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
-#                        [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--model-steps N]
-#                        [--configs "A.json B.json"] [--run-args "--set k=v"] [--tag T] [--sweeps]
-#                        [--sweep-methods L] [--deadline S]
-#                        [--skip-tests] [--filter F]
+# usage: scripts/gpu_check.sh OUTDIR [--bench] [--agree] [--gemm-methods] [--controls] [--models]
+#                             [--meshes "4x1 2x2 1x4"] [--model-tokens N] [--model-steps N]
+#                             [--configs "A.json B.json"] [--run-args "--set k=v"] [--tag T]
+#                             [--sweeps] [--sweep-methods L] [--deadline S]
+#                             [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
 # backend with the check on, and the two references (cpu, gpu) on one run. --models: every
@@ -24,41 +24,52 @@
 # --gemm-methods: the expert GEMMs as a per-expert cuBLASLt loop
 # against one cublasGemmGroupedBatchedEx call, on many-expert shapes.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-# Everything is written under a work folder and packed into OUTDIR/gpu_check.tgz at the end (the
-# device tool returns few files); summary.txt and the result JSON stay beside it.
-OUTDIR=${1:?usage: scripts/gpu_check.sh OUTDIR [--bench] [--skip-tests] [--filter F]}
-FINAL=$OUTDIR
-OUTDIR=$(mktemp -d)/gpu_check
+# The comment block above is the usage: --help prints it to stdout, a bad argument to stderr.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+bad_usage() { echo "gpu_check.sh: $*" >&2; usage >&2; exit 2; }
+need() { [ $# -ge 2 ] || bad_usage "$1 needs a value"; }
+# Arguments are parsed before anything is built or written: --help and a typo cost nothing.
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') bad_usage "OUTDIR is required" ;;
+  -*) bad_usage "the first argument is OUTDIR, not an option ($1)" ;;
+esac
+FINAL=$1
 shift
 BENCH=0 SKIP_TESTS=0 FILTER='*' AGREE=0 GEMM_METHODS=0 CONTROLS=0 MODELS=0 MESHES="4x1"
 MODEL_TOKENS="" MODEL_STEPS=5 CONFIGS="" RUN_ARGS="" TAG="" SWEEPS=0 SWEEP_METHODS="lt_multistream grouped_batched" DEADLINE=540
 while [ $# -gt 0 ]; do
   case $1 in
+    -h|--help) usage; exit 0 ;;
     --bench) BENCH=1 ;;
     --agree) AGREE=1 ;;
     --gemm-methods) GEMM_METHODS=1 ;;
     --controls) CONTROLS=1 ;;
     --models) MODELS=1 ;;
-    --meshes) MESHES=$2; shift ;;
-    --model-tokens) MODEL_TOKENS=$2; shift ;;
-    --model-steps) MODEL_STEPS=$2; shift ;;
-    --configs) CONFIGS=$2; shift ;;
-    --run-args) RUN_ARGS=$2; shift ;;
-    --tag) TAG=_$2; shift ;;
+    --meshes) need "$@"; MESHES=$2; shift ;;
+    --model-tokens) need "$@"; MODEL_TOKENS=$2; shift ;;
+    --model-steps) need "$@"; MODEL_STEPS=$2; shift ;;
+    --configs) need "$@"; CONFIGS=$2; shift ;;
+    --run-args) need "$@"; RUN_ARGS=$2; shift ;;
+    --tag) need "$@"; TAG=_$2; shift ;;
     --sweeps) SWEEPS=1 ;;
-    --sweep-methods) SWEEP_METHODS=$2; shift ;;
-    --deadline) DEADLINE=$2; shift ;;
+    --sweep-methods) need "$@"; SWEEP_METHODS=$2; shift ;;
+    --deadline) need "$@"; DEADLINE=$2; shift ;;
     --skip-tests) SKIP_TESTS=1 ;;
-    --filter) FILTER=$2; shift ;;
-    *) echo "unknown option $1"; exit 2 ;;
+    --filter) need "$@"; FILTER=$2; shift ;;
+    *) bad_usage "unknown option $1" ;;
   esac
   shift
 done
+cd "$(dirname "$0")/.."
 for c in $CONFIGS; do
-  [ -f "$c" ] || { echo "--configs: no workload file '$c' (paths from the repository root)"; exit 2; }
+  [ -f "$c" ] || { echo "--configs: no workload file '$c' (paths from the repository root)" >&2; exit 2; }
 done
-case $MODEL_STEPS in ''|*[!0-9]*) echo "--model-steps: '$MODEL_STEPS' is not a step count"; exit 2 ;; esac
+case $MODEL_STEPS in ''|*[!0-9]*) echo "--model-steps: '$MODEL_STEPS' is not a step count" >&2; exit 2 ;; esac
+case $DEADLINE in ''|*[!0-9]*) echo "--deadline: '$DEADLINE' is not a number of seconds" >&2; exit 2 ;; esac
+# Everything is written under a work folder and packed into OUTDIR/gpu_check.tgz at the end (the
+# device tool returns few files); summary.txt and the result JSON stay beside it.
+OUTDIR=$(mktemp -d)/gpu_check
 mkdir -p "$OUTDIR"
 # Provenance: BUILD_COMMIT holds "<sha> <dirty 0|1>", written beside the tree by whoever sent it
 # (see README, "GPU machine"); it wins over any git metadata the copy has, which can be older.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sweeps workload keys over lists of values: one `mpirun -np NP moebench run` per point of the
 # Cartesian product of the axes, each point's result JSON and log under
-# OUT/NAME/<commit>[-dirty]/, with an index.json that scripts/report.py reads.
+# OUT/NAME/<commit>[-dirty]/, with an index.json that scripts/report.py reads, and the points'
+# headline figures as results.csv and results.jsonl (one row per point).
 #   scripts/sweep.sh --name NAME --config FILE --np NP --axis KEY=V1,V2,... [--axis ...]
 #                    [--set KEY=VALUE ...] [--bin BIN] [--out DIR] [--backend auto|cpu|cuda]
 #                    [--timeout S] [-- extra moebench args]
@@ -15,7 +16,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
 
 usage() {
-  cat >&2 <<'EOF'
+  cat <<'EOF'
 usage: scripts/sweep.sh --name NAME --config FILE --np NP --axis KEY=V1,V2,... [--axis ...]
                         [--set KEY=VALUE ...] [--bin BIN] [--out DIR] [--backend auto|cpu|cuda]
                         [--timeout S] [-- extra moebench args]
@@ -33,7 +34,6 @@ usage: scripts/sweep.sh --name NAME --config FILE --np NP --axis KEY=V1,V2,... [
 Sweeping mesh.ep without mesh.fsdp (or the reverse) adds --set mesh.fsdp=auto (mesh.ep=auto), so
 that ep x fsdp = np holds at every point.
 EOF
-  exit 2
 }
 die() { echo "sweep.sh: $*" >&2; echo "(scripts/sweep.sh --help for usage)" >&2; exit 2; }
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -44,7 +44,7 @@ AXIS_KEYS=() AXIS_VALS=() SETS=() EXTRA=()
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case $1 in
-    -h|--help) usage ;;
+    -h|--help) usage; exit 0 ;;
     --name) need "$@"; NAME=$2; shift ;;
     --config) need "$@"; CONFIG=$2; shift ;;
     --np) need "$@"; NP=$2; shift ;;
@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
       AXIS_KEYS+=("$key") AXIS_VALS+=("$vals")
       shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument '$1'" ;;
+    *) echo "sweep.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
@@ -250,6 +250,63 @@ elif cmd == "index":
     else:
         index.append(entry)
     write_if_changed(path, index)
+elif cmd == "tables":
+    # tables INDEX DIR: DIR/results.csv and DIR/results.jsonl, one row per point of index.json:
+    # the axes (typed: 16 is a number, true a boolean, sigmoid a string), then the point's status
+    # and headline figures, empty (null) where the point has no result.
+    import csv, io
+    path, folder = args
+    index = [e for e in load(path) if isinstance(e, dict)]
+    axes = []
+    for e in index:
+        axes += [k for k in e.get("axes", {}) if k not in axes]
+    fixed = ["point", "status", "exit", "world", "ep", "fsdp", "backend", "step_ms_median",
+             "step_ms_p10", "step_ms_p90", "tflops_per_rank", "tokens_per_s", "check_status",
+             "commit", "file"]
+
+    def typed(text):
+        if text in ("true", "false"):
+            return text == "true"
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    rows = []
+    for e in index:
+        row = {k: typed(v) for k, v in e.get("axes", {}).items()}
+        row.update({k: None for k in fixed})
+        row.update(point=e.get("point"), status=e.get("status"), exit=e.get("exit"),
+                   backend=e.get("backend"), file=e.get("file"))
+        try:
+            r = load(os.path.join(folder, e["file"])) if e.get("file") else None
+        except Exception:
+            r = None
+        if isinstance(r, dict):
+            step, mesh = r.get("timing", {}).get("step", {}), r.get("mesh", {})
+            thr, prov = r.get("throughput", {}), r.get("provenance", {})
+            row.update(world=mesh.get("world"), ep=mesh.get("ep"), fsdp=mesh.get("fsdp"),
+                       backend=prov.get("backend", row["backend"]),
+                       step_ms_median=step.get("median"), step_ms_p10=step.get("p10"),
+                       step_ms_p90=step.get("p90"), tflops_per_rank=thr.get("tflops_per_rank"),
+                       tokens_per_s=thr.get("tokens_per_s"),
+                       check_status=r.get("correctness", {}).get("status"),
+                       commit=prov.get("git_commit"))
+        rows.append(row)
+    lines = "".join(json.dumps(row) + "\n" for row in rows)
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=axes + fixed, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v)
+                    for k, v in row.items()})
+    for name, text in (("results.jsonl", lines), ("results.csv", out.getvalue())):
+        tmp = os.path.join(folder, name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(folder, name))
 PYEOF
 }
 
@@ -334,9 +391,13 @@ for p in "${POINTS[@]}"; do
   helper index "$INDEX" "$DIR" "$point" "$file" "$point.log" failed "$rc" "$step" "$backend" "${kv[@]}"
 done
 
+# One row per point for spreadsheets, pandas and jq, rewritten whole after every sweep (resumed
+# points included).
+helper tables "$INDEX" "$DIR"
 echo "sweep $NAME: $TOTAL points: $ran ran ok, $skipped skipped (already done), $failed failed"
 for f in "${FAILED[@]}"; do echo "  failed: $f"; done
 echo "index: $INDEX"
+echo "tables: $DIR/results.csv, $DIR/results.jsonl"
 REPORT=$ROOT/scripts/report.py
 [ "$PWD" != "$ROOT" ] || REPORT=scripts/report.py
 echo "report: $REPORT $DIR"

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "app/gemm_choice.h"
+#include "app/report.h"
 
 namespace moe {
 namespace {
@@ -55,6 +57,50 @@ TEST(GemmChoice, NonFiniteTimesNeverWin) {
   c.record(0, NAN);
   c.record(1, 3.0);
   EXPECT_EQ(c.winner(), "b");
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+// The result JSON gives the choice as fields, not the log's sentence: the method, each try's ms
+// and the plan counts, for jq and scripts.
+TEST(GemmChoice, ResultJsonHasTheChoiceAsFields) {
+  GemmMethodChoice c({"lt_multistream", "grouped_batched"}, 4);
+  c.record(0, 12.5);
+  c.record(1, 8.25);
+  c.record(2, 13.0);
+  c.record(3, 9.0);
+  RunResult r;
+  r.backend = "cuda";
+  r.mesh.world = 1;
+  r.gemm.method = c.winner();
+  r.gemm.warmup_experts_ms = c.tries_ms();
+  r.gemm.before_timed = {12, 11};
+  r.gemm.timed = {3, 2};
+  const nlohmann::json g = result_to_json(r).at("gemm");
+  EXPECT_EQ(g.at("method"), "grouped_batched");
+  EXPECT_EQ(g.at("chosen_in_warmup"), true);
+  EXPECT_EQ(g.at("warmup_experts_ms"),
+            nlohmann::json({{"lt_multistream", 12.5}, {"grouped_batched", 8.25}}));
+  EXPECT_EQ(g.at("plans_before_timed"), 12);
+  EXPECT_EQ(g.at("heuristic_queries_before_timed"), 11);
+  EXPECT_EQ(g.at("plans_timed"), 3);
+  EXPECT_EQ(g.at("heuristic_queries_timed"), 2);
+  EXPECT_FALSE(result_to_json(r).at("provenance").contains("gemm_method"));
+}
+
+TEST(GemmChoice, ResultJsonWithoutAChoice) {
+  RunResult r;  // the CPU backend: one way to run its GEMMs, no plans
+  r.backend = "cpu";
+  r.mesh.world = 1;
+  const nlohmann::json g = result_to_json(r).at("gemm");
+  EXPECT_TRUE(g.at("method").is_null());
+  EXPECT_EQ(g.at("chosen_in_warmup"), false);
+  EXPECT_TRUE(g.at("warmup_experts_ms").empty());
+  EXPECT_EQ(g.at("plans_timed"), 0);
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Help never does work: every script in scripts/ and moebench answer --help and -h with their usage
+# on stdout and exit 0, and create nothing (in the folder they run in, TMPDIR, HOME, the checkout);
+# an unknown option exits 2 with the usage on stderr; --version names the version and commit; a
+# mistyped subcommand is named with a suggestion.
+source "$(dirname "$0")/../mpi/common.sh"
+S=$WORK/sandbox
+mkdir -p "$S/cwd" "$S/tmp" "$S/home"
+# What the checkout holds beyond its tracked files (ignored folders such as build-gpu/ or
+# __pycache__/ included), and its tracked files' changes: a script that builds or writes shows.
+tree_state() { git -C "$SRC" status --porcelain --ignored 2>/dev/null || true; }
+before=$(tree_state)
+sandboxed() {  # sandboxed CMD...: run CMD in the sandbox, stdout to out.txt, stderr to err.txt
+  (cd "$S/cwd" && TMPDIR=$S/tmp HOME=$S/home "$@") >"$WORK/out.txt" 2>"$WORK/err.txt"
+}
+nothing_created() {  # nothing_created WHAT
+  local left
+  left=$(find "$S" -mindepth 2)
+  [ -z "$left" ] || fail "$1 created files: $left"
+  [ "$(tree_state)" = "$before" ] || fail "$1 changed the checkout: $(diff <(echo "$before") <(tree_state))"
+}
+
+for script in "$SRC"/scripts/*.sh "$SRC"/scripts/*.py; do
+  name=$(basename "$script")
+  for flag in --help -h; do
+    rc=0
+    sandboxed "$script" $flag || rc=$?
+    [ $rc -eq 0 ] || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "$name $flag: exit $rc"; }
+    grep -q "^usage: .*$name" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "$name $flag: no usage on stdout"; }
+    [ ! -s "$WORK/err.txt" ] || { cat "$WORK/err.txt"; fail "$name $flag wrote to stderr"; }
+    nothing_created "$name $flag"
+  done
+  # gpu_check.sh takes OUTDIR first: an unknown option after it must not create OUTDIR either.
+  args=(--no-such-option)
+  [ "$name" != gpu_check.sh ] || args=("$S/cwd/out" --no-such-option)
+  rc=0
+  sandboxed "$script" "${args[@]}" || rc=$?
+  [ $rc -eq 2 ] || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "$name --no-such-option: exit $rc, not 2"; }
+  grep -q "usage: .*$name" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "$name: no usage on stderr for a bad option"; }
+  [ ! -s "$WORK/out.txt" ] || { cat "$WORK/out.txt"; fail "$name: a bad option wrote to stdout"; }
+  nothing_created "$name --no-such-option"
+  echo "$name: help and a bad option ok"
+done
+
+# moebench: help before MPI starts (no session directory left in TMPDIR), defaults and examples.
+for args in "--help" "-h" "run --help" "compare --help" "keys --help"; do
+  rc=0
+  sandboxed "$MOEBENCH" $args || rc=$?
+  [ $rc -eq 0 ] && grep -q "Usage:" "$WORK/out.txt" || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "moebench $args: exit $rc"; }
+  nothing_created "moebench $args"
+done
+sandboxed "$MOEBENCH" run --help
+for want in "=auto" "--timeout-s FLOAT:FLOAT in [0.001 - 604800]=300" "--log-level TEXT:{trace,debug,info,warn,error}=info" \
+  "Examples:" "mpirun -np 4 moebench run --config configs/quickstart.json" "--dry-run --world 8"; do
+  grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "run --help lacks '$want'"; }
+done
+sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
+grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
+  grep -qE '^backends: cpu' "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "--version"; }
+nothing_created "moebench --version"
+
+# A mistyped subcommand: named, with the likely one, exit 2, under mpirun printed once.
+for typo in "runn run" "cmopare compare" "kyes keys"; do
+  set -- $typo
+  rc=0
+  sandboxed "$MOEBENCH" "$1" --config "$TINY" || rc=$?
+  [ $rc -eq 2 ] && grep -qF "unknown subcommand '$1'; did you mean '$2'" "$WORK/err.txt" ||
+    { cat "$WORK/out.txt" "$WORK/err.txt"; fail "moebench $1: exit $rc"; }
+done
+rc=0
+sandboxed "$MOEBENCH" frobnicate || rc=$?
+[ $rc -eq 2 ] && grep -qF "unknown subcommand 'frobnicate'; the subcommands are run, compare, keys" "$WORK/err.txt" ||
+  { cat "$WORK/err.txt"; fail "moebench frobnicate: exit $rc"; }
+rc=0
+mpi 2 runn --config "$TINY" >"$WORK/np2.txt" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c "unknown subcommand 'runn'" "$WORK/np2.txt")" -eq 1 ] ||
+  { cat "$WORK/np2.txt"; fail "mpirun -np 2 moebench runn: exit $rc, or not printed once"; }
+echo "help: PASS"

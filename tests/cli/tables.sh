@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Tabular results: a real 2-point sweep of tiny writes results.csv and results.jsonl (one row per
+# point, the axis keys as typed columns, the headline figures); `run --out -` writes the result
+# JSON alone on stdout (the report on stderr) and no file named '-'.
+source "$(dirname "$0")/../mpi/common.sh"
+PY=/usr/bin/python3
+mkdir -p "$WORK/cwd"
+
+out=$(bash "$SRC/scripts/sweep.sh" --name t --config "$TINY" --np 2 --bin "$MOEBENCH" \
+  --out "$WORK/results" --axis tokens_per_rank=16,32 --set mesh.ep=2) || { echo "$out"; fail "the sweep failed"; }
+echo "$out"
+DIR=$(echo "$WORK"/results/t/*)
+grep -qF "tables: $DIR/results.csv, $DIR/results.jsonl" <<< "$out" || fail "the sweep does not name its tables"
+"$PY" - "$DIR" <<'PYEOF' || fail "results.csv / results.jsonl"
+import csv, json, os, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(d, "results.csv"))))
+want = ["tokens_per_rank", "point", "status", "exit", "world", "ep", "fsdp", "backend",
+        "step_ms_median", "step_ms_p10", "step_ms_p90", "tflops_per_rank", "tokens_per_s",
+        "check_status", "commit", "file"]
+assert list(rows[0].keys()) == want, list(rows[0].keys())
+assert [r["tokens_per_rank"] for r in rows] == ["16", "32"], rows
+for r in rows:
+    assert r["status"] == "ok" and r["exit"] == "0" and r["check_status"] == "pass", r
+    assert (r["world"], r["ep"], r["fsdp"], r["backend"]) == ("2", "2", "1", "cpu"), r
+    assert float(r["step_ms_median"]) > 0 and float(r["tflops_per_rank"]) > 0, r
+    result = json.load(open(os.path.join(d, r["file"])))
+    assert float(r["step_ms_median"]) == result["timing"]["step"]["median"], r
+lines = [json.loads(l) for l in open(os.path.join(d, "results.jsonl"))]
+assert len(lines) == 2, lines
+assert [l["tokens_per_rank"] for l in lines] == [16, 32], lines  # typed: numbers, not strings
+assert all(isinstance(l["step_ms_median"], float) and l["check_status"] == "pass" for l in lines)
+assert list(lines[0].keys()) == want, list(lines[0].keys())
+print("tables: csv and jsonl ok")
+PYEOF
+
+# --out -: stdout is the JSON alone, under mpirun too; the report goes to stderr.
+(cd "$WORK/cwd" && mpi 2 run --config "$TINY" --set mesh.ep=2 --out - >"$WORK/r.json" 2>"$WORK/err.txt") ||
+  { cat "$WORK/r.json" "$WORK/err.txt"; fail "run --out - failed"; }
+[ ! -e "$WORK/cwd/-" ] || fail "--out - created a file named '-'"
+"$PY" -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['mesh'] == {'world': 2, 'ep': 2, 'fsdp': 1}, j['mesh']
+assert j['correctness']['status'] == 'pass', j['correctness']
+assert j['gemm']['method'] is None and j['gemm']['plans_timed'] == 0, j['gemm']
+assert 'gemm_method' not in j['provenance'] and 'gemm_plans' not in j['provenance']
+" "$WORK/r.json" || { head -c 2000 "$WORK/r.json"; fail "--out - is not one result JSON on stdout"; }
+grep -q '^# check: .* PASS' "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "the report is not on stderr"; }
+echo "tables: PASS"
