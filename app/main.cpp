@@ -21,12 +21,6 @@ int main(int argc, char** argv) {
   // no MPI session directory behind. Every rank of a launched job parses the same arguments, so
   // every rank exits here; the launcher's rank 0 prints.
   const int launched_rank = moe::launcher_rank();
-  const std::vector<std::string> subcommands = {"run", "compare", "keys"};
-  if (const std::string typo = moe::unknown_subcommand_message(argc, argv, subcommands);
-      !typo.empty()) {
-    if (launched_rank == 0) std::fprintf(stderr, "moebench: %s\n", typo.c_str());
-    return 2;
-  }
 
   CLI::App app{"moebench: a distributed Mixture-of-Experts layer training-step benchmark"};
   app.require_subcommand(1);
@@ -82,6 +76,13 @@ int main(int argc, char** argv) {
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
 
+  std::vector<std::string> subcommands;  // as registered above: one list to keep
+  for (const CLI::App* sub : app.get_subcommands({})) subcommands.push_back(sub->get_name());
+  if (const std::string typo = moe::unknown_subcommand_message(argc, argv, subcommands);
+      !typo.empty()) {
+    if (launched_rank == 0) std::fprintf(stderr, "moebench: %s\n", typo.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
   uint8_t* boxes_c = epilogue + c * Cfg::kEpilogueBoxes * Cfg::kBoxBytes;
   float acc[BN / 2];
-  int it = 0;
+  int it = 0, boxes_stored = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const Tile tile = decode_tile<L, BN>(p, prefix, t);
     if (tile.k_tiles == 0) {
@@ -267,8 +267,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
 #pragma unroll
     for (int q = 0; q < BN / kBoxCols; ++q) {
-      // Boxes alternate (an even number per tile, so across tiles too).
-      uint8_t* stage_c = boxes_c + (q % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
+      const int col0 = tile.n0 + q * kBoxCols;
+      // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The staging
+      // box alternates by boxes stored, not by q, so that a skip never puts a box into the
+      // buffer the last store may still read.
+      if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
+      uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
       if constexpr (kRowsK) {
         if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
       }
@@ -284,12 +288,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                           acc[4 * j + 2 * h + 1]);
         }
       }
-      const int col0 = tile.n0 + q * kBoxCols;
+      ++boxes_stored;
       if constexpr (kRowsK) {
         fence_proxy_async_smem();
         named_barrier_sync(wg_barrier, 128);
-        if (t128 == 0 && col0 < p.N && row0 < p.M)
-          tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+        if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
       } else {
         named_barrier_sync(wg_barrier, 128);
         OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
