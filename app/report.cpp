@@ -73,6 +73,16 @@ json provenance(const RunResult& r) {
                       {"mpi", mpi_version},
                       {"backend", r.backend}};
   for (const auto& [k, v] : r.backend_info) j[k] = v;
+  // Per rank: on several hosts, or with a launcher that renumbers GPUs per rank, `host` and
+  // `device` above are rank 0's only.
+  json ranks = json::array();
+  for (const RankPlace& p : r.places) {
+    json e = {{"rank", p.rank}, {"host", p.host}};
+    if (p.gpu >= 0)
+      e["gpu"] = {{"index", p.gpu}, {"pci_bus_id", p.pci_bus_id}, {"name", p.gpu_name}};
+    ranks.push_back(e);
+  }
+  j["ranks"] = ranks;
   return j;
 }
 

@@ -359,6 +359,7 @@ int run_command(const RunOptions& opt) {
 
   r.backend = backend;
   r.backend_info = be.info;
+  r.places = be.places;
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;

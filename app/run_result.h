@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/calibrate.h"
+#include "app/launch.h"
 #include "core/check.h"
 #include "core/mesh.h"
 #include "core/stats.h"
@@ -54,6 +55,7 @@ struct RunResult {
   std::string backend;
   std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
   std::string command_line;
+  std::vector<RankPlace> places;  // every rank's host and GPU
   Workload workload;
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;
