@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
                   "seconds a rank waits on its peers before aborting the job")
       ->check(CLI::Range(0.001, 604800.0));
   run->add_flag("-q,--quiet", opt.quiet, "no progress lines");
+  run->add_flag("--profile", opt.profile,
+                "cudaProfilerStart/Stop around the timed steps only (nsys "
+                "--capture-range=cudaProfilerApi, ncu --profile-from-start off)");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
                 "estimates, and exit without running");

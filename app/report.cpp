@@ -83,6 +83,7 @@ json provenance(const RunResult& r) {
     ranks.push_back(e);
   }
   j["ranks"] = ranks;
+  j["profile"] = r.profile;
   return j;
 }
 
@@ -273,6 +274,8 @@ void print_summary(const RunResult& r) {
               prov["git_commit"].get<std::string>().c_str(),
               prov["git_dirty"].get<bool>() ? " (dirty)" : "",
               prov["time_utc"].get<std::string>().c_str());
+  if (r.profile)
+    std::printf("# profiled (--profile): the times include what an attached profiler costs\n");
   if (!r.backend_info.empty()) {
     std::printf("#");
     for (const auto& [k, v] : r.backend_info) std::printf(" %s %s;", k.c_str(), v.c_str());

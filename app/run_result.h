@@ -56,6 +56,7 @@ struct RunResult {
   std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
   std::string command_line;
   std::vector<RankPlace> places;  // every rank's host and GPU
+  bool profile = false;           // --profile: the timed steps ran under cudaProfilerStart/Stop
   Workload workload;
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;
