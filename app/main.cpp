@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "app/catalog.h"
 #include "app/compare_command.h"
 #include "app/run_command.h"
 #include "core/error.h"
@@ -24,7 +25,9 @@ int main(int argc, char** argv) {
   moe::RunOptions opt;
   std::string log_level = "info";
   CLI::App* run = app.add_subcommand("run", "run a workload: warm-up, timed steps, check, report");
-  run->add_option("-c,--config", opt.config, "workload JSON (see configs/)")->required();
+  run->add_option("-c,--config", opt.config,
+                  "workload JSON, or a committed workload's name (`moebench list`)")
+      ->required();
   run->add_option("--set", opt.sets, "override a workload key: --set mesh.ep=2 (repeatable)")
       ->take_all();
   run->add_option("--backend", opt.backend, "auto | cpu | cuda")
@@ -57,6 +60,9 @@ int main(int argc, char** argv) {
   CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
+  CLI::App* list = app.add_subcommand(
+      "list",
+      "print the committed workloads (configs/) with their shapes, by the name --config takes");
 
   int rc = 0;
   try {
@@ -75,6 +81,9 @@ int main(int argc, char** argv) {
   try {
     if (keys->parsed()) {
       if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);
+    } else if (list->parsed()) {
+      if (rank == 0)
+        std::fputs(moe::committed_workloads_table(moe::committed_configs_dir()).c_str(), stdout);
     } else {
       rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
     }

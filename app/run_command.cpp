@@ -17,6 +17,7 @@
 
 #include "app/backend.h"
 #include "app/calibrate.h"
+#include "app/catalog.h"
 #include "app/dry_run.h"
 #include "app/dump.h"
 #include "app/gemm_choice.h"
@@ -113,9 +114,10 @@ std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world
   return digests;
 }
 
-// The workload file with the command line's --set, --steps and --warmup applied.
+// The workload file (or committed workload) with the command line's --set, --steps and --warmup
+// applied.
 Workload workload_from_options(const RunOptions& opt) {
-  Workload w = load_workload_file(opt.config);
+  Workload w = load_workload_file(resolve_config(opt.config, committed_configs_dir()));
   for (const std::string& s : opt.sets) apply_override(w, s);
   if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
   if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
