@@ -20,7 +20,7 @@ namespace {
 // Phase times from CUDA events recorded on the backend's current stream (*stream: a phase run
 // on the side lane is timed there). Each phase is also an NVTX range named after it, so that
 // Nsight Systems shows the phases on the timeline and Nsight Compute can filter kernels by them
-// (--nvtx-include "step/experts_fwd/"). Push and pop: the timer's users nest their phases on the
+// (--nvtx-include "experts_fwd/"). Push and pop: the timer's users nest their phases on the
 // host (core/device.h), and NVTX's push/pop ranges nest per host thread.
 class EventTimer : public PhaseTimer {
  public:
