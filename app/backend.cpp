@@ -163,6 +163,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, gpu));
   me.gpu = gpu;
   me.pci_bus_id = bus_id;
+  me.uuid = gpu_uuid_string(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
   me.gpu_name = prop.name;
   // Each rank says where it is before the first collective that could hang on a wrong placement
   // (NCCL's set-up); rank 0 then prints every rank's, in order.
@@ -170,6 +171,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   b.places = gather_places(me, world, timeout_s);
   if (me.rank == 0)
     for (const RankPlace& p : b.places) spdlog::info("{}", p.describe());
+  check_no_shared_gpu(b.places);
   auto ops = std::make_unique<CudaOps>(*device, w.gemm);
   auto comm = std::make_unique<NcclComm>(world, mesh, *device, timeout_s);
   // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -78,6 +79,31 @@ std::string RankPlace::describe() const {
   return os.str();
 }
 
+std::string gpu_uuid_string(const unsigned char bytes[16]) {
+  std::string s = "GPU-";
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    std::snprintf(hex, sizeof hex, "%02x", unsigned(bytes[i]));
+    s += hex;
+  }
+  return s;
+}
+
+void check_no_shared_gpu(const std::vector<RankPlace>& places) {
+  for (size_t i = 0; i < places.size(); ++i)
+    for (size_t j = i + 1; j < places.size(); ++j) {
+      const RankPlace &a = places[i], &b = places[j];
+      if (a.gpu < 0 || a.host != b.host || a.uuid != b.uuid) continue;
+      MOE_USER_CHECK(false, "ranks " << a.rank << " and " << b.rank << " on " << a.host
+                                     << " both run on GPU " << a.pci_bus_id << " (" << a.uuid
+                                     << "): each sees it as its only GPU, so the launcher showed "
+                                        "them the same one. Give each rank its own GPU (Slurm "
+                                        "--gpus-per-task=1, or a different CUDA_VISIBLE_DEVICES "
+                                        "per rank), or let every rank see all of the host's GPUs");
+    }
+}
+
 namespace {
 
 // A place travels as one fixed-size record of fields separated by a byte no host or GPU name
@@ -86,13 +112,14 @@ constexpr int kRecordBytes = 1024;
 constexpr char kSep = '\x1f';
 
 std::string encode(const RankPlace& p) {
-  std::string s = p.host + kSep + std::to_string(p.gpu) + kSep + p.pci_bus_id + kSep + p.gpu_name;
+  std::string s = p.host + kSep + std::to_string(p.gpu) + kSep + p.pci_bus_id + kSep + p.uuid +
+                  kSep + p.gpu_name;
   s.resize(kRecordBytes - 1);  // truncates only names past any real one; keeps a NUL at the end
   return s;
 }
 
 RankPlace decode(const char* record, int rank) {
-  std::string fields[4];
+  std::string fields[5];
   std::istringstream in(std::string(record, strnlen(record, kRecordBytes)));
   for (std::string& f : fields) std::getline(in, f, kSep);
   RankPlace p;
@@ -100,7 +127,8 @@ RankPlace decode(const char* record, int rank) {
   p.host = fields[0];
   p.gpu = fields[1].empty() ? -1 : std::atoi(fields[1].c_str());
   p.pci_bus_id = fields[2];
-  p.gpu_name = fields[3];
+  p.uuid = fields[3];
+  p.gpu_name = fields[4];
   return p;
 }
 

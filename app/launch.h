@@ -34,12 +34,22 @@ struct RankPlace {
   std::string host;
   int gpu = -1;                  // device index as this rank sees it; -1: no GPU (the CPU backend)
   std::string pci_bus_id;        // "0000:45:00.0": the GPU whatever CUDA_VISIBLE_DEVICES renumbered
+  std::string uuid;              // "GPU-8e1a...", as nvidia-smi -L prints it
   std::string gpu_name;          // "NVIDIA H200"
   std::string describe() const;  // "rank 3 on node7: GPU 1 (0000:45:00.0, NVIDIA H200)"
 };
 
+// nvidia-smi's form of a GPU's 16-byte UUID: "GPU-" and 8-4-4-4-12 hex digits.
+std::string gpu_uuid_string(const unsigned char bytes[16]);
+
 // Every rank's place, in rank order, on every rank (bounded by timeout_s like every MPI wait).
 std::vector<RankPlace> gather_places(const RankPlace& mine, MPI_Comm world, double timeout_s);
+
+// Throws UserError naming the ranks, their host and GPU, and the fix where two ranks landed on
+// the same GPU. Each rank seeing a single GPU looks the same to it whether the launcher gave it
+// its own or showed every rank of the host the same one; only the gathered places tell, and
+// NCCL would refuse the second case with a less helpful message.
+void check_no_shared_gpu(const std::vector<RankPlace>& places);
 
 // The hosts of a CPU run in one line: "rank 0-3 on a, rank 4-7 on b".
 std::string describe_hosts(const std::vector<RankPlace>& places);

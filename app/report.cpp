@@ -79,7 +79,8 @@ json provenance(const RunResult& r) {
   for (const RankPlace& p : r.places) {
     json e = {{"rank", p.rank}, {"host", p.host}};
     if (p.gpu >= 0)
-      e["gpu"] = {{"index", p.gpu}, {"pci_bus_id", p.pci_bus_id}, {"name", p.gpu_name}};
+      e["gpu"] = {
+          {"index", p.gpu}, {"pci_bus_id", p.pci_bus_id}, {"uuid", p.uuid}, {"name", p.gpu_name}};
     ranks.push_back(e);
   }
   j["ranks"] = ranks;

@@ -61,6 +61,7 @@ TEST(RankPlaces, GatheredAndDescribed) {
   me.host = host_name();
   me.gpu = 1;
   me.pci_bus_id = "0000:45:00.0";
+  me.uuid = "GPU-8e1a0c2b-0000-1111-2222-333344445555";
   me.gpu_name = "NVIDIA H200";
   const std::vector<RankPlace> all = gather_places(me, MPI_COMM_WORLD, 60);
   ASSERT_EQ(all.size(), 1u);  // the unit tests' world is one rank
@@ -68,10 +69,41 @@ TEST(RankPlaces, GatheredAndDescribed) {
   EXPECT_EQ(all[0].host, me.host);
   EXPECT_EQ(all[0].gpu, 1);
   EXPECT_EQ(all[0].pci_bus_id, me.pci_bus_id);
+  EXPECT_EQ(all[0].uuid, me.uuid);
   EXPECT_EQ(all[0].gpu_name, me.gpu_name);
   EXPECT_EQ(all[0].describe(), "rank 0 on " + me.host + ": GPU 1 (0000:45:00.0, NVIDIA H200)");
   me.gpu = -1;
   EXPECT_EQ(gather_places(me, MPI_COMM_WORLD, 60)[0].gpu, -1);
+}
+
+TEST(RankPlaces, TwoRanksOnOneGpuAreRefused) {
+  // Two ranks per host, each seeing one GPU: their own (Slurm --gpus-per-task=1) passes ...
+  std::vector<RankPlace> p(4);
+  const char* hosts[] = {"a", "a", "b", "b"};
+  const char* uuids[] = {"GPU-1", "GPU-2", "GPU-1", "GPU-2"};  // the same UUIDs on two hosts
+  for (int i = 0; i < 4; ++i) {
+    p[i].rank = i;
+    p[i].host = hosts[i];
+    p[i].gpu = 0;
+    p[i].pci_bus_id = "0000:0" + std::to_string(i) + ":00.0";
+    p[i].uuid = uuids[i];
+  }
+  EXPECT_EQ(user_error_of([&] { check_no_shared_gpu(p); }), "(no UserError)");
+  // ... the same GPU shown to both (CUDA_VISIBLE_DEVICES=0 for every rank) is refused.
+  p[3].uuid = "GPU-1";
+  const std::string msg = user_error_of([&] { check_no_shared_gpu(p); });
+  EXPECT_NE(msg.find("ranks 2 and 3 on b both run on GPU 0000:02:00.0 (GPU-1)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("its own GPU"), std::string::npos) << msg;
+  // The CPU backend has no GPUs to share.
+  for (RankPlace& r : p) r.gpu = -1;
+  EXPECT_EQ(user_error_of([&] { check_no_shared_gpu(p); }), "(no UserError)");
+}
+
+TEST(RankPlaces, UuidAsNvidiaSmiPrintsIt) {
+  const unsigned char b[16] = {0x8e, 0x1a, 0x0c, 0x2b, 0x00, 0x11, 0x22, 0x33,
+                               0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xff};
+  EXPECT_EQ(gpu_uuid_string(b), "GPU-8e1a0c2b-0011-2233-4455-66778899aaff");
 }
 
 TEST(RankPlaces, HostsInRuns) {
