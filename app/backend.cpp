@@ -1,9 +1,11 @@
 #include "app/backend.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include "app/launch.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu_device.h"
@@ -22,17 +24,6 @@
 
 namespace moe {
 namespace {
-
-int local_rank_and_size(MPI_Comm world, int* local_size) {
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-  int r = 0, n = 1;
-  MPI_Comm_rank(local, &r);
-  MPI_Comm_size(local, &n);
-  MPI_Comm_free(&local);
-  if (local_size) *local_size = n;
-  return r;
-}
 
 int64_t host_memory_available_bytes() {
   std::ifstream f("/proc/meminfo");
@@ -137,13 +128,20 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
 
 int64_t backend_memory_available(const std::string& name, MPI_Comm world) {
   int local_size = 1;
-  local_rank_and_size(world, &local_size);
+  const int local = local_rank_and_size(world, &local_size);
 #ifndef MOE_HAVE_CUDA
   (void)name;
+  (void)local;
 #else
   if (name == "cuda") {
+    int gpu = 0;
+    try {
+      gpu = gpu_for_rank(local, local_size, visible_gpus());
+    } catch (const UserError&) {
+      return 0;  // unknown: make_backend refuses this launch, with the counts, as set-up fails
+    }
     size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaSetDevice(local_rank_and_size(world, nullptr) % visible_gpus()));
+    CUDA_CHECK(cudaSetDevice(gpu));
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return int64_t(free_b);
   }
@@ -165,7 +163,12 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
                      double timeout_s) {
   Backend b;
   b.name = name;
+  RankPlace me;
+  MPI_Comm_rank(world, &me.rank);
+  me.host = host_name();
   if (name == "cpu") {
+    b.places = gather_places(me, world, timeout_s);
+    if (me.rank == 0) spdlog::info("hosts: {}", describe_hosts(b.places));
     b.device = std::make_unique<CpuDevice>(w.dtype);
     b.ops = std::make_unique<CpuOps>(*b.device);
     b.comm = std::make_unique<MpiComm>(world, mesh, timeout_s);
@@ -174,17 +177,33 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
 #ifdef MOE_HAVE_CUDA
   int local_size = 1;
   const int local = local_rank_and_size(world, &local_size);
-  const int gpus = visible_gpus();
-  MOE_USER_CHECK(local_size <= gpus, local_size << " ranks on this host but " << gpus
-                                                << " GPUs visible: launch one rank per GPU");
-  auto device = std::make_unique<CudaDevice>(local, w.dtype);
+  int gpu = 0;
+  try {
+    gpu = gpu_for_rank(local, local_size, visible_gpus());
+  } catch (const UserError& e) {
+    throw UserError("host " + me.host + ": " + e.what());
+  }
+  auto device = std::make_unique<CudaDevice>(gpu, w.dtype);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+  char bus_id[32] = {0};
+  CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, gpu));
+  me.gpu = gpu;
+  me.pci_bus_id = bus_id;
+  me.uuid = gpu_uuid_string(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
+  me.gpu_name = prop.name;
+  // Each rank says where it is before the first collective that could hang on a wrong placement
+  // (NCCL's set-up); rank 0 then prints every rank's, in order.
+  spdlog::debug("{}", me.describe());
+  b.places = gather_places(me, world, timeout_s);
+  if (me.rank == 0)
+    for (const RankPlace& p : b.places) spdlog::info("{}", p.describe());
+  check_no_shared_gpu(b.places);
   auto ops = std::make_unique<CudaOps>(*device, w.gemm);
   auto comm = std::make_unique<NcclComm>(world, mesh, *device, timeout_s);
   // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.
   NcclComm* c = comm.get();
   device->set_waiter([c](const char* what) { c->wait(what); });
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, local));
   int rt = 0, drv = 0, nccl = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
@@ -192,7 +211,10 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   b.info["device"] = prop.name;
   b.gemm_method = ops->expert_gemm_method();
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  // The CUDA level the driver supports; nvidia_driver is the driver's own release.
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+  const std::string nvidia = nvidia_driver_version();
+  b.info["nvidia_driver"] = nvidia.empty() ? "unknown (no /proc/driver/nvidia/version)" : nvidia;
   b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
                    std::to_string(nccl % 100);
   b.device = std::move(device);

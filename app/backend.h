@@ -5,7 +5,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "app/launch.h"
 #include "comm/comm.h"
 #include "core/device.h"
 #include "core/mesh.h"
@@ -24,6 +26,7 @@ struct Backend {
   std::unique_ptr<Comm> comm;
   std::map<std::string, std::string> info;  // versions and device, for provenance
   std::string gemm_method;                  // the expert GEMM method set up ("": one way)
+  std::vector<RankPlace> places;            // every rank's host (and GPU), in rank order
 };
 
 // "auto" -> "cuda" in a CUDA build with a visible GPU, else "cpu". Throws UserError for a backend

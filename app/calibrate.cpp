@@ -22,7 +22,7 @@ double a2a_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s, int6
   void* send = device.alloc(bytes);
   void* recv = device.alloc(bytes);
   const std::vector<int64_t> rows(ep, rows_per_peer);
-  std::unique_ptr<PhaseTimer> timer = device.make_timer(1);
+  std::unique_ptr<PhaseTimer> timer = device.make_timer({"calibration_a2a"});
   std::vector<double> ms;
   for (int i = 0; i < warmup + iters; ++i) {
     device.sync();

@@ -414,13 +414,16 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
   for (size_t i = 0; i < runs.size(); ++i) {
     const json& j = runs[i].result;
     const json* dirty = find(j, "/provenance/git_dirty");
+    // A profiler's cost is in a profiled run's times: a difference may be the profiler's.
+    const json* profiled = find(j, "/provenance/profile");
     std::snprintf(buf, sizeof buf,
                   "# %-2s %s: commit %.12s%s, backend %s, device %s, %s timed "
-                  "steps, %s\n",
+                  "steps, %s%s\n",
                   label(i).c_str(), runs[i].name.c_str(), text(j, "/provenance/git_commit").c_str(),
                   dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
                   text(j, "/provenance/backend").c_str(), text(j, "/provenance/device").c_str(),
-                  text(j, "/timing/timed_steps").c_str(), text(j, "/provenance/time_utc").c_str());
+                  text(j, "/timing/timed_steps").c_str(), text(j, "/provenance/time_utc").c_str(),
+                  profiled && profiled->is_boolean() && *profiled ? ", profiled (--profile)" : "");
     os << buf;
   }
   const json& a = runs[0].result;

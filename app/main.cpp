@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/catalog.h"
 #include "app/cli.h"
 #include "app/compare_command.h"
 #include "app/gemm_command.h"
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
   moe::RunOptions opt;
   std::string log_level = "info";
   CLI::App* run = app.add_subcommand("run", "run a workload: warm-up, timed steps, check, report");
-  run->add_option("-c,--config", opt.config, "workload JSON (see configs/)")->required();
+  run->add_option("-c,--config", opt.config,
+                  "workload JSON, or a committed workload's name (`moebench list`)")
+      ->required();
   run->add_option("--set", opt.sets, "override a workload key: --set mesh.ep=2 (repeatable)")
       ->take_all();
   run->add_option("--backend", opt.backend, "auto | cpu | cuda")
@@ -52,6 +55,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_flag("-q,--quiet", opt.quiet,
                 "log errors only: the report (and the plan of --dry-run) still prints");
+  run->add_flag("--profile", opt.profile,
+                "cudaProfilerStart/Stop around the timed steps only (nsys "
+                "--capture-range=cudaProfilerApi, ncu --profile-from-start off)");
   run->add_flag("--dry-run", opt.dry_run,
                 "print the resolved mesh, GEMM shapes, FLOPs, all-to-all bytes and memory "
                 "estimates, with warnings where it will not fit this host or its shapes waste "
@@ -75,6 +81,9 @@ int main(int argc, char** argv) {
   CLI::App* gemm = moe::add_gemm_subcommand(app, gemm_opt);
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
+  CLI::App* list = app.add_subcommand(
+      "list",
+      "print the committed workloads (configs/) with their shapes, by the name --config takes");
 
   std::vector<std::string> subcommands;  // as registered above: one list to keep
   for (const CLI::App* sub : app.get_subcommands({})) subcommands.push_back(sub->get_name());
@@ -106,6 +115,9 @@ int main(int argc, char** argv) {
       if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);
     } else if (gemm->parsed()) {
       rc = rank == 0 ? moe::gemm_command(gemm_opt) : 0;
+    } else if (list->parsed()) {
+      if (rank == 0)
+        std::fputs(moe::committed_workloads_table(moe::committed_configs_dir()).c_str(), stdout);
     } else {
       rc = compare->parsed() ? moe::compare_command(compare_opt) : moe::run_command(opt);
     }

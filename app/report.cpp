@@ -73,6 +73,18 @@ json provenance(const RunResult& r) {
                       {"mpi", mpi_version},
                       {"backend", r.backend}};
   for (const auto& [k, v] : r.backend_info) j[k] = v;
+  // Per rank: on several hosts, or with a launcher that renumbers GPUs per rank, `host` and
+  // `device` above are rank 0's only.
+  json ranks = json::array();
+  for (const RankPlace& p : r.places) {
+    json e = {{"rank", p.rank}, {"host", p.host}};
+    if (p.gpu >= 0)
+      e["gpu"] = {
+          {"index", p.gpu}, {"pci_bus_id", p.pci_bus_id}, {"uuid", p.uuid}, {"name", p.gpu_name}};
+    ranks.push_back(e);
+  }
+  j["ranks"] = ranks;
+  j["profile"] = r.profile;
   return j;
 }
 
@@ -276,6 +288,9 @@ void print_summary(const RunResult& r, std::FILE* out) {
                r.backend.c_str(), prov["git_commit"].get<std::string>().c_str(),
                prov["git_dirty"].get<bool>() ? " (dirty)" : "",
                prov["time_utc"].get<std::string>().c_str());
+  if (r.profile)
+    std::fprintf(out,
+                 "# profiled (--profile): the times include what an attached profiler costs\n");
   if (!r.backend_info.empty()) {
     std::fprintf(out, "#");
     for (const auto& [k, v] : r.backend_info) std::fprintf(out, " %s %s;", k.c_str(), v.c_str());

@@ -16,6 +16,7 @@
 
 #include "app/backend.h"
 #include "app/calibrate.h"
+#include "app/catalog.h"
 #include "app/dry_run.h"
 #include "app/dump.h"
 #include "app/gemm_choice.h"
@@ -112,9 +113,10 @@ std::map<std::string, std::string> world_digests(MoeLayer& layer, MPI_Comm world
   return digests;
 }
 
-// The workload file with the command line's --set, --steps and --warmup applied.
+// The workload file (or committed workload) with the command line's --set, --steps and --warmup
+// applied.
 Workload workload_from_options(const RunOptions& opt) {
-  Workload w = load_workload_file(opt.config);
+  Workload w = load_workload_file(resolve_config(opt.config, committed_configs_dir()));
   for (const std::string& s : opt.sets) apply_override(w, s);
   if (opt.steps >= 0) apply_override(w, "steps=" + std::to_string(opt.steps));
   if (opt.warmup >= 0) apply_override(w, "warmup=" + std::to_string(opt.warmup));
@@ -290,7 +292,9 @@ bool RunResult::pass() const {
   return true;
 }
 
-int run_command(const RunOptions& opt) {
+int run_command(const RunOptions& opt) { return run_command(opt, make_backend); }
+
+int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   MPI_Comm world = MPI_COMM_WORLD;
   int rank = 0, world_size = 1;
   MPI_Comm_rank(world, &rank);
@@ -307,6 +311,8 @@ int run_command(const RunOptions& opt) {
       MOE_USER_CHECK(opt.dry_run,
                      "--json prints the plan of --dry-run as JSON: add --dry-run "
                      "(a run's result JSON goes to stdout with --out -)");
+      MOE_USER_CHECK(!opt.profile, "--profile brackets a run's timed steps, and --dry-run runs "
+                                       << "none: drop one of the two");
       w = workload_from_options(opt);
       resolve_and_validate(w, plan_world);
       // A plan for GPUs may be made where there are none.
@@ -346,7 +352,7 @@ int run_command(const RunOptions& opt) {
   });
   if (!ok) return 2;
 
-  Backend be = make_backend(backend, world, mesh, w, opt.timeout_s);
+  Backend be = make_backend_for(backend, world, mesh, w, opt.timeout_s);
   Device& device = *be.device;
   Ops& ops = *be.ops;
   RunResult r;
@@ -368,6 +374,8 @@ int run_command(const RunOptions& opt) {
   r.backend = backend;
   r.backend_info = be.info;
   r.gemm.method = be.gemm_method;
+  r.places = be.places;
+  r.profile = opt.profile;
   r.command_line = opt.command_line;
   r.workload = w;
   r.mesh = mesh;
@@ -382,9 +390,38 @@ int run_command(const RunOptions& opt) {
   auto last_progress = std::chrono::steady_clock::now();
   const int64_t total = w.warmup + w.steps;
 
+  // --profile: the profiler records the timed steps only, not the set-up, warm-up, check or dump
+  // (a profiler that replays kernels would spend most of its time on the check's), so that a
+  // profile is the steady state the report times.
+  bool profiling = false;
+  auto profile = [&](bool on) {
+    if (!opt.profile || on == profiling) return;
+    if (on)
+      device.profiler_start();
+    else
+      device.profiler_stop();
+    profiling = on;
+  };
+  if (opt.profile && rank == 0) {
+    if (backend == "cuda")
+      spdlog::info(
+          "profile: cudaProfilerStart/Stop bracket the timed steps (steps {} to {}), the profiler "
+          "off while the check or dump runs; every phase is an NVTX range",
+          w.warmup, total - 1);
+    else
+      spdlog::info("profile: the {} backend has no profiler to start; --profile is recorded only",
+                   backend);
+  }
+
   GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
   GemmPlanCounts plans_before_timed;
   for (int64_t s = 0; s < total; ++s) {
+    const bool timed = s >= w.warmup;
+    const bool first_timed = s == w.warmup;
+    const bool check_now =
+        timed && (w.check == CheckMode::kEvery || (w.check == CheckMode::kFirst && first_timed));
+    const bool dump_now = first_timed && !opt.dump.empty();
+    const bool last = s == total - 1;
     inject_fault(fault, rank, s);
     if (s == w.warmup) plans_before_timed = ops.gemm_plan_counts();
     if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
@@ -394,7 +431,9 @@ int run_command(const RunOptions& opt) {
     // another rank's untimed host work (drawing this step's inputs).
     device.sync();
     barrier_bounded(world, "the barrier before a step", opt.timeout_s);
+    if (timed) profile(true);
     layer.run_step(ms);
+    if (check_now || dump_now || last) profile(false);
     allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
     gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
@@ -403,7 +442,6 @@ int run_command(const RunOptions& opt) {
       r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
-    const bool timed = s >= w.warmup;
     if (timed) {
       for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
       const StepTraffic tr = layer.traffic();
@@ -421,11 +459,6 @@ int run_command(const RunOptions& opt) {
       rows_sent[0] += double(tr.a2a_rows_to_others);
       rows_sent[1] += double(tr.a2a_rows_returned_to_others);
     }
-    const bool first_timed = s == w.warmup;
-    const bool check_now =
-        timed && (w.check == CheckMode::kEvery || (w.check == CheckMode::kFirst && first_timed));
-    const bool dump_now = first_timed && !opt.dump.empty();
-    const bool last = s == total - 1;
     if (check_now || dump_now) {
       // A dump writes every local expert; the check compares this FSDP rank's share only.
       OutputsWanted want;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/calibrate.h"
+#include "app/launch.h"
 #include "core/check.h"
 #include "core/mesh.h"
 #include "core/ops.h"
@@ -67,6 +68,8 @@ struct RunResult {
   std::map<std::string, std::string> backend_info;  // device, CUDA and NCCL versions
   GemmReport gemm;
   std::string command_line;
+  std::vector<RankPlace> places;  // every rank's host and GPU
+  bool profile = false;           // --profile: the timed steps ran under cudaProfilerStart/Stop
   Workload workload;
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;

@@ -79,10 +79,18 @@ class Device {
   // Lowers the high-water mark to the bytes in use now, so that buffers a start-up measurement
   // allocated and released (the roofline calibration) do not count as the step's memory.
   virtual void reset_memory_high_water() = 0;
-  virtual std::unique_ptr<PhaseTimer> make_timer(int num_phases) = 0;
+  // A timer of phase_names.size() phases. The names label the phases for profilers (the CUDA
+  // backend opens an NVTX range named after the phase between begin and end); the phases a timer
+  // times are begun and ended in nested order on the host.
+  virtual std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> phase_names) = 0;
   // Start-up calibration: the median ms of one copy of `bytes` bytes from one device buffer to
   // another (each byte read once and written once), over `iters` calls after a warm-up call.
   virtual double time_memory_copy_ms(int64_t bytes, int iters) = 0;
+  // `run --profile`: an attached profiler (Nsight Systems with --capture-range=cudaProfilerApi,
+  // Nsight Compute with --profile-from-start off) records only between start and stop. Nothing
+  // to tell where there is no such profiler (the CPU backend).
+  virtual void profiler_start() {}
+  virtual void profiler_stop() {}
 };
 
 }  // namespace moe

@@ -49,7 +49,9 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
   const int64_t H = d_.H, E = d_.E, El = d_.E_local;
-  timer_ = device.make_timer(kNumPhases);
+  std::vector<std::string> names;
+  for (int p = 0; p < kNumPhases; ++p) names.push_back(phase_name(p));
+  timer_ = device.make_timer(names);
   plan_ = plan_step_buffers(w, int64_t(device.storage_bytes()),
                             int64_t(device.bytes_of(d_.grad_dtype)));
   const BufferPlan& b = plan_;

@@ -67,8 +67,8 @@ void CpuDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-std::unique_ptr<PhaseTimer> CpuDevice::make_timer(int num_phases) {
-  return std::make_unique<HostTimer>(num_phases);
+std::unique_ptr<PhaseTimer> CpuDevice::make_timer(std::vector<std::string> phase_names) {
+  return std::make_unique<HostTimer>(int(phase_names.size()));
 }
 
 double CpuDevice::time_memory_copy_ms(int64_t bytes, int iters) {
@@ -76,7 +76,7 @@ double CpuDevice::time_memory_copy_ms(int64_t bytes, int iters) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);  // host vectors, as the GEMM's: not the step's
   auto copy = [&] { std::memcpy(dst.data(), src.data(), size_t(bytes)); };
   copy();  // untimed: faults the pages in
-  return median_call_ms(*make_timer(1), iters, copy);
+  return median_call_ms(*make_timer({"calibration_memory_copy"}), iters, copy);
 }
 
 }  // namespace moe

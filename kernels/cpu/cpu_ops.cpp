@@ -29,7 +29,7 @@ double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype, float(i % 241) / 241 - 0.5f);
   auto gemm = [&] { cpu::gemm(false, false, M, N, K, a.data(), b.data(), c.data(), false, dtype); };
   gemm();  // untimed: grows the GEMM's packing buffers
-  return median_call_ms(*device_.make_timer(1), iters, gemm);
+  return median_call_ms(*device_.make_timer({"calibration_gemm"}), iters, gemm);
 }
 
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,

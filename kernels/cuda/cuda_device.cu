@@ -1,4 +1,8 @@
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
@@ -14,12 +18,20 @@ namespace moe {
 namespace {
 
 // Phase times from CUDA events recorded on the backend's current stream (*stream: a phase run
-// on the side lane is timed there).
+// on the side lane is timed there). Each phase is also an NVTX range named after it, so that
+// Nsight Systems shows the phases on the timeline and Nsight Compute can filter kernels by them
+// (--nvtx-include "experts_fwd/"). Push and pop: the timer's users nest their phases on the
+// host (core/device.h), and NVTX's push/pop ranges nest per host thread.
 class EventTimer : public PhaseTimer {
  public:
-  EventTimer(int n, const cudaStream_t* stream, std::function<void()> wait)
-      : stream_(stream), wait_(std::move(wait)), begin_(n), end_(n), used_(n, false) {
-    for (int i = 0; i < n; ++i) {
+  EventTimer(std::vector<std::string> names, const cudaStream_t* stream, std::function<void()> wait)
+      : names_(std::move(names)),
+        stream_(stream),
+        wait_(std::move(wait)),
+        begin_(names_.size()),
+        end_(names_.size()),
+        used_(names_.size(), false) {
+    for (size_t i = 0; i < names_.size(); ++i) {
       CUDA_CHECK(cudaEventCreate(&begin_[i]));
       CUDA_CHECK(cudaEventCreate(&end_[i]));
     }
@@ -30,9 +42,13 @@ class EventTimer : public PhaseTimer {
       cudaEventDestroy(end_[i]);
     }
   }
-  void begin(int phase) override { CUDA_CHECK(cudaEventRecord(begin_[phase], *stream_)); }
+  void begin(int phase) override {
+    nvtxRangePushA(names_[phase].c_str());
+    CUDA_CHECK(cudaEventRecord(begin_[phase], *stream_));
+  }
   void end(int phase) override {
     CUDA_CHECK(cudaEventRecord(end_[phase], *stream_));
+    nvtxRangePop();
     used_[phase] = true;
   }
   std::vector<double> read() override {
@@ -49,6 +65,7 @@ class EventTimer : public PhaseTimer {
   }
 
  private:
+  std::vector<std::string> names_;
   const cudaStream_t* stream_;
   std::function<void()> wait_;
   std::vector<cudaEvent_t> begin_, end_;
@@ -164,8 +181,16 @@ void CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
   sync();
 }
 
-std::unique_ptr<PhaseTimer> CudaDevice::make_timer(int num_phases) {
-  return std::make_unique<EventTimer>(num_phases, &stream_, [this] { sync(); });
+std::unique_ptr<PhaseTimer> CudaDevice::make_timer(std::vector<std::string> phase_names) {
+  return std::make_unique<EventTimer>(std::move(phase_names), &stream_, [this] { sync(); });
+}
+
+void CudaDevice::profiler_start() { CUDA_CHECK(cudaProfilerStart()); }
+
+void CudaDevice::profiler_stop() {
+  // The profiled work must be inside the range when the profiler stops: wait for the GPU first.
+  sync();
+  CUDA_CHECK(cudaProfilerStop());
 }
 
 double CudaDevice::time_memory_copy_ms(int64_t bytes, int iters) {
@@ -176,7 +201,7 @@ double CudaDevice::time_memory_copy_ms(int64_t bytes, int iters) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream_));
   };
   copy();
-  const double ms = median_call_ms(*make_timer(1), iters, copy);
+  const double ms = median_call_ms(*make_timer({"calibration_memory_copy"}), iters, copy);
   release(src);
   release(dst);
   return ms;

@@ -44,8 +44,10 @@ class CudaDevice : public Device {
   void join_side() override;
   int64_t memory_high_water() const override { return high_water_; }
   void reset_memory_high_water() override { high_water_ = in_use_; }
-  std::unique_ptr<PhaseTimer> make_timer(int num_phases) override;
+  std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> phase_names) override;
   double time_memory_copy_ms(int64_t bytes, int iters) override;
+  void profiler_start() override;
+  void profiler_stop() override;
 
  private:
   DType dtype_;

@@ -121,7 +121,7 @@ double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   cuda::fill_calibration_pattern(b, K * N, 2, dtype, stream());
   auto gemm = [&] { gemm_->gemm(false, false, M, N, K, a, b, c, false, dtype, dtype, stream()); };
   gemm();  // untimed: builds the cuBLASLt plan and wakes the clocks
-  const double ms = median_call_ms(*device_.make_timer(1), iters, gemm);
+  const double ms = median_call_ms(*device_.make_timer({"calibration_gemm"}), iters, gemm);
   device_.release(a);
   device_.release(b);
   device_.release(c);

@@ -360,6 +360,12 @@ TEST(Compare, DigestsAndTable) {
   EXPECT_NE(table.find("\n  step "), std::string::npos) << table;
   EXPECT_NE(render_table(runs, build_rows(runs, 5, "all"), 5).find("beyond 5% (--threshold)"),
             std::string::npos);
+  EXPECT_EQ(table.find("profiled"), std::string::npos) << table;
+  json profiled = make_result();
+  profiled["provenance"]["profile"] = true;
+  const auto with_profiled = runs_of({make_result(), profiled});
+  const std::string marked = render_table(with_profiled, build_rows(with_profiled, -1, "all"), -1);
+  EXPECT_NE(marked.find("profiled (--profile)\n"), std::string::npos) << marked;
 }
 
 }  // namespace

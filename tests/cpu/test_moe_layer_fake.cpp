@@ -87,7 +87,9 @@ class FakeDevice : public Device {
   void join_side() override { r_.add("join_side"); }
   int64_t memory_high_water() const override { return 0; }
   void reset_memory_high_water() override {}
-  std::unique_ptr<PhaseTimer> make_timer(int n) override { return std::make_unique<NoTimer>(n); }
+  std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> names) override {
+    return std::make_unique<NoTimer>(int(names.size()));
+  }
   double time_memory_copy_ms(int64_t, int) override { return 1; }
 
  private:

@@ -73,7 +73,7 @@ moe_mpi_case(np8_ep4_fsdp2_bf16_grads 8 --set mesh.ep=4 --set mesh.fsdp=2 --set 
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
-               expert_grad_dtype overlap dry_run mesh_invariance refusals)
+               expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})

@@ -1,0 +1,155 @@
+// `run --profile` over the CPU backend with a device that records what the run asks of it: the
+// profiler is started and stopped around the timed steps only (never a warm-up step, never the
+// check), and the result JSON records the option and every rank's host.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/backend.h"
+#include "app/run_command.h"
+#include "core/device.h"
+
+namespace moe {
+namespace {
+
+// "step" per step the layer runs, "start" and "stop" per profiler call, in order.
+using Events = std::vector<std::string>;
+
+class RecordingTimer : public PhaseTimer {
+ public:
+  RecordingTimer(std::unique_ptr<PhaseTimer> inner, std::vector<std::string> names, Events& ev)
+      : inner_(std::move(inner)), names_(std::move(names)), ev_(ev) {}
+  void begin(int phase) override { inner_->begin(phase); }
+  void end(int phase) override {
+    inner_->end(phase);
+    if (names_[phase] == "step") ev_.push_back("step");
+  }
+  std::vector<double> read() override { return inner_->read(); }
+
+ private:
+  std::unique_ptr<PhaseTimer> inner_;
+  std::vector<std::string> names_;
+  Events& ev_;
+};
+
+// The CPU backend's device, with the profiler calls and the steps' ends recorded.
+class RecordingDevice : public Device {
+ public:
+  RecordingDevice(std::unique_ptr<Device> inner, Events& ev) : inner_(std::move(inner)), ev_(ev) {}
+  std::string name() const override { return inner_->name(); }
+  void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
+  void release(void* p) override { inner_->release(p); }
+  size_t bytes_of(DType t) const override { return inner_->bytes_of(t); }
+  DType storage_dtype() const override { return inner_->storage_dtype(); }
+  void download_floats(float* dst, const void* src, int64_t n, DType t) override {
+    inner_->download_floats(dst, src, n, t);
+  }
+  void fill_seeded(void* dst, const InitRule& rule, int64_t begin, int64_t n) override {
+    inner_->fill_seeded(dst, rule, begin, n);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    inner_->copy_to_host(dst, src, bytes);
+  }
+  uint64_t digest(const void* src, size_t bytes) override { return inner_->digest(src, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    inner_->copy_to_device(dst, src, bytes);
+  }
+  void sync() override { inner_->sync(); }
+  int64_t memory_high_water() const override { return inner_->memory_high_water(); }
+  void reset_memory_high_water() override { inner_->reset_memory_high_water(); }
+  std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> names) override {
+    return std::make_unique<RecordingTimer>(inner_->make_timer(names), names, ev_);
+  }
+  double time_memory_copy_ms(int64_t bytes, int iters) override {
+    return inner_->time_memory_copy_ms(bytes, iters);
+  }
+  void profiler_start() override { ev_.push_back("start"); }
+  void profiler_stop() override { ev_.push_back("stop"); }
+
+ private:
+  std::unique_ptr<Device> inner_;
+  Events& ev_;
+};
+
+struct TinyRun {
+  int rc = -1;
+  std::string events;  // space-separated
+  nlohmann::json result;
+};
+
+// configs/tiny.json (check on the first timed step) with these options, on the CPU backend.
+TinyRun run_tiny(RunOptions opt) {
+  Events ev;
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("moe_profile_" + std::to_string(getpid()) + ".json"))
+                              .string();
+  opt.config = std::string(MOE_SOURCE_DIR) + "/configs/tiny.json";
+  opt.backend = "cpu";
+  opt.out = out;
+  opt.quiet = true;
+  opt.sets.push_back("roofline=false");
+  TinyRun r;
+  r.rc = run_command(opt, [&](const std::string& name, MPI_Comm world, const Mesh& mesh,
+                              const Workload& w, double timeout_s) {
+    Backend b = make_backend(name, world, mesh, w, timeout_s);
+    // The ops keep a reference to the CPU device, which the recording one owns and outlives them.
+    b.device = std::make_unique<RecordingDevice>(std::move(b.device), ev);
+    return b;
+  });
+  for (const std::string& e : ev) r.events += (r.events.empty() ? "" : " ") + e;
+  std::ifstream in(out);
+  if (in) r.result = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  return r;
+}
+
+TEST(RunProfile, BracketsTheTimedStepsAndPausesForTheCheck) {
+  RunOptions opt;
+  opt.profile = true;
+  opt.warmup = 2;
+  opt.steps = 3;
+  const TinyRun r = run_tiny(opt);
+  EXPECT_EQ(r.rc, 0);
+  // Two warm-up steps outside; the first timed step, then the check with the profiler off, then
+  // the other timed steps in one range.
+  EXPECT_EQ(r.events, "step step start step stop start step step stop");
+  ASSERT_TRUE(r.result.is_object());
+  EXPECT_EQ(r.result["provenance"]["profile"], true);
+  EXPECT_EQ(r.result["correctness"]["status"], "pass");
+}
+
+TEST(RunProfile, OneRangeWithoutTheCheck) {
+  RunOptions opt;
+  opt.profile = true;
+  opt.warmup = 1;
+  opt.steps = 3;
+  opt.sets = {"check=off"};
+  EXPECT_EQ(run_tiny(opt).events, "step start step step step stop");
+  opt.sets = {"check=every"};
+  EXPECT_EQ(run_tiny(opt).events, "step start step stop start step stop start step stop");
+}
+
+TEST(RunProfile, NoProfilerCallsWithoutTheFlag) {
+  RunOptions opt;
+  opt.warmup = 1;
+  opt.steps = 2;
+  const TinyRun r = run_tiny(opt);
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.events, "step step step");
+  ASSERT_TRUE(r.result.is_object());
+  EXPECT_EQ(r.result["provenance"]["profile"], false);
+  // The CPU backend records every rank's host, and no GPU.
+  const nlohmann::json& ranks = r.result["provenance"]["ranks"];
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0]["rank"], 0);
+  EXPECT_FALSE(ranks[0]["host"].get<std::string>().empty());
+  EXPECT_FALSE(ranks[0].contains("gpu"));
+}
+
+}  // namespace
+}  // namespace moe
