@@ -11,19 +11,13 @@
 
 #include "app/catalog.h"
 #include "core/error.h"
+#include "tests/common/user_error.h"
 
 namespace moe {
 namespace {
 namespace fs = std::filesystem;
 
-std::string user_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError)";
-}
+using test::user_error_of;
 
 const std::string kConfigs = std::string(MOE_SOURCE_DIR) + "/configs";
 

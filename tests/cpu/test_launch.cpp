@@ -8,18 +8,12 @@
 
 #include "app/launch.h"
 #include "core/error.h"
+#include "tests/common/user_error.h"
 
 namespace moe {
 namespace {
 
-std::string user_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError)";
-}
+using test::user_error_of;
 
 TEST(GpuForRank, EveryRankSeesEveryGpuOfItsHost) {
   // mpirun with 8 GPUs visible to all: local rank r takes GPU r, whether the host is full or not.

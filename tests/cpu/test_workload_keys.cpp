@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/workload.h"
+#include "tests/common/user_error.h"
 
 namespace moe {
 namespace {
@@ -22,14 +23,7 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string user_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError)";
-}
+using test::user_error_of;
 
 const std::string kModel = R"("model": {"hidden": 64, "ffn": 32, "experts": 8, "topk": 2},
                               "tokens_per_rank": 16)";
