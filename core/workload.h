@@ -115,6 +115,8 @@ constexpr int64_t kMaxSteps = 10000000;
 // Parses JSON text into a workload. Throws UserError naming the key (unknown keys, wrong types,
 // bad enum values) or, for malformed JSON, the line and column.
 Workload workload_from_json_text(const std::string& text, const std::string& source_name);
+// A file may build on another with "base": "<path relative to it>": the base is read first and
+// the file's keys merged over it (objects key by key), chains up to 8 files, no cycles.
 Workload load_workload_file(const std::string& path);
 
 // Applies one "--set a.b.c=value" override, type-checked against the key's type.

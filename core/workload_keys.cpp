@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/workload.h"
@@ -564,7 +565,16 @@ Workload workload_from_json_text(const std::string& text, const std::string& sou
   return from_json(parse_workload_json(text, source_name), source_name);
 }
 
-Workload load_workload_file(const std::string& path) {
+namespace {
+
+// How many files a chain of "base" keys may span: a workload built on a model shape is two.
+constexpr int kMaxBaseDepth = 8;
+
+// The file's JSON with its bases laid under it: a workload file may name another ("base":
+// "../models/deepseek_v3.json", relative to its own directory), which is read first; this file's
+// keys are then merged over it (RFC 7386 merge patch: objects merge key by key, any other value
+// replaces the base's). `chain` holds the files being read, to refuse a cycle.
+json load_workload_json(const std::string& path, std::vector<std::string>& chain) {
   std::error_code ec;
   MOE_USER_CHECK(!std::filesystem::is_directory(path, ec),
                  "workload file '" << path << "' is a directory; give a workload JSON file, e.g. "
@@ -580,7 +590,37 @@ Workload load_workload_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   MOE_USER_CHECK(!in.bad(), "cannot read workload file '" << path << "': " << std::strerror(errno));
-  return workload_from_json_text(text.str(), path);
+  json j = parse_workload_json(text.str(), path);
+  if (!j.is_object() || !j.contains("base")) return j;
+  const json& base = j["base"];
+  MOE_USER_CHECK(base.is_string() && !base.get<std::string>().empty(),
+                 path << ": \"base\" names the workload file this one builds on, as a string "
+                      << "path relative to this file (e.g. \"../models/deepseek_v3.json\")");
+  const std::filesystem::path base_path =
+      std::filesystem::path(path).parent_path() / base.get<std::string>();
+  MOE_USER_CHECK(std::filesystem::is_regular_file(base_path, ec),
+                 path << ": \"base\" " << base.get<std::string>() << " is no file (looked for "
+                      << base_path.string() << ", relative to this file's directory)");
+  const std::string canonical = std::filesystem::weakly_canonical(base_path, ec).string();
+  MOE_USER_CHECK(std::find(chain.begin(), chain.end(), canonical) == chain.end(),
+                 path << ": \"base\" " << base.get<std::string>()
+                      << " leads back to a file already being read; remove the cycle");
+  MOE_USER_CHECK(int(chain.size()) < kMaxBaseDepth,
+                 path << ": more than " << kMaxBaseDepth << " files chained by \"base\"");
+  chain.push_back(canonical);
+  json merged = load_workload_json(base_path.string(), chain);
+  chain.pop_back();
+  j.erase("base");
+  merged.merge_patch(j);
+  return merged;
+}
+
+}  // namespace
+
+Workload load_workload_file(const std::string& path) {
+  std::error_code ec;
+  std::vector<std::string> chain = {std::filesystem::weakly_canonical(path, ec).string()};
+  return from_json(load_workload_json(path, chain), path);
 }
 
 void apply_override(Workload& w, const std::string& assignment) {

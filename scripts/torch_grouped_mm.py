@@ -8,6 +8,7 @@ has it); prints the table `moebench gemm` prints.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -18,6 +19,18 @@ def balanced_rows(tokens, topk, experts, ep, align):
     mine = tokens * topk
     rows = [mine // local + (1 if l < mine % local else 0) for l in range(local)]
     return [(r + align - 1) // align * align for r in rows]
+
+
+def load_workload(path):
+    # As moebench's loader: a "base" file (relative to this one) under this file's keys.
+    w = json.load(open(path))
+    base = w.pop("base", None)
+    if base is None:
+        return w
+    merged = load_workload(os.path.join(os.path.dirname(path), base))
+    for k, v in w.items():
+        merged[k] = {**merged.get(k, {}), **v} if isinstance(v, dict) else v
+    return merged
 
 
 def main():
@@ -31,7 +44,7 @@ def main():
     a = ap.parse_args()
     import torch  # imported late so that --help works without torch
 
-    w = json.load(open(a.config))
+    w = load_workload(a.config)
     m = w["model"]
     H, F, E, K = m["hidden"], m["ffn"], m["experts"], m["topk"]
     ep = a.ep or (w.get("mesh", {}).get("ep") if isinstance(w.get("mesh", {}).get("ep"), int) else 1)

@@ -278,6 +278,47 @@ TEST(WorkloadParse, FileNotFoundAndFileErrorsNameThePath) {
   std::filesystem::remove(path);
 }
 
+TEST(WorkloadParse, BaseFilesMergeUnderTheirChildren) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("moe_base_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "models");
+  std::ofstream(dir / "models" / "m.json")
+      << R"({"name": "m", "model": {"hidden": 64, "ffn": 32, "experts": 8, "topk": 2},
+             "router": {"score": "softmax", "normalize_topk": true}, "tokens_per_rank": 16})";
+  // The child replaces one model key and adds a router key; the rest comes from the base.
+  std::ofstream(dir / "child.json") << R"({"base": "models/m.json", "name": "c",
+      "model": {"topk": 4}, "router": {"z_coeff": 0.5}})";
+  const Workload w = load_workload_file((dir / "child.json").string());
+  EXPECT_EQ(w.name, "c");
+  EXPECT_EQ(w.model.hidden, 64);
+  EXPECT_EQ(w.model.topk, 4);
+  EXPECT_TRUE(w.router.normalize_topk);
+  EXPECT_DOUBLE_EQ(w.router.z_coeff, 0.5);
+  // A base that is not there, one that is no string, and a cycle are refused by name.
+  std::ofstream(dir / "missing.json") << R"({"base": "models/nope.json"})";
+  EXPECT_TRUE(ThrowsUserError([&] { load_workload_file((dir / "missing.json").string()); },
+                              {"\"base\" models/nope.json is no file"}));
+  std::ofstream(dir / "number.json") << R"({"base": 3})";
+  EXPECT_TRUE(ThrowsUserError([&] { load_workload_file((dir / "number.json").string()); },
+                              {"\"base\" names the workload file"}));
+  std::ofstream(dir / "a.json") << R"({"base": "b.json"})";
+  std::ofstream(dir / "b.json") << R"({"base": "a.json"})";
+  EXPECT_TRUE(ThrowsUserError([&] { load_workload_file((dir / "a.json").string()); },
+                              {"leads back to a file already being read"}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(WorkloadParse, BenchWorkloadsAreTheirModelsShapes) {
+  for (const char* m : {"deepseek_v3", "mixtral_8x7b", "qwen3_30b_a3b"}) {
+    const std::string root = std::string(MOE_SOURCE_DIR) + "/configs/";
+    Workload bench = load_workload_file(root + "bench/" + m + ".json");
+    const Workload model = load_workload_file(root + "models/" + m + ".json");
+    EXPECT_NE(bench.name, model.name) << m;
+    bench.name = model.name;
+    EXPECT_EQ(workload_to_json(bench).dump(), workload_to_json(model).dump()) << m;
+  }
+}
+
 // ---- --set overrides ----
 
 TEST(WorkloadOverride, IntegerKeys) {
