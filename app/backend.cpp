@@ -49,6 +49,20 @@ int visible_gpus() {
 
 }  // namespace
 
+int64_t gpu_memory_total_bytes() {
+#ifdef MOE_HAVE_CUDA
+  if (visible_gpus() == 0) return 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return int64_t(prop.totalGlobalMem);
+#else
+  return 0;
+#endif
+}
+
 int64_t host_memory_total_bytes() {
   std::ifstream f("/proc/meminfo");
   std::string key, unit;

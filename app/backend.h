@@ -55,6 +55,8 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
 
 // This host's memory in all (MemTotal), 0 when unknown; and how many ranks of world share it.
 int64_t host_memory_total_bytes();
+// The first visible GPU's memory in bytes; 0 without a GPU or a CUDA build.
+int64_t gpu_memory_total_bytes();
 int ranks_on_this_host(MPI_Comm world);
 
 // Bytes this backend can give one rank (GPU memory for cuda, a share of host memory for cpu);

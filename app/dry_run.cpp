@@ -99,7 +99,8 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
         {"check_gpu_bytes", need.check.device},
         {"host_bytes_per_rank", host_per_rank},
         {"host_ranks", host.ranks},
-        {"host_total_bytes", host.memory_bytes}}}};
+        {"host_total_bytes", host.memory_bytes},
+        {"gpu_total_bytes", host.gpu_memory_bytes}}}};
 
   std::vector<std::string> warnings;
   const double host_need = double(host_per_rank) * host.ranks;
@@ -115,6 +116,17 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
            : backend == "cuda"        ? ", set reference=gpu or check=off"
                                       : ", or set check=off (the float64 reference holds every "
                                         "expert)");
+    warnings.push_back(os.str());
+  }
+  // On the CUDA backend each rank's GPU holds the step's buffers and the GPU reference's.
+  const double gpu_need = double(need.step + need.check.device);
+  if (backend == "cuda" && host.gpu_memory_bytes > 0 && gpu_need > double(host.gpu_memory_bytes)) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1) << "the plan needs about " << gib(gpu_need)
+       << " GiB of GPU memory per rank but this host's GPU has "
+       << gib(double(host.gpu_memory_bytes))
+       << " GiB: lower tokens_per_rank, raise mesh.ep or mesh.fsdp"
+       << (w.check == CheckMode::kOff ? "" : ", or set check=off (the GPU reference's buffers)");
     warnings.push_back(os.str());
   }
   for (std::string& s : shape_warnings(w, m, rows_per_expert)) warnings.push_back(std::move(s));

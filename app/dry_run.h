@@ -16,6 +16,7 @@ namespace moe {
 struct PlanHost {
   int64_t memory_bytes = 0;  // 0: unknown (no warning)
   int ranks = 1;
+  int64_t gpu_memory_bytes = 0;  // one visible GPU's memory, for a cuda plan (0: none seen)
 };
 
 // The plan of `w` (already resolved and validated for `world` ranks) for `backend` ("cpu" or

@@ -323,6 +323,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     // The memory warning compares with this host: --world N puts all N ranks on it.
     PlanHost host;
     host.memory_bytes = host_memory_total_bytes();
+    if (backend == "cuda") host.gpu_memory_bytes = gpu_memory_total_bytes();
     host.ranks = opt.world > 0 ? opt.world : ranks_on_this_host(world);
     if (rank == 0) print_dry_run(w, dry_run_plan(w, plan_world, backend, host), opt.json);
     return 0;

@@ -43,7 +43,7 @@ for script in "$SRC"/scripts/*.sh "$SRC"/scripts/*.py; do
 done
 
 # moebench: help before MPI starts (no session directory left in TMPDIR), defaults and examples.
-for args in "--help" "-h" "run --help" "compare --help" "keys --help"; do
+for args in "--help" "-h" "run --help" "compare --help" "keys --help" "gemm --help" "list --help"; do
   rc=0
   sandboxed "$MOEBENCH" $args || rc=$?
   [ $rc -eq 0 ] && grep -q "Usage:" "$WORK/out.txt" || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "moebench $args: exit $rc"; }
@@ -69,7 +69,7 @@ for typo in "runn run" "cmopare compare" "kyes keys"; do
 done
 rc=0
 sandboxed "$MOEBENCH" frobnicate || rc=$?
-[ $rc -eq 2 ] && grep -qF "unknown subcommand 'frobnicate'; the subcommands are run, compare, keys" "$WORK/err.txt" ||
+[ $rc -eq 2 ] && grep -qF "unknown subcommand 'frobnicate'; the subcommands are run, compare, gemm, keys, list" "$WORK/err.txt" ||
   { cat "$WORK/err.txt"; fail "moebench frobnicate: exit $rc"; }
 rc=0
 mpi 2 runn --config "$TINY" >"$WORK/np2.txt" 2>&1 || rc=$?
