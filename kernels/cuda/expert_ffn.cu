@@ -115,8 +115,13 @@ void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const E
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeight;
-  experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first, stream);
-  swiglu_fwd(h, rows.host[E_local], F, dtype, a, stream);
+  // On the grouped sm90 kernel SwiGLU runs in the up projection's epilogue where it can.
+  const GroupedGemmShape up{L, E_local, rows.host[E_local], 0, 2 * F, H};
+  if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream, a)) {
+    experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first,
+                 stream);
+    swiglu_fwd(h, rows.host[E_local], F, dtype, a, stream);
+  }
   experts_gemm(L, rows, E_local, 0, H, F, a, w_out, ye, dtype, dtype, gemm, lists.second, stream);
 }
 

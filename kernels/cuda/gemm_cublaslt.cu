@@ -328,19 +328,24 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 // ---- grouped GEMMs ----
 
 bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
-                              const void* B, void* C, DType in, DType out, cudaStream_t stream) {
+                              const void* B, void* C, DType in, DType out, cudaStream_t stream,
+                              void* swiglu_a) {
   if (method_ != GemmMethod::kGroupedSm90 || !offsets_dev) return false;
-  const std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
+  std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
+  if (swiglu_a && why.empty()) why = GroupedGemm::swiglu_unsupported_reason(s, out);
   if (!why.empty()) {
     if (sm90_fallbacks_logged_.insert(why).second)
       spdlog::info(
-          "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}) runs on "
-          "lt_multistream instead: {}",
-          s.M, s.N, s.K, why);
+          "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}{}) runs {} instead: {}", s.M,
+          s.N, s.K, swiglu_a ? ", SwiGLU fused" : "", swiglu_a ? "unfused" : "on lt_multistream",
+          why);
     return false;
   }
   if (!grouped_sm90_) grouped_sm90_ = std::make_unique<GroupedGemm>();
-  grouped_sm90_->run(s, offsets_dev, A, B, C, in, out, stream);
+  if (swiglu_a)
+    grouped_sm90_->run_swiglu(s, offsets_dev, A, B, C, swiglu_a, in, out, stream);
+  else
+    grouped_sm90_->run(s, offsets_dev, A, B, C, in, out, stream);
   return true;
 }
 

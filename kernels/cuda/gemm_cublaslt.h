@@ -74,9 +74,12 @@ class GemmRunner {
 
   // One expert GEMM of all groups on the grouped sm90 kernel, when the method is kGroupedSm90 and
   // the kernel takes the shape; false (nothing done) otherwise, and then the caller runs the
-  // per-expert list through grouped(). The first fallback of each reason is logged.
+  // per-expert list through grouped(). With swiglu_a (the up projection), a = SwiGLU(C) is
+  // written in the same kernel, or false where the fused kernel does not take the shape. The
+  // first fallback of each reason is logged.
   bool grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
-                    const void* B, void* C, DType in, DType out, cudaStream_t stream);
+                    const void* B, void* C, DType in, DType out, cudaStream_t stream,
+                    void* swiglu_a = nullptr);
 
   void set_method(GemmMethod m) { method_ = m; }
   GemmMethod method() const { return method_; }

@@ -41,8 +41,10 @@ struct TileConfig {
 struct Params {
   const int64_t* offsets;  // [G + 1]
   int G;
-  int M, N, K;  // the fixed dimensions (see core/grouped_gemm.h)
+  int M, N, K;    // the fixed dimensions (see core/grouped_gemm.h)
+  int tile_cols;  // the columns the tiles span: N, or F = N / 2 with the SwiGLU epilogue
   void* C;
+  void* swiglu;  // with the SwiGLU epilogue: a [rows, N / 2] = silu(h[:, :F]) * h[:, F:]
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -57,7 +59,7 @@ struct Tile {
 
 template <GroupedLayout L, int BN>
 __device__ __forceinline__ int tiles_in_group(const Params& p, int g) {
-  const int n_tiles = ceil_div(p.N, BN);
+  const int n_tiles = ceil_div(p.tile_cols, BN);
   if (L == GroupedLayout::kRowsTTimesRows) return ceil_div(p.M, kBM) * n_tiles;
   return ceil_div(int(p.offsets[g + 1] - p.offsets[g]), kBM) * n_tiles;
 }
@@ -127,7 +129,67 @@ __device__ __forceinline__ void store_pair_smem(uint8_t* p, float, float x, floa
   *reinterpret_cast<float2*>(p) = make_float2(x, y);
 }
 
-template <GroupedLayout L, int BN, class OutT>
+// Rows [row0, row0 + 64) of a tile's 64 x 128-column box of C from `stage` (swizzled), stopping
+// at the group's last row: C points at the group's first row, `ld` its row stride.
+__device__ __forceinline__ void store_box_rows(__nv_bfloat16* C, int64_t ld, int col0, int row0,
+                                               int rows, const uint8_t* stage, int t128) {
+  const int chunk = t128 % 8;
+#pragma unroll
+  for (int pass = 0; pass < 4; ++pass) {
+    const int r = pass * 16 + t128 / 8;
+    if (row0 + r < rows)
+      *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * ld + col0 + chunk * 8) =
+          *reinterpret_cast<const uint4*>(stage + swizzled(r, chunk * 16));
+  }
+}
+
+// The fused up projection's epilogue (kSwiGLU): six boxes of 64 columns per warpgroup, h's gate
+// and up halves, then a. The fragment's 8-column block j is gate column n0 + 8j for j < 16 and
+// its up partner for j + 16.
+__device__ __forceinline__ void swiglu_epilogue(const Params& p, const Tile& tile, int row0,
+                                                float (&acc)[128], uint8_t* stage,
+                                                uint32_t wg_barrier, int t128, int warp, int lane) {
+  const int F = p.tile_cols;
+  auto* h = static_cast<__nv_bfloat16*>(p.C) + tile.r0 * int64_t(p.N);
+  auto* a = static_cast<__nv_bfloat16*>(p.swiglu) + tile.r0 * int64_t(F);
+  if (row0 >= tile.rows) return;  // the same for the whole warpgroup
+#pragma unroll
+  for (int q = 0; q < 6; ++q) {
+    named_barrier_sync(wg_barrier, 128);  // every thread has read the box's last contents
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = (q < 4 ? q : q - 4) * 8 + jj;
+      const int byte = (jj * 8 + (lane % 4) * 2) * 2;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = warp * 16 + lane / 4 + 8 * hh;
+        float x = acc[4 * j + 2 * hh], y = acc[4 * j + 2 * hh + 1];
+        if (q >= 4) {  // a, from h as stored: bf16 gate and up
+          const float g0 = __bfloat162float(__float2bfloat16_rn(x));
+          const float g1 = __bfloat162float(__float2bfloat16_rn(y));
+          const float u0 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh]));
+          const float u1 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh + 1]));
+          x = g0 * (1.0f / (1.0f + expf(-g0))) * u0;
+          y = g1 * (1.0f / (1.0f + expf(-g1))) * u1;
+        }
+        store_pair_smem(stage + swizzled(r, byte), __nv_bfloat16{}, x, y);
+      }
+    }
+    named_barrier_sync(wg_barrier, 128);
+    const int half = 64 * (q % 2);
+    if (q < 2)
+      store_box_rows(h, p.N, tile.n0 + half, row0, tile.rows, stage, t128);
+    else if (q < 4)
+      store_box_rows(h, p.N, F + tile.n0 + half, row0, tile.rows, stage, t128);
+    else
+      store_box_rows(a, F, tile.n0 + half, row0, tile.rows, stage, t128);
+  }
+}
+
+// kSwiGLU (up projection only, BN 256, bf16): a tile's 256 columns are 128 gate columns
+// [n0, n0 + 128) and the 128 up columns [F + n0, ...) that pair with them, so that the epilogue
+// writes both to h and a = silu(gate) * up, from the bf16-rounded h as the unfused kernel reads it.
+template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
@@ -155,7 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_fence_init();
     prefix[0] = 0;
   }
-  for (int g = tid; g < p.G; g += kThreads) prefix[g + 1] = tiles_in_group<L, BN>(p, g);
+  constexpr int kTileN = kSwiGLU ? BN / 2 : BN;  // the tile's width in the schedule's columns
+  for (int g = tid; g < p.G; g += kThreads) prefix[g + 1] = tiles_in_group<L, kTileN>(p, g);
   __syncthreads();
   if (tid < 32) warp_inclusive_scan(prefix + 1, p.G, tid);
   __syncthreads();
@@ -169,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma_prefetch_map(&map_b);
     int it = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
-      const Tile tile = decode_tile<L, BN>(p, prefix, t);
+      const Tile tile = decode_tile<L, kTileN>(p, prefix, t);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         const int s = it % Cfg::kStages;
         const int round = it / Cfg::kStages;
@@ -191,8 +254,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             tma_load_3d(sb, &map_b, &full[s], kt * kBK, tile.n0, tile.g);
           } else {
 #pragma unroll
-            for (int j = 0; j < BN / 64; ++j)
-              tma_load_3d(sb + j * kBoxBytes, &map_b, &full[s], tile.n0 + 64 * j, kt * kBK, tile.g);
+            for (int j = 0; j < BN / 64; ++j) {
+              // With SwiGLU: boxes [0, BN / 128) are gate columns, the rest their up partners.
+              const int col = !kSwiGLU || j < BN / 128
+                                  ? tile.n0 + 64 * j
+                                  : p.tile_cols + tile.n0 + 64 * (j - BN / 128);
+              tma_load_3d(sb + j * kBoxBytes, &map_b, &full[s], col, kt * kBK, tile.g);
+            }
           }
         }
       }
@@ -209,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[BN / 2];
   int it = 0, boxes_stored = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
-    const Tile tile = decode_tile<L, BN>(p, prefix, t);
+    const Tile tile = decode_tile<L, kTileN>(p, prefix, t);
     if (tile.k_tiles == 0) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -265,45 +333,49 @@ __global__ void __launch_bounds__(kThreads, 1)
     // group's last row. ----
     constexpr int kBoxCols = 128 / int(sizeof(OutT));
     const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
+    if constexpr (kSwiGLU) {
+      swiglu_epilogue(p, tile, row0, acc, boxes_c, wg_barrier, t128, warp, lane);
+    } else {
 #pragma unroll
-    for (int q = 0; q < BN / kBoxCols; ++q) {
-      const int col0 = tile.n0 + q * kBoxCols;
-      // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The staging
-      // box alternates by boxes stored, not by q, so that a skip never puts a box into the
-      // buffer the last store may still read.
-      if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
-      uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
-      if constexpr (kRowsK) {
-        if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
-      }
-      named_barrier_sync(wg_barrier, 128);
-#pragma unroll
-      for (int jj = 0; jj < kBoxCols / 8; ++jj) {
-        const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
-        const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = warp * 16 + lane / 4 + 8 * h;
-          store_pair_smem(stage_c + swizzled(r, byte), OutT{}, acc[4 * j + 2 * h],
-                          acc[4 * j + 2 * h + 1]);
+      for (int q = 0; q < BN / kBoxCols; ++q) {
+        const int col0 = tile.n0 + q * kBoxCols;
+        // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The staging
+        // box alternates by boxes stored, not by q, so that a skip never puts a box into the
+        // buffer the last store may still read.
+        if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
+        uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
+        if constexpr (kRowsK) {
+          if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
         }
-      }
-      ++boxes_stored;
-      if constexpr (kRowsK) {
-        fence_proxy_async_smem();
         named_barrier_sync(wg_barrier, 128);
-        if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
-      } else {
-        named_barrier_sync(wg_barrier, 128);
-        OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
-        const int chunk = t128 % 8;
-        const int col = col0 + chunk * (16 / int(sizeof(OutT)));
 #pragma unroll
-        for (int pass = 0; pass < 4; ++pass) {
-          const int r = pass * 16 + t128 / 8;
-          if (row0 + r < tile.rows && col < p.N)
-            *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
-                *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
+        for (int jj = 0; jj < kBoxCols / 8; ++jj) {
+          const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
+          const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = warp * 16 + lane / 4 + 8 * h;
+            store_pair_smem(stage_c + swizzled(r, byte), OutT{}, acc[4 * j + 2 * h],
+                            acc[4 * j + 2 * h + 1]);
+          }
+        }
+        ++boxes_stored;
+        if constexpr (kRowsK) {
+          fence_proxy_async_smem();
+          named_barrier_sync(wg_barrier, 128);
+          if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+        } else {
+          named_barrier_sync(wg_barrier, 128);
+          OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
+          const int chunk = t128 % 8;
+          const int col = col0 + chunk * (16 / int(sizeof(OutT)));
+#pragma unroll
+          for (int pass = 0; pass < 4; ++pass) {
+            const int r = pass * 16 + t128 / 8;
+            if (row0 + r < tile.rows && col < p.N)
+              *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
+                  *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
+          }
         }
       }
     }
@@ -334,9 +406,9 @@ CUtensorMap make_map(void* encode, const void* base, int rank, const uint64_t* d
   return map;
 }
 
-template <GroupedLayout L, int BN, class OutT>
+template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
 void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
-            const void* A, const void* B, void* C, cudaStream_t stream) {
+            const void* A, const void* B, void* C, cudaStream_t stream, void* swiglu = nullptr) {
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows));
   CUtensorMap map_a, map_b, map_c;
@@ -367,15 +439,16 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
     }
     map_c = map_a;  // unused: rows are stored by plain stores, which can stop at a group's end
   }
-  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), C};
-  grouped_gemm_kernel<L, BN, OutT>
+  const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
+  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), tile_cols, C, swiglu};
+  grouped_gemm_kernel<L, BN, OutT, kSwiGLU>
       <<<num_sms, kThreads, TileConfig<L, BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
   CUDA_CHECK(cudaGetLastError());
 }
 
-template <GroupedLayout L, int BN, class OutT>
+template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
 void allow_smem() {
-  CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<L, BN, OutT>,
+  CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<L, BN, OutT, kSwiGLU>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   TileConfig<L, BN>::kSmemBytes));
 }
@@ -407,6 +480,7 @@ GroupedGemm::GroupedGemm() {
   allow_smem_all<GroupedLayout::kRowsTimesWeight>();
   allow_smem_all<GroupedLayout::kRowsTimesWeightT>();
   allow_smem_all<GroupedLayout::kRowsTTimesRows>();
+  allow_smem<GroupedLayout::kRowsTimesWeight, 256, __nv_bfloat16, true>();
 }
 
 std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
@@ -428,6 +502,28 @@ std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const voi
   std::string r = why.str();
   if (!r.empty()) r.resize(r.size() - 2);
   return r;
+}
+
+std::string GroupedGemm::swiglu_unsupported_reason(const GroupedGemmShape& s, DType out) {
+  std::ostringstream why;
+  if (s.layout != GroupedLayout::kRowsTimesWeight) why << "not the up projection; ";
+  if (s.N % 256 != 0) why << "F " << s.N / 2 << " is not a multiple of 128; ";
+  if (out != DType::kBf16) why << "output " << dtype_name(out) << ", not bf16; ";
+  std::string r = why.str();
+  if (!r.empty()) r.resize(r.size() - 2);
+  return r;
+}
+
+void GroupedGemm::run_swiglu(const GroupedGemmShape& s, const int64_t* offsets, const void* A,
+                             const void* B, void* h, void* a, DType in, DType out,
+                             cudaStream_t stream) const {
+  const std::string why = unsupported_reason(s, A, B, h, in, out) +
+                          swiglu_unsupported_reason(s, out) +
+                          (reinterpret_cast<uintptr_t>(a) % 16 ? "a is not 16-byte aligned" : "");
+  MOE_CHECK(why.empty(), "grouped sm90 GEMM with SwiGLU: " << why);
+  if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
+  launch<GroupedLayout::kRowsTimesWeight, 256, __nv_bfloat16, true>(encode_, num_sms_, s, offsets,
+                                                                    A, B, h, stream, a);
 }
 
 int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128 : 256; }

@@ -46,6 +46,14 @@ class GroupedGemm {
   void run(const GroupedGemmShape& s, const int64_t* offsets, const void* A, const void* B, void* C,
            DType in, DType out, cudaStream_t stream) const;
 
+  // The up projection with SwiGLU in its epilogue: h [rows, N] as run() writes it (N = 2F), and
+  // a [rows, F] = silu(h[:, :F]) * h[:, F:] computed from h's bf16 values, as the separate SwiGLU
+  // kernel would. Empty reason when the fused kernel takes the shape: the kRowsTimesWeight layout,
+  // F a multiple of 128, bf16 output (and what run() needs).
+  static std::string swiglu_unsupported_reason(const GroupedGemmShape& s, DType out);
+  void run_swiglu(const GroupedGemmShape& s, const int64_t* offsets, const void* A, const void* B,
+                  void* h, void* a, DType in, DType out, cudaStream_t stream) const;
+
   // The tile width along N the kernel uses for a shape (for tests that cover both).
   static int tile_n_for(const GroupedGemmShape& s);
   // Forces the tile width (0: by shape). For tests.

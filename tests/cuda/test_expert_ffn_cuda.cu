@@ -75,6 +75,8 @@ TEST(ExpertFfnCuda, EveryMethodMatchesCpu) {
     for (DType grad : {DType::kFp32, DType::kBf16}) {
       check_expert_ffn(m, {0, 130, 1, 0, 257, 64}, 256, 192, grad, seed += 10);
       check_expert_ffn(m, {40}, 128, 64, grad, seed += 10);
+      // F a multiple of 128: grouped_sm90 fuses SwiGLU into the up projection.
+      check_expert_ffn(m, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/grouped_gemm.h"
 #include "tests/cuda/gemm_test_util.h"
 
@@ -165,6 +166,37 @@ TEST(GroupedGemmSm90, Deterministic) {
     const std::vector<float> second = check_case(gg, cb, 600);
     expect_identical(second, first, std::string("second run ") + layout_name(l));
   }
+}
+
+// The up projection with SwiGLU in its epilogue writes the same h, and the same a as the SwiGLU
+// kernel run on that h, bit for bit: ragged rows, empty experts, F a multiple of 128.
+TEST(GroupedGemmSm90, SwigluEpilogueMatchesTheSeparateKernel) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const int64_t H = 192, F = 384;
+  const std::vector<int64_t> rows = {0, 130, 1, 257, 0, 64};
+  std::vector<int64_t> off(rows.size() + 1, 0);
+  for (size_t g = 0; g < rows.size(); ++g) off[g + 1] = off[g] + rows[g];
+  const int64_t G = int64_t(rows.size()), R = off[G];
+  StorageBuf x(DType::kBf16, random_values(R * H, DType::kBf16, 700));
+  StorageBuf w(DType::kBf16, random_values(G * H * 2 * F, DType::kBf16, 701));
+  StorageBuf h1(DType::kBf16, R * 2 * F), a1(DType::kBf16, R * F);
+  StorageBuf h2(DType::kBf16, R * 2 * F), a2(DType::kBf16, R * F);
+  DevBuf<int64_t> doff(off);
+  GroupedGemmShape s;
+  s.layout = GroupedLayout::kRowsTimesWeight;
+  s.G = G;
+  s.total_rows = R;
+  s.N = 2 * F;
+  s.K = H;
+  ASSERT_EQ(GroupedGemm::swiglu_unsupported_reason(s, DType::kBf16), "");
+  gg.run(s, doff.ptr, x.ptr, w.ptr, h1.ptr, DType::kBf16, DType::kBf16, nullptr);
+  cuda::swiglu_fwd(h1.ptr, R, F, DType::kBf16, a1.ptr, nullptr);
+  gg.run_swiglu(s, doff.ptr, x.ptr, w.ptr, h2.ptr, a2.ptr, DType::kBf16, DType::kBf16, nullptr);
+  expect_identical(h2.host(), h1.host(), "h");
+  expect_identical(a2.host(), a1.host(), "a");
+  s.N = 2 * 200;  // F not a multiple of 128: refused, so the caller runs the two kernels
+  EXPECT_NE(GroupedGemm::swiglu_unsupported_reason(s, DType::kBf16), "");
 }
 
 TEST(GroupedGemmSm90, RefusesWhatItCannotRun) {
