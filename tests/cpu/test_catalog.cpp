@@ -43,7 +43,23 @@ TEST(Catalog, ListsTheCommittedWorkloadsWithTheirShapes) {
   EXPECT_EQ(table.find("does not load"), std::string::npos) << table;
 }
 
+// Names are resolved where no path of the same spelling exists (a path that exists wins, and the
+// test may run from the source tree): in a fresh temporary directory.
+struct InTempDir {
+  fs::path before = fs::current_path();
+  fs::path dir = fs::temp_directory_path() / ("moe_catalog_" + std::to_string(::getpid()));
+  InTempDir() {
+    fs::create_directories(dir);
+    fs::current_path(dir);
+  }
+  ~InTempDir() {
+    fs::current_path(before);
+    fs::remove_all(dir);
+  }
+};
+
 TEST(Catalog, ResolvesCommittedNames) {
+  const InTempDir away;
   EXPECT_EQ(resolve_config("bench/deepseek_v3", kConfigs), kConfigs + "/bench/deepseek_v3.json");
   EXPECT_EQ(resolve_config("configs/bench/deepseek_v3.json", kConfigs),
             kConfigs + "/bench/deepseek_v3.json");
