@@ -30,11 +30,7 @@ enum ScratchSlot {
 CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm)
     : device_(device), scratch_(kNumScratchSlots) {
   gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
-  int dev = 0, major = 0, minor = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  sm90_ = major == 9 && minor == 0;
+  sm90_ = cuda::GroupedGemm::runs_on_current_device();
   for (cudaEvent_t& e : offsets_copied_)
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   fixed_gemm_method_ = gemm.method != GemmMethod::kAuto;

@@ -20,7 +20,9 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-// The median of `iters` timed calls of fn on `stream`, after two untimed ones.
+// The median of `iters` timed calls of fn on `stream`, after two untimed ones. Unlike
+// median_call_ms (core/device.h), calls are queued back to back with an event between each, so
+// that the host's wait for one call does not leave the GPU idle before the next.
 double median_ms(cudaStream_t stream, int iters, const std::function<void()>& fn) {
   fn();
   fn();

@@ -463,14 +463,18 @@ void allow_smem_all() {
 
 }  // namespace
 
-GroupedGemm::GroupedGemm() {
+bool GroupedGemm::runs_on_current_device() {
   int dev = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  MOE_CHECK(
-      major == 9 && minor == 0,
-      "the grouped sm90 GEMM needs an sm_90 GPU (H100/H200); this one is sm_" << major << minor);
+  return major == 9 && minor == 0;
+}
+
+GroupedGemm::GroupedGemm() {
+  MOE_CHECK(runs_on_current_device(), "the grouped sm90 GEMM needs an sm_90 GPU (H100/H200)");
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cudaDriverEntryPointQueryResult found{};
   CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &encode_, 12000,

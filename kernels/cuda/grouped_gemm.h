@@ -32,6 +32,9 @@ class GroupedGemm {
   // Most groups one launch takes (the tile schedule's prefix sums live in shared memory).
   static constexpr int64_t kMaxGroups = 1024;
 
+  // Whether the current device is sm_90 (H100/H200), the one architecture the kernel is built for.
+  static bool runs_on_current_device();
+
   // Binds to the current device; throws when it is not sm_90 or the driver has no TMA encoder.
   GroupedGemm();
 

@@ -13,6 +13,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/workload.h"
+#include "kernels/cuda/grouped_gemm.h"
 
 namespace moe::test {
 
@@ -31,19 +32,12 @@ inline std::string gpu_unavailable_reason() {
     if (!moe_reason_.empty()) GTEST_SKIP() << "skipped: " << moe_reason_;  \
   } while (0)
 
-// Whether the current GPU is sm_90 (H100/H200), where the grouped sm90 GEMM runs.
-inline bool gpu_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major == 9 && minor == 0;
-}
-
-#define MOE_REQUIRE_SM90()                                                                    \
-  do {                                                                                        \
-    MOE_REQUIRE_GPU();                                                                        \
-    if (!::moe::test::gpu_is_sm90()) GTEST_SKIP() << "skipped: not an sm_90 GPU (H100/H200)"; \
+// Skips where the grouped sm90 GEMM cannot run (no GPU, or not an H100/H200).
+#define MOE_REQUIRE_SM90()                                     \
+  do {                                                         \
+    MOE_REQUIRE_GPU();                                         \
+    if (!::moe::cuda::GroupedGemm::runs_on_current_device())   \
+      GTEST_SKIP() << "skipped: not an sm_90 GPU (H100/H200)"; \
   } while (0)
 
 // A device buffer owned by a test.

@@ -69,7 +69,7 @@ void check_expert_ffn(GemmMethod method, const std::vector<int64_t>& rows, int64
 TEST(ExpertFfnCuda, EveryMethodMatchesCpu) {
   MOE_REQUIRE_GPU();
   std::vector<GemmMethod> methods = {GemmMethod::kLtMultiStream, GemmMethod::kGroupedBatched};
-  if (gpu_is_sm90()) methods.push_back(GemmMethod::kGroupedSm90);
+  if (cuda::GroupedGemm::runs_on_current_device()) methods.push_back(GemmMethod::kGroupedSm90);
   uint64_t seed = 42;
   for (GemmMethod m : methods)
     for (DType grad : {DType::kFp32, DType::kBf16}) {
