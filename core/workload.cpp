@@ -145,6 +145,10 @@ void resolve_and_validate(Workload& w, int world_size) {
                                    << E / r.groups << " experts; raise router.group_topk or "
                                    << "lower router.groups or model.topk");
   }
+  MOE_USER_CHECK(w.gemm.sm90_cluster == 1 || w.gemm.sm90_cluster == 2,
+                 "gemm.sm90_cluster = " << w.gemm.sm90_cluster
+                                        << " must be 1 or 2 (CTAs per cluster of the grouped "
+                                           "sm90 kernel)");
   MOE_USER_CHECK(w.gemm.streams >= 1 && w.gemm.streams <= 32,
                  "gemm.streams = " << w.gemm.streams << " must be between 1 and 32 (side streams "
                                    << "of the per-expert GEMM loop; 4 is the default)");

@@ -81,6 +81,8 @@ struct GemmConfig {
   GemmMethod method = GemmMethod::kAuto;
   int64_t streams = 4;  // side streams of the per-expert loop
   GemmAlgo algo = GemmAlgo::kAuto;
+  int64_t sm90_cluster = 1;       // CTAs per cluster of the grouped sm90 kernel
+  bool sm90_fuse_swiglu = false;  // SwiGLU and its backward in the grouped kernel's epilogues
 };
 
 // Each field's key, type, default and meaning are in one table (core/workload_keys.cpp), from

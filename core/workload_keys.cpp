@@ -222,6 +222,13 @@ const std::vector<KeySpec>& schema() {
                    "where a shape does not suit it) (the CPU backend takes auto only)")),
       how(int_key("gemm.streams", MOE_FIELD(gemm.streams),
                   "CUDA: side streams the per-expert GEMM loop spreads over, 1 to 32")),
+      how(int_key("gemm.sm90_cluster", MOE_FIELD(gemm.sm90_cluster),
+                  "CUDA grouped_sm90: CTAs per cluster, 1 or 2 (2: neighbouring row tiles share "
+                  "each weight tile's load by TMA multicast, halving its traffic from L2; "
+                  "results are bitwise equal)")),
+      how(plain_key("gemm.sm90_fuse_swiglu", Kind::kBool, MOE_FIELD(gemm.sm90_fuse_swiglu),
+                    "CUDA grouped_sm90: SwiGLU in the up projection's epilogue and its backward "
+                    "in the data gradient's, instead of separate kernels (bitwise equal)")),
       how(enum_key(
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "

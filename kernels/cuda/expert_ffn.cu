@@ -6,6 +6,7 @@
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace moe::cuda {
 namespace {
@@ -20,8 +21,6 @@ std::vector<GemmProblem>& reuse(std::vector<GemmProblem>& v) {
 }
 
 // ---- SwiGLU ----
-__device__ __forceinline__ float sigmoidf_(float v) { return 1.0f / (1.0f + expf(-v)); }
-
 // Each thread takes N consecutive elements of a row of a (N divides F; see the combine kernels).
 template <class T, int N>
 __global__ void swiglu_fwd_kernel(const T* h, int64_t n, int64_t F, T* a) {
@@ -32,7 +31,7 @@ __global__ void swiglu_fwd_kernel(const T* h, int64_t n, int64_t F, T* a) {
     load_n<N>(h + r * 2 * F + j, g);
     load_n<N>(h + r * 2 * F + F + j, u);
 #pragma unroll
-    for (int e = 0; e < N; ++e) out[e] = g[e] * sigmoidf_(g[e]) * u[e];
+    for (int e = 0; e < N; ++e) out[e] = swiglu_value(g[e], u[e]);
     store_n<N>(a + i, out);
   }
 }
@@ -47,11 +46,7 @@ __global__ void swiglu_bwd_kernel(const T* da, const T* h, int64_t n, int64_t F,
     load_n<N>(h + r * 2 * F + F + j, u);
     load_n<N>(da + i, d);
 #pragma unroll
-    for (int e = 0; e < N; ++e) {
-      const float sg = sigmoidf_(g[e]);
-      dg[e] = d[e] * u[e] * (sg * (1.0f + g[e] * (1.0f - sg)));
-      du[e] = d[e] * (g[e] * sg);
-    }
+    for (int e = 0; e < N; ++e) swiglu_grads(d[e], g[e], u[e], dg[e], du[e]);
     store_n<N>(dh + r * 2 * F + j, dg);
     store_n<N>(dh + r * 2 * F + F + j, du);
   }
@@ -115,9 +110,10 @@ void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const E
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeight;
-  // On the grouped sm90 kernel SwiGLU runs in the up projection's epilogue where it can.
+  // With gemm.sm90_fuse_swiglu, SwiGLU runs in the up projection's epilogue where it can.
   const GroupedGemmShape up{L, E_local, rows.host[E_local], 0, 2 * F, H};
-  if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream, a)) {
+  if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream,
+                         GroupedEpilogue::kSwiGLU, a)) {
     experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first,
                  stream);
     swiglu_fwd(h, rows.host[E_local], F, dtype, a, stream);
@@ -130,8 +126,14 @@ void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const
                          void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,
                          cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeightT;
-  experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first, stream);
-  swiglu_bwd(da, h, rows.host[E_local], F, dtype, dh, stream);
+  // With gemm.sm90_fuse_swiglu, SwiGLU's backward runs in da's epilogue; da is not stored.
+  const GroupedGemmShape dgrad_a{L, E_local, rows.host[E_local], 0, F, H};
+  if (!gemm.grouped_sm90(dgrad_a, rows.device, dye, w_out, dh, dtype, dtype, stream,
+                         GroupedEpilogue::kSwiGLUBackward, const_cast<void*>(h))) {
+    experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first,
+                 stream);
+    swiglu_bwd(da, h, rows.host[E_local], F, dtype, dh, stream);
+  }
   experts_gemm(L, rows, E_local, 0, H, 2 * F, dh, w_in, dxe, dtype, dtype, gemm, lists.second,
                stream);
 }

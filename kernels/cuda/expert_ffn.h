@@ -44,7 +44,9 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
 void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertRows& rows,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream);
-// dye [R, H] -> da [R, F], dh [R, 2F] (scratch, read by the weight half) and dxe [R, H].
+// dye [R, H] -> da [R, F] (scratch: left unwritten where the grouped sm90 kernel fuses SwiGLU's
+// backward into da's GEMM, gemm.sm90_fuse_swiglu), dh [R, 2F] (read by the weight half) and dxe [R,
+// H].
 void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const void* w_out,
                          const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F, DType dtype,
                          void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,

@@ -329,24 +329,31 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 
 bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
                               const void* B, void* C, DType in, DType out, cudaStream_t stream,
-                              void* swiglu_a) {
+                              GroupedEpilogue epi, void* aux) {
   if (method_ != GemmMethod::kGroupedSm90 || !offsets_dev) return false;
+  if (epi != GroupedEpilogue::kStore && !sm90_fuse_swiglu_) return false;
   std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
-  if (swiglu_a && why.empty()) why = GroupedGemm::swiglu_unsupported_reason(s, out);
+  if (why.empty()) why = GroupedGemm::fused_unsupported_reason(s, epi, out);
   if (!why.empty()) {
+    const bool fused = epi != GroupedEpilogue::kStore;
     if (sm90_fallbacks_logged_.insert(why).second)
       spdlog::info(
           "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}{}) runs {} instead: {}", s.M,
-          s.N, s.K, swiglu_a ? ", SwiGLU fused" : "", swiglu_a ? "unfused" : "on lt_multistream",
-          why);
+          s.N, s.K, fused ? ", SwiGLU fused" : "", fused ? "unfused" : "on lt_multistream", why);
     return false;
   }
-  if (!grouped_sm90_) grouped_sm90_ = std::make_unique<GroupedGemm>();
-  if (swiglu_a)
-    grouped_sm90_->run_swiglu(s, offsets_dev, A, B, C, swiglu_a, in, out, stream);
-  else
-    grouped_sm90_->run(s, offsets_dev, A, B, C, in, out, stream);
+  if (!grouped_sm90_) {
+    grouped_sm90_ = std::make_unique<GroupedGemm>();
+    grouped_sm90_->set_cluster(sm90_cluster_);
+  }
+  grouped_sm90_->run_fused(epi, s, offsets_dev, A, B, C, aux, in, out, stream);
   return true;
+}
+
+void GemmRunner::set_sm90_cluster(int n) {
+  MOE_CHECK(n == 1 || n == 2, "grouped sm90 GEMM: cluster of " << n << " CTAs (1 or 2)");
+  sm90_cluster_ = n;
+  if (grouped_sm90_) grouped_sm90_->set_cluster(n);
 }
 
 void GemmRunner::grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,

@@ -74,14 +74,19 @@ class GemmRunner {
 
   // One expert GEMM of all groups on the grouped sm90 kernel, when the method is kGroupedSm90 and
   // the kernel takes the shape; false (nothing done) otherwise, and then the caller runs the
-  // per-expert list through grouped(). With swiglu_a (the up projection), a = SwiGLU(C) is
-  // written in the same kernel, or false where the fused kernel does not take the shape. The
-  // first fallback of each reason is logged.
+  // per-expert list through grouped(). With a fused epilogue (GroupedEpilogue; aux its extra
+  // operand), false also where the fused kernel does not take the shape: the caller then runs the
+  // GEMM and the separate SwiGLU kernel. The first fallback of each reason is logged.
   bool grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
                     const void* B, void* C, DType in, DType out, cudaStream_t stream,
-                    void* swiglu_a = nullptr);
+                    GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
 
   void set_method(GemmMethod m) { method_ = m; }
+  // CTAs per cluster of the grouped sm90 kernel (GroupedGemm::set_cluster).
+  void set_sm90_cluster(int n);
+  // Whether grouped_sm90() takes fused epilogues (gemm.sm90_fuse_swiglu); when not, it answers
+  // false for them, and the caller runs the plain GEMM and the separate SwiGLU kernel.
+  void set_sm90_fuse_swiglu(bool on) { sm90_fuse_swiglu_ = on; }
   GemmMethod method() const { return method_; }
 
   // Number of cached cuBLASLt plans (for tests: a repeated shape must not add one).
@@ -159,6 +164,8 @@ class GemmRunner {
   std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
   std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)
+  int sm90_cluster_ = 1;
+  bool sm90_fuse_swiglu_ = false;
   std::set<std::string> sm90_fallbacks_logged_;
   int64_t heuristic_queries_ = 0;
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/cuda/grouped_gemm.h"
 #include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace moe::cuda {
 namespace {
@@ -43,8 +44,8 @@ struct Params {
   int G;
   int M, N, K;    // the fixed dimensions (see core/grouped_gemm.h)
   int tile_cols;  // the columns the tiles span: N, or F = N / 2 with the SwiGLU epilogue
-  void* C;
-  void* swiglu;  // with the SwiGLU epilogue: a [rows, N / 2] = silu(h[:, :F]) * h[:, F:]
+  void* C;        // kSwiGLUBackward: dh [rows, 2N]
+  void* aux;      // kSwiGLU: a [rows, N / 2] (written); kSwiGLUBackward: h [rows, 2N] (read)
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -57,17 +58,26 @@ struct Tile {
   int rows;
 };
 
-template <GroupedLayout L, int BN>
-__device__ __forceinline__ int tiles_in_group(const Params& p, int g) {
-  const int n_tiles = ceil_div(p.tile_cols, BN);
-  if (L == GroupedLayout::kRowsTTimesRows) return ceil_div(p.M, kBM) * n_tiles;
-  return ceil_div(int(p.offsets[g + 1] - p.offsets[g]), kBM) * n_tiles;
+// The M tiles of group g (C's rows: the group's rows, or M for the weight gradients).
+template <GroupedLayout L>
+__device__ __forceinline__ int m_tiles_of(const Params& p, int rows) {
+  return ceil_div(L == GroupedLayout::kRowsTTimesRows ? p.M : rows, kBM);
 }
 
-// prefix [G + 1]: the schedule's first tile of each group (shared memory). The largest g with
-// prefix[g] <= t owns tile t (groups without tiles share their successor's prefix).
-template <GroupedLayout L, int BN>
-__device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t) {
+// The schedule's units of group g: one tile per CTA of a cluster, the cluster's CTAs taking
+// neighbouring M tiles of one column block (they share B's stages; an odd last M tile leaves the
+// second CTA a tile past the group's rows, which it computes and does not store).
+template <GroupedLayout L, int BN, int kCluster>
+__device__ __forceinline__ int units_in_group(const Params& p, int g) {
+  const int m_tiles = m_tiles_of<L>(p, int(p.offsets[g + 1] - p.offsets[g]));
+  return ceil_div(m_tiles, kCluster) * ceil_div(p.tile_cols, BN);
+}
+
+// prefix [G + 1]: the schedule's first unit of each group (shared memory). The largest g with
+// prefix[g] <= t owns unit t (groups without units share their successor's prefix); `rank` is
+// the CTA's place in its cluster.
+template <GroupedLayout L, int BN, int kCluster>
+__device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t, int rank) {
   int lo = 0, hi = p.G - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -81,11 +91,11 @@ __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, 
   tile.r0 = p.offsets[lo];
   tile.rows = int(p.offsets[lo + 1] - tile.r0);
   const int local = t - prefix[lo];
-  // M tiles fastest: neighbouring CTAs share a column block of B (the weights, in the forward).
-  const int m_tiles =
-      L == GroupedLayout::kRowsTTimesRows ? ceil_div(p.M, kBM) : ceil_div(tile.rows, kBM);
-  tile.m0 = (local % m_tiles) * kBM;
-  tile.n0 = (local / m_tiles) * BN;
+  // M tiles fastest: neighbouring clusters share a column block of B (the weights, in the
+  // forward) in L2 as well.
+  const int m_units = ceil_div(m_tiles_of<L>(p, tile.rows), kCluster);
+  tile.m0 = ((local % m_units) * kCluster + rank) * kBM;
+  tile.n0 = (local / m_units) * BN;
   tile.k_tiles =
       L == GroupedLayout::kRowsTTimesRows ? ceil_div(tile.rows, kBK) : ceil_div(p.K, kBK);
   return tile;
@@ -151,7 +161,7 @@ __device__ __forceinline__ void swiglu_epilogue(const Params& p, const Tile& til
                                                 uint32_t wg_barrier, int t128, int warp, int lane) {
   const int F = p.tile_cols;
   auto* h = static_cast<__nv_bfloat16*>(p.C) + tile.r0 * int64_t(p.N);
-  auto* a = static_cast<__nv_bfloat16*>(p.swiglu) + tile.r0 * int64_t(F);
+  auto* a = static_cast<__nv_bfloat16*>(p.aux) + tile.r0 * int64_t(F);
   if (row0 >= tile.rows) return;  // the same for the whole warpgroup
 #pragma unroll
   for (int q = 0; q < 6; ++q) {
@@ -169,8 +179,8 @@ __device__ __forceinline__ void swiglu_epilogue(const Params& p, const Tile& til
           const float g1 = __bfloat162float(__float2bfloat16_rn(y));
           const float u0 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh]));
           const float u1 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh + 1]));
-          x = g0 * (1.0f / (1.0f + expf(-g0))) * u0;
-          y = g1 * (1.0f / (1.0f + expf(-g1))) * u1;
+          x = swiglu_value(g0, u0);
+          y = swiglu_value(g1, u1);
         }
         store_pair_smem(stage + swizzled(r, byte), __nv_bfloat16{}, x, y);
       }
@@ -186,15 +196,83 @@ __device__ __forceinline__ void swiglu_epilogue(const Params& p, const Tile& til
   }
 }
 
+// The data gradient of the down projection with SwiGLU's backward (kSwiGLUBackward): each 64-column
+// box of da goes to shared memory rounded to bf16, as the separate kernel would read it from
+// global memory; then each thread takes 8 columns of a row, with h's gate and up columns from
+// global memory, and writes dh's gate and up gradients. da itself is never stored.
+template <int BN>
+__device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile& tile, int row0,
+                                                    float (&acc)[BN / 2], uint8_t* stage,
+                                                    uint32_t wg_barrier, int t128, int warp,
+                                                    int lane) {
+  const int F = p.N;
+  const int64_t ld = 2 * int64_t(F);
+  const auto* h = static_cast<const __nv_bfloat16*>(p.aux) + tile.r0 * ld;
+  auto* dh = static_cast<__nv_bfloat16*>(p.C) + tile.r0 * ld;
+  if (row0 >= tile.rows) return;  // the same for the whole warpgroup
+#pragma unroll
+  for (int q = 0; q < BN / 64; ++q) {
+    const int col0 = tile.n0 + 64 * q;
+    if (col0 >= F) break;
+    named_barrier_sync(wg_barrier, 128);  // every thread has read the box's last contents
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = q * 8 + jj;
+      const int byte = (jj * 8 + (lane % 4) * 2) * 2;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = warp * 16 + lane / 4 + 8 * hh;
+        store_pair_smem(stage + swizzled(r, byte), __nv_bfloat16{}, acc[4 * j + 2 * hh],
+                        acc[4 * j + 2 * hh + 1]);
+      }
+    }
+    named_barrier_sync(wg_barrier, 128);
+    const int chunk = t128 % 8, col = col0 + chunk * 8;
+#pragma unroll
+    for (int pass = 0; pass < 4; ++pass) {
+      const int r = pass * 16 + t128 / 8;
+      if (row0 + r >= tile.rows || col >= F) continue;
+      const int64_t at = int64_t(row0 + r) * ld + col;
+      const uint4 d8 = *reinterpret_cast<const uint4*>(stage + swizzled(r, chunk * 16));
+      const uint4 g8 = *reinterpret_cast<const uint4*>(h + at);
+      const uint4 u8 = *reinterpret_cast<const uint4*>(h + at + F);
+      uint4 dg8, du8;
+      const auto* d2 = reinterpret_cast<const __nv_bfloat162*>(&d8);
+      const auto* g2 = reinterpret_cast<const __nv_bfloat162*>(&g8);
+      const auto* u2 = reinterpret_cast<const __nv_bfloat162*>(&u8);
+      auto* dg2 = reinterpret_cast<__nv_bfloat162*>(&dg8);
+      auto* du2 = reinterpret_cast<__nv_bfloat162*>(&du8);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 d = __bfloat1622float2(d2[e]), g = __bfloat1622float2(g2[e]),
+                     u = __bfloat1622float2(u2[e]);
+        float dg0, du0, dg1, du1;
+        swiglu_grads(d.x, g.x, u.x, dg0, du0);
+        swiglu_grads(d.y, g.y, u.y, dg1, du1);
+        dg2[e] = __floats2bfloat162_rn(dg0, dg1);
+        du2[e] = __floats2bfloat162_rn(du0, du1);
+      }
+      *reinterpret_cast<uint4*>(dh + at) = dg8;
+      *reinterpret_cast<uint4*>(dh + at + F) = du8;
+    }
+  }
+}
+
 // kSwiGLU (up projection only, BN 256, bf16): a tile's 256 columns are 128 gate columns
 // [n0, n0 + 128) and the 128 up columns [F + n0, ...) that pair with them, so that the epilogue
 // writes both to h and a = silu(gate) * up, from the bf16-rounded h as the unfused kernel reads it.
-template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
+//
+// kCluster 2: pairs of CTAs on neighbouring M tiles, each loading half of every B stage and
+// multicasting it to both, which halves B's traffic from L2 (the weights, in the forward and the
+// data gradients). A stage is then free only when the consumers of both CTAs have released it.
+template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
+          int kCluster = 1>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_c, Params p) {
   using Cfg = TileConfig<L, BN>;
+  constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
   constexpr int kTransA = kRowsK ? 1 : 0;    // A is M-major only in the weight gradients
@@ -211,18 +289,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbar_init(&full[s], 1);   // the producer's expect_tx arrival (+ the TMA bytes)
-      mbar_init(&empty[s], 2);  // one arrival per MMA warpgroup
+      mbar_init(&full[s], 1);              // the producer's expect_tx arrival (+ the TMA bytes)
+      mbar_init(&empty[s], 2 * kCluster);  // one arrival per MMA warpgroup of the cluster
     }
     mbar_fence_init();
     prefix[0] = 0;
   }
   constexpr int kTileN = kSwiGLU ? BN / 2 : BN;  // the tile's width in the schedule's columns
-  for (int g = tid; g < p.G; g += kThreads) prefix[g + 1] = tiles_in_group<L, kTileN>(p, g);
+  for (int g = tid; g < p.G; g += kThreads)
+    prefix[g + 1] = units_in_group<L, kTileN, kCluster>(p, g);
   __syncthreads();
   if (tid < 32) warp_inclusive_scan(prefix + 1, p.G, tid);
   __syncthreads();
+  if constexpr (kCluster > 1) cluster_sync();  // the peer's barriers exist before either uses them
   const int total = prefix[p.G];
+  const int rank = kCluster > 1 ? int(cluster_cta_rank()) : 0;
+  const int first_unit = int(blockIdx.x) / kCluster, units_step = int(gridDim.x) / kCluster;
 
   if (tid < 128) {
     // ---- producer: one thread streams every tile's A and B stages ----
@@ -231,8 +313,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma_prefetch_map(&map_a);
     tma_prefetch_map(&map_b);
     int it = 0;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
-      const Tile tile = decode_tile<L, kTileN>(p, prefix, t);
+    // This CTA's share of B: all of it, or half multicast to both CTAs of the pair.
+    auto load_b = [&](void* dst, uint64_t* bar, int c0, int c1, int c2) {
+      constexpr uint16_t kAll = (1 << kCluster) - 1;
+
+      if constexpr (kRowsK && kCluster > 1)
+        tma_load_2d_multicast(dst, &map_b, bar, c0, c1, kAll);
+      else if constexpr (kRowsK)
+        tma_load_2d(dst, &map_b, bar, c0, c1);
+      else if constexpr (kCluster > 1)
+        tma_load_3d_multicast(dst, &map_b, bar, c0, c1, c2, kAll);
+      else
+        tma_load_3d(dst, &map_b, bar, c0, c1, c2);
+    };
+    for (int t = first_unit; t < total; t += units_step) {
+      const Tile tile = decode_tile<L, kTileN, kCluster>(p, prefix, t, rank);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         const int s = it % Cfg::kStages;
         const int round = it / Cfg::kStages;
@@ -246,24 +341,32 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int j = 0; j < kBM / 64; ++j)
             tma_load_2d(sa + j * kBoxBytes, &map_a, &full[s], tile.m0 + 64 * j, row);
 #pragma unroll
-          for (int j = 0; j < BN / 64; ++j)
-            tma_load_2d(sb + j * kBoxBytes, &map_b, &full[s], tile.n0 + 64 * j, row);
+          for (int j = rank; j < BN / 64; j += kCluster)
+            load_b(sb + j * kBoxBytes, &full[s], tile.n0 + 64 * j, row, 0);
         } else {
           tma_load_2d(sa, &map_a, &full[s], kt * kBK, int(tile.r0) + tile.m0);
           if constexpr (kBKMajor) {
-            tma_load_3d(sb, &map_b, &full[s], kt * kBK, tile.n0, tile.g);
+            // BN / kCluster rows of 128 bytes per CTA.
+            load_b(sb + rank * (BN / kCluster) * 128, &full[s], kt * kBK,
+                   tile.n0 + rank * (BN / kCluster), tile.g);
           } else {
 #pragma unroll
-            for (int j = 0; j < BN / 64; ++j) {
+            for (int j = rank; j < BN / 64; j += kCluster) {
               // With SwiGLU: boxes [0, BN / 128) are gate columns, the rest their up partners.
               const int col = !kSwiGLU || j < BN / 128
                                   ? tile.n0 + 64 * j
                                   : p.tile_cols + tile.n0 + 64 * (j - BN / 128);
-              tma_load_3d(sb + j * kBoxBytes, &map_b, &full[s], col, kt * kBK, tile.g);
+              load_b(sb + j * kBoxBytes, &full[s], col, kt * kBK, tile.g);
             }
           }
         }
       }
+    }
+    if constexpr (kCluster > 1) {
+      // Stay until both CTAs' consumers have released every stage issued: the peer still
+      // arrives on this CTA's barriers, and multicasts into its shared memory, until then.
+      for (int i = 0; i < Cfg::kStages; ++i, ++it)
+        if (it >= Cfg::kStages) mbar_wait(&empty[it % Cfg::kStages], (it / Cfg::kStages - 1) & 1);
     }
     return;
   }
@@ -275,9 +378,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
   uint8_t* boxes_c = epilogue + c * Cfg::kEpilogueBoxes * Cfg::kBoxBytes;
   float acc[BN / 2];
+  // A stage's buffers go back to the producers of every CTA that writes into them.
+  auto release = [&](int s) {
+    if (t128 != 0) return;
+    mbar_arrive(&empty[s]);
+    if constexpr (kCluster > 1) mbar_arrive_cluster(&empty[s], uint32_t(rank ^ 1));
+  };
   int it = 0, boxes_stored = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x) {
-    const Tile tile = decode_tile<L, kTileN>(p, prefix, t);
+  for (int t = first_unit; t < total; t += units_step) {
+    const Tile tile = decode_tile<L, kTileN, kCluster>(p, prefix, t, rank);
     if (tile.k_tiles == 0) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -320,12 +429,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
       // before is done, so its buffers go back to the producer.
       wgmma_wait<1>();
-      if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+      if (prev >= 0) release(prev);
       prev = s;
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
-    if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+    if (prev >= 0) release(prev);
 
     // ---- epilogue: 64 x (128 bytes) boxes of C through this warpgroup's staging buffer (the
     // swizzle keeps the fragment's writes free of bank conflicts), then to global memory: by TMA
@@ -335,6 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
     if constexpr (kSwiGLU) {
       swiglu_epilogue(p, tile, row0, acc, boxes_c, wg_barrier, t128, warp, lane);
+    } else if constexpr (kEpi == GroupedEpilogue::kSwiGLUBackward) {
+      swiglu_bwd_epilogue<BN>(p, tile, row0, acc, boxes_c, wg_barrier, t128, warp, lane);
     } else {
 #pragma unroll
       for (int q = 0; q < BN / kBoxCols; ++q) {
@@ -406,9 +517,40 @@ CUtensorMap make_map(void* encode, const void* base, int rank, const uint64_t* d
   return map;
 }
 
-template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
+// A launch's cluster shape: kCluster CTAs along x.
+struct ClusterAttr {
+  cudaLaunchAttribute attr;
+  explicit ClusterAttr(int n) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(n);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  }
+};
+
+// The CTAs a persistent launch keeps resident: one per SM, or as many whole clusters as can be
+// resident at once (GPCs whose SM count is odd leave an SM out). Also allows the kernel its
+// shared memory. Once per kernel (the process drives one device).
+template <class Kernel>
+int resident_ctas(Kernel kernel, int smem, int cluster, int num_sms) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (cluster == 1) return num_sms;
+  ClusterAttr c(cluster);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(num_sms / cluster * cluster));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.attrs = &c.attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+  MOE_CHECK(clusters > 0, "grouped sm90 GEMM: no cluster of " << cluster << " CTAs fits");
+  return clusters * cluster;
+}
+
+template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster>
 void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
-            const void* A, const void* B, void* C, cudaStream_t stream, void* swiglu = nullptr) {
+            const void* A, const void* B, void* C, cudaStream_t stream, void* aux) {
+  constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows));
   CUtensorMap map_a, map_b, map_c;
@@ -430,7 +572,7 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
     const uint64_t K = uint64_t(s.K), N = uint64_t(s.N), G = uint64_t(s.G);
     if constexpr (L == GroupedLayout::kRowsTimesWeightT) {
       const uint64_t db[3] = {K, N, G}, sb[2] = {K * 2, N * K * 2};
-      const uint32_t box_b[3] = {kBK, BN, 1};
+      const uint32_t box_b[3] = {kBK, uint32_t(BN / kCluster), 1};  // each CTA's share
       map_b = make_map(encode, B, 3, db, sb, box_b);
     } else {
       const uint64_t db[3] = {N, K, G}, sb[2] = {N * 2, K * N * 2};
@@ -440,25 +582,30 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
     map_c = map_a;  // unused: rows are stored by plain stores, which can stop at a group's end
   }
   const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
-  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), tile_cols, C, swiglu};
-  grouped_gemm_kernel<L, BN, OutT, kSwiGLU>
-      <<<num_sms, kThreads, TileConfig<L, BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
-  CUDA_CHECK(cudaGetLastError());
+  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), tile_cols, C, aux};
+  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster>;
+  constexpr int kSmem = TileConfig<L, BN>::kSmemBytes;
+  static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
+  ClusterAttr cluster(kCluster);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cfg.attrs = &cluster.attr;
+  cfg.numAttrs = kCluster > 1 ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, p));
 }
 
-template <GroupedLayout L, int BN, class OutT, bool kSwiGLU = false>
-void allow_smem() {
-  CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<L, BN, OutT, kSwiGLU>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  TileConfig<L, BN>::kSmemBytes));
-}
-
-template <GroupedLayout L>
-void allow_smem_all() {
-  allow_smem<L, 128, __nv_bfloat16>();
-  allow_smem<L, 256, __nv_bfloat16>();
-  allow_smem<L, 128, float>();
-  allow_smem<L, 256, float>();
+// launch() with the cluster size chosen at run time.
+template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore>
+void launch_clustered(int cluster, void* encode, int num_sms, const GroupedGemmShape& s,
+                      const int64_t* offsets, const void* A, const void* B, void* C,
+                      cudaStream_t stream, void* aux = nullptr) {
+  if (cluster == 2)
+    launch<L, BN, OutT, kEpi, 2>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+  else
+    launch<L, BN, OutT, kEpi, 1>(encode, num_sms, s, offsets, A, B, C, stream, aux);
 }
 
 }  // namespace
@@ -481,10 +628,6 @@ GroupedGemm::GroupedGemm() {
                                               cudaEnableDefault, &found));
   MOE_CHECK(found == cudaDriverEntryPointSuccess && encode_,
             "the CUDA driver has no cuTensorMapEncodeTiled (needs a driver for CUDA 12 or later)");
-  allow_smem_all<GroupedLayout::kRowsTimesWeight>();
-  allow_smem_all<GroupedLayout::kRowsTimesWeightT>();
-  allow_smem_all<GroupedLayout::kRowsTTimesRows>();
-  allow_smem<GroupedLayout::kRowsTimesWeight, 256, __nv_bfloat16, true>();
 }
 
 std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
@@ -508,26 +651,50 @@ std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const voi
   return r;
 }
 
-std::string GroupedGemm::swiglu_unsupported_reason(const GroupedGemmShape& s, DType out) {
+std::string GroupedGemm::fused_unsupported_reason(const GroupedGemmShape& s, GroupedEpilogue epi,
+                                                  DType out) {
   std::ostringstream why;
-  if (s.layout != GroupedLayout::kRowsTimesWeight) why << "not the up projection; ";
-  if (s.N % 256 != 0) why << "F " << s.N / 2 << " is not a multiple of 128; ";
-  if (out != DType::kBf16) why << "output " << dtype_name(out) << ", not bf16; ";
+  if (epi == GroupedEpilogue::kSwiGLU) {
+    if (s.layout != GroupedLayout::kRowsTimesWeight) why << "not the up projection; ";
+    if (s.N % 256 != 0) why << "F " << s.N / 2 << " is not a multiple of 128; ";
+  } else if (epi == GroupedEpilogue::kSwiGLUBackward) {
+    if (s.layout != GroupedLayout::kRowsTimesWeightT) why << "not a data gradient; ";
+  }
+  if (epi != GroupedEpilogue::kStore && out != DType::kBf16)
+    why << "output " << dtype_name(out) << ", not bf16; ";
   std::string r = why.str();
   if (!r.empty()) r.resize(r.size() - 2);
   return r;
 }
 
-void GroupedGemm::run_swiglu(const GroupedGemmShape& s, const int64_t* offsets, const void* A,
-                             const void* B, void* h, void* a, DType in, DType out,
-                             cudaStream_t stream) const {
-  const std::string why = unsupported_reason(s, A, B, h, in, out) +
-                          swiglu_unsupported_reason(s, out) +
-                          (reinterpret_cast<uintptr_t>(a) % 16 ? "a is not 16-byte aligned" : "");
-  MOE_CHECK(why.empty(), "grouped sm90 GEMM with SwiGLU: " << why);
+void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
+                            const void* A, const void* B, void* C, void* aux, DType in, DType out,
+                            cudaStream_t stream) const {
+  if (epi == GroupedEpilogue::kStore) return run(s, offsets, A, B, C, in, out, stream);
+  const std::string why =
+      unsupported_reason(s, A, B, C, in, out) + fused_unsupported_reason(s, epi, out) +
+      (reinterpret_cast<uintptr_t>(aux) % 16 ? "aux is not 16-byte aligned" : "");
+  MOE_CHECK(why.empty(), "grouped sm90 GEMM with a fused epilogue: " << why);
   if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
-  launch<GroupedLayout::kRowsTimesWeight, 256, __nv_bfloat16, true>(encode_, num_sms_, s, offsets,
-                                                                    A, B, h, stream, a);
+  using T = __nv_bfloat16;
+  if (epi == GroupedEpilogue::kSwiGLU) {
+    launch_clustered<GroupedLayout::kRowsTimesWeight, 256, T, GroupedEpilogue::kSwiGLU>(
+        cluster_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
+    return;
+  }
+  constexpr GroupedLayout L = GroupedLayout::kRowsTimesWeightT;
+  constexpr GroupedEpilogue kBwd = GroupedEpilogue::kSwiGLUBackward;
+  if ((forced_tile_n_ ? forced_tile_n_ : tile_n_for(s)) == 256)
+    launch_clustered<L, 256, T, kBwd>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream,
+                                      aux);
+  else
+    launch_clustered<L, 128, T, kBwd>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream,
+                                      aux);
+}
+
+void GroupedGemm::set_cluster(int n) {
+  MOE_CHECK(n == 1 || n == 2, "grouped sm90 GEMM: cluster of " << n << " CTAs (1 or 2)");
+  cluster_ = n;
 }
 
 int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128 : 256; }
@@ -547,9 +714,9 @@ void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const v
     constexpr GroupedLayout L = decltype(layout_tag)::value;
     using OutT = std::remove_pointer_t<decltype(out_tag)>;
     if (bn == 256)
-      launch<L, 256, OutT>(encode_, num_sms_, s, offsets, A, B, C, stream);
+      launch_clustered<L, 256, OutT>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream);
     else
-      launch<L, 128, OutT>(encode_, num_sms_, s, offsets, A, B, C, stream);
+      launch_clustered<L, 128, OutT>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream);
   };
   auto with_out = [&](auto layout_tag) {
     if (out == DType::kBf16)

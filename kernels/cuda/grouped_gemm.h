@@ -27,6 +27,14 @@ struct GroupedGemmShape {
   int64_t G = 0, total_rows = 0, M = 0, N = 0, K = 0;
 };
 
+// What a grouped GEMM's epilogue does with the product, beside storing it (kStore):
+// - kSwiGLU, the up projection: h = the product, and a [rows, F] = silu(h[:, :F]) * h[:, F:]
+//   from h's bf16 values, as the separate SwiGLU kernel computes it;
+// - kSwiGLUBackward, the data gradient of the down projection: da = the product, rounded to bf16
+//   and never stored, with h [rows, 2F] gives dh = [da * u * silu'(g), da * silu(g)], as the
+//   separate SwiGLU backward kernel computes it from a stored da.
+enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward };
+
 class GroupedGemm {
  public:
   // Most groups one launch takes (the tile schedule's prefix sums live in shared memory).
@@ -49,22 +57,30 @@ class GroupedGemm {
   void run(const GroupedGemmShape& s, const int64_t* offsets, const void* A, const void* B, void* C,
            DType in, DType out, cudaStream_t stream) const;
 
-  // The up projection with SwiGLU in its epilogue: h [rows, N] as run() writes it (N = 2F), and
-  // a [rows, F] = silu(h[:, :F]) * h[:, F:] computed from h's bf16 values, as the separate SwiGLU
-  // kernel would. Empty reason when the fused kernel takes the shape: the kRowsTimesWeight layout,
-  // F a multiple of 128, bf16 output (and what run() needs).
-  static std::string swiglu_unsupported_reason(const GroupedGemmShape& s, DType out);
-  void run_swiglu(const GroupedGemmShape& s, const int64_t* offsets, const void* A, const void* B,
-                  void* h, void* a, DType in, DType out, cudaStream_t stream) const;
+  // A grouped GEMM with an epilogue fused (see GroupedEpilogue): kSwiGLU writes C = h and
+  // aux = a; kSwiGLUBackward reads aux = h [rows, 2N] and writes C = dh [rows, 2N]. Empty reason
+  // when the fused kernel takes the shape: kSwiGLU the kRowsTimesWeight layout with F = N / 2 a
+  // multiple of 128, kSwiGLUBackward the kRowsTimesWeightT layout; both bf16 output (and what
+  // run() needs). kStore is run().
+  static std::string fused_unsupported_reason(const GroupedGemmShape& s, GroupedEpilogue epi,
+                                              DType out);
+  void run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
+                 const void* A, const void* B, void* C, void* aux, DType in, DType out,
+                 cudaStream_t stream) const;
 
   // The tile width along N the kernel uses for a shape (for tests that cover both).
   static int tile_n_for(const GroupedGemmShape& s);
   // Forces the tile width (0: by shape). For tests.
   void force_tile_n(int n) { forced_tile_n_ = n; }
+  // CTAs per cluster: 1, or 2 (pairs of CTAs on neighbouring M tiles share B's loads by TMA
+  // multicast, halving B's traffic from L2).
+  void set_cluster(int n);
+  int cluster() const { return cluster_; }
 
  private:
   int num_sms_ = 0;
   int forced_tile_n_ = 0;
+  int cluster_ = 1;
   void* encode_ = nullptr;  // the driver's cuTensorMapEncodeTiled
 };
 

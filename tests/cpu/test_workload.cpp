@@ -613,6 +613,12 @@ TEST(WorkloadValidate, FieldsSetInCodeAreCheckedToo) {
     EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
                                 {"gemm.streams = " + std::to_string(streams), "1 and 32"}));
   }
+  for (int64_t cluster : {0, 3}) {
+    Workload w = minimal();
+    w.gemm.sm90_cluster = cluster;
+    EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                                {"gemm.sm90_cluster = " + std::to_string(cluster), "1 or 2"}));
+  }
 }
 
 TEST(WorkloadValidate, RowCountMustFitInt32) {

@@ -38,13 +38,15 @@ struct Case {
   DType out;
   int tile_n;              // 0: the kernel's choice
   int64_t spare_rows = 0;  // NaN rows after the last group (inside the TMA extent)
+  int cluster = 2;         // CTAs per cluster (GroupedGemm::set_cluster)
 };
 
 std::string label(const Case& c) {
   std::string s = std::string(layout_name(c.layout)) + " G=" + std::to_string(c.rows.size()) +
                   " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
                   " K=" + std::to_string(c.K) + " out=" + dtype_name(c.out) +
-                  " tile_n=" + std::to_string(c.tile_n) + " rows=";
+                  " tile_n=" + std::to_string(c.tile_n) + " cluster=" + std::to_string(c.cluster) +
+                  " rows=";
   for (size_t i = 0; i < c.rows.size() && i < 8; ++i) s += std::to_string(c.rows[i]) + ",";
   return s;
 }
@@ -80,6 +82,7 @@ std::vector<float> check_case(GroupedGemm& gg, const Case& c, uint64_t seed) {
   s.K = c.K;
   EXPECT_EQ(GroupedGemm::unsupported_reason(s, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out), "");
   gg.force_tile_n(c.tile_n);
+  gg.set_cluster(c.cluster);
   gg.run(s, doff.ptr, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out, nullptr);
   CUDA_CHECK(cudaGetLastError());
   std::vector<float> got = dc.host();
@@ -101,10 +104,11 @@ TEST(GroupedGemmSm90, LayoutsTilesAndOutputs) {
   const std::vector<int64_t> rows = {0, 1, 127, 128, 129, 0, 300, 64};
   for (GroupedLayout l : kLayouts)
     for (int tile_n : {128, 256})
-      for (DType out : {DType::kBf16, DType::kFp32}) {
-        if (out == DType::kFp32 && l != GroupedLayout::kRowsTTimesRows) continue;
-        check_case(gg, {l, rows, 200, 264, 200, out, tile_n}, seed++);
-      }
+      for (DType out : {DType::kBf16, DType::kFp32})
+        for (int cluster : {1, 2}) {
+          if (out == DType::kFp32 && l != GroupedLayout::kRowsTTimesRows) continue;
+          check_case(gg, {l, rows, 200, 264, 200, out, tile_n, 0, cluster}, seed++);
+        }
 }
 
 TEST(GroupedGemmSm90, OneGroupAndManyGroups) {
@@ -113,10 +117,11 @@ TEST(GroupedGemmSm90, OneGroupAndManyGroups) {
   uint64_t seed = 200;
   std::vector<int64_t> many(300);
   for (size_t i = 0; i < many.size(); ++i) many[i] = int64_t((i * 37) % 23);  // 0..22 rows
-  for (GroupedLayout l : kLayouts) {
-    check_case(gg, {l, {517}, 136, 512, 328, DType::kBf16, 0}, seed++);
-    check_case(gg, {l, many, 64, 128, 64, DType::kBf16, 0}, seed++);
-  }
+  for (GroupedLayout l : kLayouts)
+    for (int cluster : {1, 2}) {
+      check_case(gg, {l, {517}, 136, 512, 328, DType::kBf16, 0, 0, cluster}, seed++);
+      check_case(gg, {l, many, 64, 128, 64, DType::kBf16, 0, 0, cluster}, seed++);
+    }
 }
 
 TEST(GroupedGemmSm90, WeightGradientsIgnoreRowsPastTheGroup) {
@@ -125,7 +130,10 @@ TEST(GroupedGemmSm90, WeightGradientsIgnoreRowsPastTheGroup) {
   // NaN rows right after the last group, inside the tensor the kernel reads: a K stage that
   // reaches them must zero them, or every gradient of that group turns NaN.
   for (DType out : {DType::kBf16, DType::kFp32})
-    check_case(gg, {GroupedLayout::kRowsTTimesRows, {70, 5, 33}, 128, 256, 0, out, 0, 100}, 300);
+    for (int cluster : {1, 2})
+      check_case(gg,
+                 {GroupedLayout::kRowsTTimesRows, {70, 5, 33}, 128, 256, 0, out, 0, 100, cluster},
+                 300);
   // In the forward they only feed rows of C that are not written.
   check_case(gg, {GroupedLayout::kRowsTimesWeight, {70, 5, 33}, 0, 256, 128, DType::kBf16, 0, 100},
              301);
@@ -165,7 +173,18 @@ TEST(GroupedGemmSm90, Deterministic) {
     const std::vector<float> first = check_case(gg, cb, 600);
     const std::vector<float> second = check_case(gg, cb, 600);
     expect_identical(second, first, std::string("second run ") + layout_name(l));
+    // A pair sharing B's stages multiplies each tile in the same order as a lone CTA.
+    cb.cluster = 1;
+    const std::vector<float> alone = check_case(gg, cb, 600);
+    expect_identical(alone, first, std::string("cluster 1 against 2 ") + layout_name(l));
   }
+}
+
+// Ragged rows with empty experts, for the fused epilogues' tests: offsets and the row total.
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> off(rows.size() + 1, 0);
+  for (size_t g = 0; g < rows.size(); ++g) off[g + 1] = off[g] + rows[g];
+  return off;
 }
 
 // The up projection with SwiGLU in its epilogue writes the same h, and the same a as the SwiGLU
@@ -174,29 +193,67 @@ TEST(GroupedGemmSm90, SwigluEpilogueMatchesTheSeparateKernel) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
   const int64_t H = 192, F = 384;
-  const std::vector<int64_t> rows = {0, 130, 1, 257, 0, 64};
-  std::vector<int64_t> off(rows.size() + 1, 0);
-  for (size_t g = 0; g < rows.size(); ++g) off[g + 1] = off[g] + rows[g];
-  const int64_t G = int64_t(rows.size()), R = off[G];
+  const std::vector<int64_t> off = offsets_of({0, 130, 1, 257, 0, 64});
+  const int64_t G = int64_t(off.size()) - 1, R = off[G];
   StorageBuf x(DType::kBf16, random_values(R * H, DType::kBf16, 700));
   StorageBuf w(DType::kBf16, random_values(G * H * 2 * F, DType::kBf16, 701));
   StorageBuf h1(DType::kBf16, R * 2 * F), a1(DType::kBf16, R * F);
   StorageBuf h2(DType::kBf16, R * 2 * F), a2(DType::kBf16, R * F);
   DevBuf<int64_t> doff(off);
-  GroupedGemmShape s;
-  s.layout = GroupedLayout::kRowsTimesWeight;
-  s.G = G;
-  s.total_rows = R;
-  s.N = 2 * F;
-  s.K = H;
-  ASSERT_EQ(GroupedGemm::swiglu_unsupported_reason(s, DType::kBf16), "");
+  const GroupedGemmShape s{GroupedLayout::kRowsTimesWeight, G, R, 0, 2 * F, H};
+  const auto kFused = cuda::GroupedEpilogue::kSwiGLU;
+  ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kBf16), "");
   gg.run(s, doff.ptr, x.ptr, w.ptr, h1.ptr, DType::kBf16, DType::kBf16, nullptr);
   cuda::swiglu_fwd(h1.ptr, R, F, DType::kBf16, a1.ptr, nullptr);
-  gg.run_swiglu(s, doff.ptr, x.ptr, w.ptr, h2.ptr, a2.ptr, DType::kBf16, DType::kBf16, nullptr);
-  expect_identical(h2.host(), h1.host(), "h");
-  expect_identical(a2.host(), a1.host(), "a");
-  s.N = 2 * 200;  // F not a multiple of 128: refused, so the caller runs the two kernels
-  EXPECT_NE(GroupedGemm::swiglu_unsupported_reason(s, DType::kBf16), "");
+  for (int cluster : {1, 2}) {
+    SCOPED_TRACE("cluster " + std::to_string(cluster));
+    gg.set_cluster(cluster);
+    gg.run_fused(kFused, s, doff.ptr, x.ptr, w.ptr, h2.ptr, a2.ptr, DType::kBf16, DType::kBf16,
+                 nullptr);
+    expect_identical(h2.host(), h1.host(), "h");
+    expect_identical(a2.host(), a1.host(), "a");
+  }
+  GroupedGemmShape odd = s;
+  odd.N = 2 * 200;  // F not a multiple of 128: refused, so the caller runs the two kernels
+  EXPECT_NE(GroupedGemm::fused_unsupported_reason(odd, kFused, DType::kBf16), "");
+  EXPECT_NE(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kFp32), "");
+}
+
+// The data gradient da = dy @ w_out^T with SwiGLU's backward in its epilogue writes the same dh
+// as the separate backward kernel run on the stored da, bit for bit: ragged rows, empty experts,
+// F a multiple of 8 only (a partial last tile and box), both tile widths.
+TEST(GroupedGemmSm90, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const int64_t H = 192;
+  const std::vector<int64_t> off = offsets_of({0, 130, 1, 257, 0, 64});
+  const int64_t G = int64_t(off.size()) - 1, R = off[G];
+  const auto kFused = cuda::GroupedEpilogue::kSwiGLUBackward;
+  uint64_t seed = 710;
+  for (int64_t F : {int64_t(384), int64_t(200), int64_t(104)})
+    for (int tile_n : {128, 256}) {
+      const int cluster = tile_n == 256 ? 2 : 1;
+      SCOPED_TRACE("F=" + std::to_string(F) + " tile_n=" + std::to_string(tile_n) +
+                   " cluster=" + std::to_string(cluster));
+      gg.set_cluster(cluster);
+      StorageBuf dy(DType::kBf16, random_values(R * H, DType::kBf16, seed++));
+      StorageBuf w(DType::kBf16, random_values(G * F * H, DType::kBf16, seed++));
+      StorageBuf h(DType::kBf16, random_values(R * 2 * F, DType::kBf16, seed++));
+      StorageBuf da(DType::kBf16, R * F), dh1(DType::kBf16, R * 2 * F),
+          dh2(DType::kBf16, R * 2 * F);
+      DevBuf<int64_t> doff(off);
+      const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, R, 0, F, H};
+      ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kBf16), "");
+      gg.force_tile_n(tile_n);
+      gg.run(s, doff.ptr, dy.ptr, w.ptr, da.ptr, DType::kBf16, DType::kBf16, nullptr);
+      cuda::swiglu_bwd(da.ptr, h.ptr, R, F, DType::kBf16, dh1.ptr, nullptr);
+      gg.run_fused(kFused, s, doff.ptr, dy.ptr, w.ptr, dh2.ptr, h.ptr, DType::kBf16, DType::kBf16,
+                   nullptr);
+      expect_identical(dh2.host(), dh1.host(), "dh");
+    }
+  gg.force_tile_n(0);
+  const GroupedGemmShape up{GroupedLayout::kRowsTimesWeight, G, R, 0, 256, H};
+  EXPECT_NE(GroupedGemm::fused_unsupported_reason(up, kFused, DType::kBf16), "");
 }
 
 TEST(GroupedGemmSm90, RefusesWhatItCannotRun) {
