@@ -122,6 +122,10 @@ class FakeOps : public Ops {
     for (int64_t e = 1; e < d.E; ++e) start[e] = start[e - 1] + next[e - 1];
     for (int64_t i = 0; i < d.T * d.K; ++i) send_pos[i] = start[i % d.E] + counts[i % d.E]++;
   }
+  void expert_major_positions(const Dims&, const int32_t*, const int32_t*, const int32_t*,
+                              int32_t*) override {
+    r_.add("expert_major_positions");
+  }
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }
@@ -144,6 +148,13 @@ class FakeOps : public Ops {
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {
     r_.add("combine_fwd", {y_send, out});
+  }
+  void combine_fwd_f32(const Dims&, const void* y_send, const int32_t*, const float*,
+                       float* out) override {
+    r_.add("combine_fwd_f32", {y_send, out});
+  }
+  void to_storage(const Dims&, const float* src, int64_t, void* dst) override {
+    r_.add("to_storage", {src, dst});
   }
   void combine_bwd(const Dims&, const void* dout, const void* y_send, const int32_t*, const float*,
                    void* dy_send, float* dp) override {
