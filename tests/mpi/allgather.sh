@@ -6,7 +6,7 @@
 # check against float64 must pass), while at ep 1, where nothing is gathered, every digest is
 # equal. Then the bytes: what each rank sent per a2a_* phase is what --dry-run predicts (to other
 # ranks), each token reaching the ep - 1 other ranks once; and the memory estimate is what it
-# holds.
+# holds; and the numpy verifier passes an allgather dump.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
@@ -28,6 +28,11 @@ for mesh in "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"; do
   echo "$tag alltoall:  $a"; echo "$tag allgather: $b"
   [ "$a" = "$b" ] || fail "$tag: alltoall and allgather digests differ"
 done
+
+# The independent numpy float64 verifier on an allgather step at ep 2.
+mpi 2 "${args[@]}" --set mesh.ep=2 --set capacity_factor=null --set dispatch=allgather \
+  --dump "$WORK/dump" >/dev/null
+/usr/bin/python3 "$SRC/scripts/verify_dump.py" "$WORK/dump" | tail -1
 
 # Bytes sent per phase and rows per token, measured and predicted, at ep 4 (4-byte CPU elements).
 "$MOEBENCH" run --config "$TINY" --dry-run --json --world 4 --backend cpu --set mesh.ep=4 \
