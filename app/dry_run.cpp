@@ -50,6 +50,27 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
   return out;
 }
 
+const char* const kDirectionNames[kNumDirs] = {"dispatch_fwd", "combine_fwd", "combine_bwd",
+                                               "dispatch_bwd"};
+
+// The dispatcher's predicted bytes per rank: the dispatch direction's (every direction's where
+// they are equal, as for alltoall), each direction's, and the step's in all.
+json dispatch_json(const Workload& w, const Mesh& m, const DispatchBytes& b) {
+  const double to_others = m.ep > 1 ? double(m.ep - 1) / double(m.ep) : 0.0;
+  json directions = json::object();
+  for (int dir = 0; dir < kNumDirs; ++dir) directions[kDirectionNames[dir]] = b.direction[dir];
+  return {{"name", name_of(w.dispatch)},
+          {"collectives_per_step", b.collectives_per_step},
+          {"bytes_per_rank_per_direction", b.direction[kDirDispatchFwd]},
+          {"bytes_to_other_ranks", b.direction[kDirDispatchFwd] * to_others},
+          {"bytes_per_rank_by_direction", directions},
+          {"layout_bytes_per_rank", b.layout},
+          {"other_bytes_per_rank", b.other},
+          {"bytes_per_rank_per_step", b.per_step()},
+          {"bytes_to_other_ranks_per_step", b.per_step() * to_others},
+          {"rows_per_token_to_other_ranks", b.rows_per_token_to_others}};
+}
+
 }  // namespace
 
 json dry_run_plan(const Workload& w, int world, const std::string& backend, const PlanHost& host) {
@@ -85,11 +106,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
         {{"m", rows_per_expert}, {"k", w.model.ffn}, {"n", w.model.hidden}}}},
       {"model_flops_per_step", flops},
       {"tflop_per_rank_per_step", flops / world * 1e-12},
-      {"dispatch",
-       {{"name", name_of(w.dispatch)},
-        {"collectives_per_step", a2a.collectives_per_step},
-        {"bytes_per_rank_per_direction", a2a.per_direction},
-        {"bytes_to_other_ranks", a2a.to_others}}},
+      {"dispatch", dispatch_json(w, m, a2a)},
       {"fsdp_gather_bytes_per_rank", m.fsdp > 1 ? costs[kFsdpGather].bytes : 0.0},
       {"memory",
        {{"estimate", "per rank, balanced routing"},
@@ -170,12 +187,28 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
       flops, flops / world * 1e-12, flops / world * 1e-9);
   const json& d = plan["dispatch"];
   if (d["collectives_per_step"].get<int>() > 0) {
+    const json& dirs = d["bytes_per_rank_by_direction"];
+    const double first = d["bytes_per_rank_per_direction"].get<double>();
+    bool equal = true;
+    for (const char* name : kDirectionNames) equal = equal && dirs[name].get<double>() == first;
+    if (equal) {
+      std::printf(
+          "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
+          "%d per step",
+          d["name"].get<std::string>().c_str(), first / (1 << 20),
+          d["bytes_to_other_ranks"].get<double>() / (1 << 20),
+          d["collectives_per_step"].get<int>());
+    } else {
+      std::printf("# dispatch %s: per rank", d["name"].get<std::string>().c_str());
+      for (const char* name : kDirectionNames)
+        std::printf(" %s %.1f MiB,", name, dirs[name].get<double>() / (1 << 20));
+      std::printf(" %d collectives per step", d["collectives_per_step"].get<int>());
+    }
     std::printf(
-        "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
-        "%d per step\n",
-        d["name"].get<std::string>().c_str(),
-        d["bytes_per_rank_per_direction"].get<double>() / (1 << 20),
-        d["bytes_to_other_ranks"].get<double>() / (1 << 20), d["collectives_per_step"].get<int>());
+        "; %.1f MiB to other ranks per step in all (layout included), %.2f rows per token to "
+        "other ranks\n",
+        d["bytes_to_other_ranks_per_step"].get<double>() / (1 << 20),
+        d["rows_per_token_to_other_ranks"].get<double>());
   } else {
     std::printf("# dispatch %s: no collective (ep 1)\n", d["name"].get<std::string>().c_str());
   }

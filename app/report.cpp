@@ -148,7 +148,7 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-// The efficiency footer and what the all-to-alls moved: the nominal send buffer and the bytes
+// The efficiency footer and what the dispatcher's collectives moved: the nominal bytes and those
 // that actually left the rank.
 void print_roofline_footer(const RunResult& r, std::FILE* out) {
   if (r.calibration.done)
@@ -160,15 +160,20 @@ void print_roofline_footer(const RunResult& r, std::FILE* out) {
         "the calibrated algbw%s; fsdp_gather, layout and grad_sync have none)\n",
         r.step_floor_ms, r.step_ms.median, 100 * efficiency(r.step_floor_ms, r.step_ms.median),
         r.calibration.has_a2a() ? "" : ", none at ep 1");
-  const PhaseResult* dispatch = find_phase(r, "a2a_dispatch_fwd");
-  const PhaseResult* combine = find_phase(r, "a2a_combine_fwd");
-  if (dispatch && combine && dispatch->bytes_sent && combine->bytes_sent)
-    std::fprintf(
-        out,
-        "# all-to-all bytes per rank: %s send buffer (own rows included); sent to other ranks "
-        "(mean over steps, max over ranks): dispatch %s, combine %s\n",
-        human_bytes(dispatch->bytes).c_str(), human_bytes(*dispatch->bytes_sent).c_str(),
-        human_bytes(*combine->bytes_sent).c_str());
+  std::string sent;
+  for (const char* name :
+       {"a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"}) {
+    const PhaseResult* p = find_phase(r, name);
+    if (!p || !p->bytes_sent) return;
+    sent += std::string(sent.empty() ? "" : ", ") + (name + 4) + " " + human_bytes(*p->bytes_sent);
+  }
+  std::fprintf(out,
+               "# dispatch %s bytes per rank: %s through a2a_dispatch_fwd (own rows included); "
+               "sent to other ranks (mean over steps, max over ranks): %s; %.2f rows per token to "
+               "other ranks\n",
+               name_of(r.workload.dispatch),
+               human_bytes(find_phase(r, "a2a_dispatch_fwd")->bytes).c_str(), sent.c_str(),
+               r.routing.rows_per_token_to_others);
 }
 
 }  // namespace
@@ -244,7 +249,8 @@ json result_to_json(const RunResult& r) {
        rs.rows_routed_per_step > 0 ? rs.rows_dropped_per_step / rs.rows_routed_per_step : 0.0},
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
-      {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0}};
+      {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0},
+      {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others}};
   j["gemm"] = gemm_json(r.gemm);
   j["roofline"] = roofline_json(r);
   j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},

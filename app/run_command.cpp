@@ -260,17 +260,15 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   return c;
 }
 
-// Bytes a rank actually sent to other EP ranks per all-to-all (mean over timed steps, max over
-// ranks), by direction: the dispatch sends the rank's routed rows, the combine returns the rows
-// its experts received.
-struct A2aSent {
-  double dispatch = 0, combine = 0;
-};
+static_assert(kA2aDispatchBwd - kA2aDispatchFwd == kDirDispatchBwd,
+              "the a2a_* phases follow DispatchDirection's order");
 
 // The cost model's FLOPs and bytes into the report's phases (rows_kept: over the world per
-// step, measured), with the bytes each rank actually sent in the a2a_* phases.
+// step, measured), with the bytes each rank actually sent in the a2a_* phases (per direction: mean
+// over timed steps, max over ranks).
 void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, size_t grad_bytes,
-                     double rows_kept, const A2aSent& sent, std::vector<PhaseResult>& phases) {
+                     double rows_kept, const double (&sent)[kNumDirs],
+                     std::vector<PhaseResult>& phases) {
   const std::vector<PhaseCost> costs = phase_costs(w, m, storage_bytes, grad_bytes, rows_kept);
   for (PhaseResult& p : phases) {
     const PhaseCost& c = costs[p.phase];
@@ -278,9 +276,8 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
     p.bytes = c.bytes;
     p.bus_factor = c.bus_factor;
     p.mem_bytes = c.mem_bytes;
-    if (p.name.rfind("a2a_", 0) == 0)
-      p.bytes_sent =
-          p.phase == kA2aDispatchFwd || p.phase == kA2aCombineBwd ? sent.dispatch : sent.combine;
+    if (p.phase >= kA2aDispatchFwd && p.phase < kA2aDispatchFwd + kNumDirs)
+      p.bytes_sent = sent[p.phase - kA2aDispatchFwd];
   }
 }
 
@@ -385,8 +382,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   std::vector<std::vector<double>> samples(kNumPhases);
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
   double rows_dropped = 0, rows_padded = 0;  // world sums over the timed steps
-  // Rows this rank sent to other EP ranks per all-to-all, by direction, summed over timed steps.
-  double rows_sent[2] = {0, 0};
+  // Bytes this rank sent to other EP ranks per direction, and rows of its tokens the dispatch
+  // sent them, summed over timed steps.
+  double bytes_sent[kNumDirs] = {}, rows_to_others = 0;
   std::vector<double> ms;
   auto last_progress = std::chrono::steady_clock::now();
   const int64_t total = w.warmup + w.steps;
@@ -457,8 +455,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
                         opt.timeout_s);
       rows_dropped += waste[0];
       rows_padded += waste[1];
-      rows_sent[0] += double(tr.a2a_rows_to_others);
-      rows_sent[1] += double(tr.a2a_rows_returned_to_others);
+      for (int dir = 0; dir < kNumDirs; ++dir) bytes_sent[dir] += tr.bytes_to_others[dir];
+      rows_to_others += double(tr.rows_to_others);
     }
     if (check_now || dump_now) {
       // A dump writes every local expert; the check compares this FSDP rank's share only.
@@ -516,12 +514,14 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.routing.rows_padded_per_step = rows_padded / steps;
   r.routing.capacity_rows = expert_capacity(w);
   const double rows_kept = r.routing.rows_routed_per_step - r.routing.rows_dropped_per_step;
-  const double row_bytes = double(device.storage_bytes()) * d.H;
-  double bytes_sent[2] = {rows_sent[0] * row_bytes / w.steps, rows_sent[1] * row_bytes / w.steps};
-  allreduce_bounded(bytes_sent, 2, MPI_DOUBLE, MPI_MAX, world, "the bytes-sent maximum",
+  for (double& b : bytes_sent) b /= steps;
+  allreduce_bounded(bytes_sent, kNumDirs, MPI_DOUBLE, MPI_MAX, world, "the bytes-sent maximum",
                     opt.timeout_s);
+  allreduce_bounded(&rows_to_others, 1, MPI_DOUBLE, MPI_SUM, world, "the rows-sent sum",
+                    opt.timeout_s);
+  r.routing.rows_per_token_to_others = rows_to_others / steps / double(d.N);
   describe_phases(w, mesh, device.storage_bytes(), device.bytes_of(d.grad_dtype), rows_kept,
-                  {bytes_sent[0], bytes_sent[1]}, r.phases);
+                  bytes_sent, r.phases);
   r.step_ms = summarize(samples[kStep]);
   r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);

@@ -47,6 +47,9 @@ struct RoutingStats {
   // capacity, and zero rows added by align. capacity_rows: per source rank and expert (0: none).
   double rows_routed_per_step = 0, rows_dropped_per_step = 0, rows_padded_per_step = 0;
   int64_t capacity_rows = 0;
+  // Rows of a token that reached other EP ranks in the dispatch direction (world mean over the
+  // timed steps): about K (ep - 1) / ep for alltoall, ep - 1 for allgather.
+  double rows_per_token_to_others = 0;
 };
 
 // The expert GEMMs as the timed steps ran them.

@@ -33,11 +33,12 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   // The dispatcher's collectives: each direction moves what the dispatcher says for the rows
   // kept (none at ep 1).
   const DispatchBytes d = dispatch_bytes_for_rows(w, m, storage_bytes, rows);
-  if (d.collectives_per_step > 0) {
-    for (int p : {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd, kA2aDispatchBwd}) {
-      c[p].bytes = d.per_direction;
-      c[p].bus_factor = (ep - 1) / ep;
-    }
+  const int a2a_phase[kNumDirs] = {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd,
+                                   kA2aDispatchBwd};
+  for (int dir = 0; dir < kNumDirs; ++dir) {
+    if (d.direction[dir] == 0) continue;
+    c[a2a_phase[dir]].bytes = d.direction[dir];
+    c[a2a_phase[dir]].bus_factor = (ep - 1) / ep;
   }
   if (m.fsdp > 1) {
     c[kFsdpGather].bytes = weight_elems * sb;
@@ -46,7 +47,7 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
     c[kGradSync].bytes = weight_elems * gb;
     c[kGradSync].bus_factor = (fsdp - 1) / fsdp;
   }
-  c[kCountsExchange].bytes = E * 4;
+  c[kCountsExchange].bytes = d.layout;
   c[kCountsExchange].bus_factor = (ep - 1) / ep;
   return c;
 }

@@ -19,12 +19,22 @@
 
 namespace moe {
 
+// The four directions of a dispatch, each timed as its own a2a_* phase (DispatchPhases).
+enum DispatchDirection {
+  kDirDispatchFwd,
+  kDirCombineFwd,
+  kDirCombineBwd,
+  kDirDispatchBwd,
+  kNumDirs
+};
+
 // What one step moved and routed, for bandwidth and routing statistics (this rank's view).
 struct StepTraffic {
-  int64_t a2a_rows_sent = 0;       // rows in this rank's send buffer (T*K less capacity drops)
-  int64_t a2a_rows_to_others = 0;  // of which to other EP ranks
-  // Rows this rank's experts return (combine direction: rows_received) to other EP ranks.
-  int64_t a2a_rows_returned_to_others = 0;
+  // Bytes this rank sent to other EP ranks through each direction's timed collective.
+  double bytes_to_others[kNumDirs] = {};
+  // Rows of this rank's tokens that reached other EP ranks in the dispatch direction (all-to-all:
+  // one per kept (t, k) routed elsewhere; all-gather: each token to every other rank).
+  int64_t rows_to_others = 0;
   int64_t rows_received = 0;  // rows this rank's experts processed
   int64_t rows_dropped = 0;   // this rank's (t, k) over the capacity, not sent
   int64_t rows_padded = 0;    // zero rows added for align on this rank's experts
@@ -37,12 +47,24 @@ struct DispatchPhases {
   int a2a_dispatch_fwd = -1, a2a_combine_fwd = -1, a2a_combine_bwd = -1, a2a_dispatch_bwd = -1;
 };
 
-// Bytes one rank sends per collective of a dispatch direction under balanced routing, dropless:
-// what --dry-run predicts and the report's bandwidth columns divide by.
+// Bytes one rank moves through a dispatcher's collectives per step under balanced routing,
+// dropless: what --dry-run predicts and the report's bandwidth columns divide by. Sizes as
+// nccl-tests counts them (an all-to-all's send buffer, an all-gather's output, a reduce-scatter's
+// input), of which (ep - 1) / ep cross to other ranks. At ep 1 only the layout's may run.
 struct DispatchBytes {
-  double per_direction = 0;  // bytes each direction's collective moves per rank
-  double to_others = 0;      // of which to other ranks
+  double direction[kNumDirs] = {};  // each direction's timed collective (its a2a_* phase)
+  double layout = 0;                // the layout's exchange (counts_exchange)
+  // Collectives outside those phases: the all-gather dispatcher's reduce-scatter of dp, which
+  // follows the combine's backward.
+  double other = 0;
   int collectives_per_step = 0;
+  // Rows of one token that reach other ranks in the dispatch direction.
+  double rows_per_token_to_others = 0;
+  double per_step() const {
+    double b = layout + other;
+    for (double d : direction) b += d;
+    return b;
+  }
 };
 
 class Dispatcher {

@@ -10,4 +10,15 @@ namespace moe {
 void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
                           int64_t* offsets);
 
+// The all-gather dispatcher's plan on EP rank `rank` of ep, from every source rank's
+// expert_counts, counts_all [ep, E] (rows kept per expert, after capacity drops):
+// - recv [ep, E_local]: the rows each source routes to this rank's experts (what an all-to-all
+//   would deliver), and offsets [E_local + 1] over them as expert_major_offsets;
+// - starts [ep, E_local + 1]: where local expert l's rows begin in source s's send order (by
+//   expert, then t*K + k); starts[s, E_local]: where this rank's rows end;
+// - dest [ep, E_local]: where block (s, l) begins in expert-major order, sources in rank order
+//   inside each expert, as the all-to-all's regroup places them.
+void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int64_t align,
+                     int32_t* recv, int64_t* offsets, int32_t* starts, int32_t* dest);
+
 }  // namespace moe

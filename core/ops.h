@@ -67,6 +67,14 @@ class Ops {
   // capacity d.capacity (kernels/cpu/layout.h); p [T,K] fp32 ranks rows for dropping.
   virtual void dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                                int32_t* expert_counts, int32_t* send_pos) = 0;
+  // The all-gather dispatcher's layout: pos [ep*T*K] i32, where each routed row of the EP
+  // group's d.ep source ranks (d.T tokens each) sits in this rank's expert-major buffer; -1 where
+  // it goes to another rank's experts or was dropped. send_pos [ep*T*K] i32: each source's send
+  // positions (dispatch_layout's), one source after another; starts [ep, E_local + 1] i32: where
+  // this rank's local expert l's rows begin in source s's send order ([s, E_local]: where this
+  // rank's rows end); dest [ep, E_local] i32: where block (s, l) begins in expert-major order.
+  virtual void expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
+                                      const int32_t* dest, int32_t* pos) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
@@ -90,6 +98,12 @@ class Ops {
   // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
                            const float* p, void* out) = 0;
+  // combine_fwd's sums as they are before the storage rounding, out [T,H] fp32: one EP rank's
+  // partial sums, which the all-gather dispatcher's reduce-scatter adds up.
+  virtual void combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos,
+                               const float* p, float* out) = 0;
+  // dst [n] storage = src [n] fp32 rounded to d.dtype.
+  virtual void to_storage(const Dims& d, const float* src, int64_t n, void* dst) = 0;
   virtual void combine_bwd(const Dims& d, const void* dout, const void* y_send,
                            const int32_t* send_pos, const float* p, void* dy_send, float* dp) = 0;
   // dx_acc [T,H] fp32 = sum over the K returned rows of dx_send [T*K, H] storage.

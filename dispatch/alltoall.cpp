@@ -19,23 +19,17 @@ bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && a
 
 AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops,
                                        Comm& comm, PhaseTimer& timer, const DispatchPhases& phases)
-    : d_(d),
-      ep_rank_(mesh.ep_rank),
-      device_(device),
-      ops_(ops),
-      comm_(comm),
-      timer_(timer),
-      phases_(phases) {
+    : DispatcherBase(d, mesh, device, ops, comm, timer, phases) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local;
   const size_t sb = device.storage_bytes();
-  send_pos_ = static_cast<int32_t*>(alloc(4 * T * K));
-  expert_counts_ = static_cast<int32_t*>(alloc(4 * (E + d_.ep * El)));
+  send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
+  expert_counts_ = buffers_.alloc<int32_t>(4 * (E + d_.ep * El));
   recv_counts_ = expert_counts_ + E;
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
   if (!send_is_expert_major_) {
-    send_ = alloc(sb * T * K * H);
-    y_send_ = alloc(sb * T * K * H);
-    dy_send_ = alloc(sb * T * K * H);
+    send_ = buffers_.alloc(sb * T * K * H);
+    y_send_ = buffers_.alloc(sb * T * K * H);
+    dy_send_ = buffers_.alloc(sb * T * K * H);
   }
   counts_host_.resize(E + d_.ep * El);
   expert_counts_host_ = counts_host_.data();
@@ -46,14 +40,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
 }
 
 AlltoallDispatcher::~AlltoallDispatcher() {
-  device_.release(recv_);
-  for (void* p : owned_) device_.release(p);
-}
-
-void* AlltoallDispatcher::alloc(size_t bytes) {
-  void* p = device_.alloc(std::max<size_t>(bytes, 1));
-  owned_.push_back(p);
-  return p;
+  device_.release(recv_);  // grown in layout(), so not among buffers_
 }
 
 void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
@@ -147,24 +134,34 @@ void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_orde
 
 StepTraffic AlltoallDispatcher::traffic() const {
   StepTraffic t;
-  for (int64_t r = 0; r < d_.ep; ++r) t.a2a_rows_sent += send_rows_[r];
-  t.a2a_rows_to_others = t.a2a_rows_sent - send_rows_[ep_rank_];
+  int64_t rows_sent = 0;
+  for (int64_t r = 0; r < d_.ep; ++r) rows_sent += send_rows_[r];
+  t.rows_to_others = rows_sent - send_rows_[ep_rank_];
   t.rows_received = rows_received_;
-  t.rows_dropped = d_.T * d_.K - t.a2a_rows_sent;
+  t.rows_dropped = d_.T * d_.K - rows_sent;
   t.rows_padded = row_offsets_[d_.E_local] - rows_received_;
-  t.a2a_rows_returned_to_others = rows_received_ - recv_rows_[ep_rank_];
+  // The dispatch direction sends this rank's routed rows; the combine direction returns the rows
+  // its experts received.
+  const double row = double(device_.storage_bytes()) * double(d_.H);
+  const double returned = double(rows_received_ - recv_rows_[ep_rank_]);
+  t.bytes_to_others[kDirDispatchFwd] = t.bytes_to_others[kDirCombineBwd] =
+      double(t.rows_to_others) * row;
+  t.bytes_to_others[kDirCombineFwd] = t.bytes_to_others[kDirDispatchBwd] = returned * row;
   return t;
 }
 
 // Each rank sends its routed rows, one per (token, expert), and gets as many back (balanced), per
-// direction; 1/ep of them stay on the rank. At ep 1 no all-to-all runs.
+// direction; 1/ep of them stay on the rank. At ep 1 no all-to-all runs. The layout exchanges the
+// counts per expert (an all-to-all of E int32, at ep 1 too).
 DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
                                                  size_t storage_bytes, double rows_per_rank) {
   DispatchBytes b;
+  b.layout = 4.0 * double(w.model.experts);
   if (mesh.ep == 1) return b;
-  b.per_direction = rows_per_rank * double(w.model.hidden) * double(storage_bytes);
-  b.to_others = b.per_direction * double(mesh.ep - 1) / double(mesh.ep);
+  for (double& d : b.direction) d = rows_per_rank * double(w.model.hidden) * double(storage_bytes);
   b.collectives_per_step = 4;
+  b.rows_per_token_to_others =
+      rows_per_rank / double(w.tokens_per_rank) * double(mesh.ep - 1) / double(mesh.ep);
   return b;
 }
 

@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/dispatcher.h"
+#include "dispatch/dispatcher_base.h"
 
 namespace moe {
 
-class AlltoallDispatcher : public Dispatcher {
+class AlltoallDispatcher : public DispatcherBase {
  public:
   AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops, Comm& comm,
                      PhaseTimer& timer, const DispatchPhases& phases);
@@ -35,16 +35,7 @@ class AlltoallDispatcher : public Dispatcher {
  private:
   void to_expert_major(const void* send_order, void* expert_major, int phase_a2a);
   void to_send_order(const void* expert_major, void* send_order, int phase_a2a);
-  void* alloc(size_t bytes);
 
-  Dims d_;
-  int ep_rank_ = 0;
-  Device& device_;
-  Ops& ops_;
-  Comm& comm_;
-  PhaseTimer& timer_;
-  DispatchPhases phases_;
-  std::vector<void*> owned_;
   // Where the send order is the expert-major order (ep 1, align 1: send_order_is_expert_major),
   // the regroups would be plain copies: there are none, and the send-order views are the
   // caller's expert-major buffers.

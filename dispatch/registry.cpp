@@ -1,6 +1,7 @@
 // The dispatchers by name (the `dispatch` key): a new strategy adds its case to each function.
 #include "core/dispatcher.h"
 #include "core/error.h"
+#include "dispatch/allgather.h"
 #include "dispatch/alltoall.h"
 
 namespace moe {
@@ -11,6 +12,8 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
   switch (w.dispatch) {
     case DispatchKind::kAlltoall:
       return std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
+    case DispatchKind::kAllgather:
+      return std::make_unique<AllgatherDispatcher>(d, mesh, device, ops, comm, timer, phases);
   }
   MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
   return nullptr;
@@ -21,6 +24,8 @@ DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_
   switch (w.dispatch) {
     case DispatchKind::kAlltoall:
       return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
+    case DispatchKind::kAllgather:
+      return AllgatherDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   }
   return {};
 }
@@ -29,6 +34,8 @@ int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
   switch (w.dispatch) {
     case DispatchKind::kAlltoall:
       return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
+    case DispatchKind::kAllgather:
+      return AllgatherDispatcher::buffer_bytes(w, storage_bytes);
   }
   return 0;
 }

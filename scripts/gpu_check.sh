@@ -9,7 +9,8 @@
 #                             [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
-# backend with the check on, and the two references (cpu, gpu) on one run. --models: every
+# backend with the check on, dispatch allgather (checked, and against the CPU backend), and the
+# two references (cpu, gpu) on one run. --models: every
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's), for
 # --model-steps timed steps (default 5; the check follows the first). --configs LIST: only these
@@ -217,6 +218,14 @@ if [ $CONTROLS -eq 1 ]; then
   done
   agree tiny_capacity_align 2 --config $TINY --set mesh.ep=2 $SIGG --set capacity_factor=1.0 \
     --set align=16 --set routing.mode=powerlaw
+  # dispatch allgather: at ep 1 (no collective) and over NCCL's all-gathers and reduce-scatters.
+  AG="--set dispatch=allgather --set capacity_factor=1.0 --set align=16 --set model.topk=4"
+  run_case ctl_np1_allgather_capacity_align 1 --config $TINY $AG $SIGG --set check=every --steps 3
+  run_case ctl_np4_allgather_capacity_align 4 --config $TINY --set mesh.ep=4 $AG $SIGG
+  run_case ctl_np4_allgather_2x2_overlap 4 --config configs/quickstart.json --set mesh.ep=2 \
+    --set mesh.fsdp=2 $AG --set overlap=dispatch_bwd
+  agree tiny_allgather_np1 1 --config $TINY $AG $SIGG
+  agree tiny_allgather_ep2 2 --config $TINY --set mesh.ep=2 $AG --set routing.mode=powerlaw
 fi
 
 if [ $MODELS -eq 1 ]; then

@@ -55,6 +55,11 @@ void CpuOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                        send_pos);
 }
 
+void CpuOps::expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
+                                    const int32_t* dest, int32_t* pos) {
+  cpu::expert_major_positions(send_pos, starts, dest, d.ep, d.T * d.K, d.E_local, pos);
+}
+
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
 }
@@ -87,6 +92,15 @@ void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                          void* out) {
   cpu::unpermute_combine(F(y_send), send_pos, p, d.T, d.K, d.H, d.dtype, F(out));
+}
+
+void CpuOps::combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos,
+                             const float* p, float* out) {
+  cpu::unpermute_combine(F(y_send), send_pos, p, d.T, d.K, d.H, DType::kFp32, out);
+}
+
+void CpuOps::to_storage(const Dims& d, const float* src, int64_t n, void* dst) {
+  for (int64_t i = 0; i < n; ++i) F(dst)[i] = cpu::store_as(d.dtype, src[i]);
 }
 
 void CpuOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,

@@ -23,6 +23,8 @@ class CpuOps : public Ops {
                   float* dw_gate) override;
   void dispatch_layout(const Dims& d, const int32_t* idx, const float* p, int32_t* expert_counts,
                        int32_t* send_pos) override;
+  void expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
+                              const int32_t* dest, int32_t* pos) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
                bool to_expert_major, void* dst) override;
@@ -36,6 +38,9 @@ class CpuOps : public Ops {
                               void* dw_out) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
+  void combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
+                       float* out) override;
+  void to_storage(const Dims& d, const float* src, int64_t n, void* dst) override;
   void combine_bwd(const Dims& d, const void* dout, const void* y_send, const int32_t* send_pos,
                    const float* p, void* dy_send, float* dp) override;
   void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,

@@ -41,4 +41,24 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
   for (int64_t i = 0; i < n; ++i) send_pos[i] = keep[i] ? next[idx[i]]++ : -1;
 }
 
+void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
+                            int64_t sources, int64_t rows_per_source, int64_t E_local,
+                            int32_t* pos) {
+  for (int64_t s = 0; s < sources; ++s) {
+    const int32_t* first = starts + s * (E_local + 1);
+    for (int64_t i = s * rows_per_source; i < (s + 1) * rows_per_source; ++i) {
+      const int32_t row = send_pos[i];
+      // A dropped row (-1) falls below first[0] >= 0 too.
+      if (row < first[0] || row >= first[E_local]) {
+        pos[i] = -1;
+        continue;
+      }
+      // The last expert starting at or before the row: empty experts' blocks start where the
+      // next one does, so they are skipped.
+      const int64_t l = std::upper_bound(first, first + E_local + 1, row) - first - 1;
+      pos[i] = dest[s * E_local + l] + (row - first[l]);
+    }
+  }
+}
+
 }  // namespace moe::cpu

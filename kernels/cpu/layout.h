@@ -17,4 +17,15 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos);
 
+// The all-gather dispatcher's layout on one EP rank: pos [sources * rows_per_source] int32 =
+// where each routed row of every source rank (its send positions send_pos, one source after
+// another) sits in this rank's expert-major buffer, -1 where the row goes to another rank's
+// experts or was dropped. starts [sources, E_local + 1]: where this rank's local expert l's rows
+// begin in source s's send order ([s, E_local]: where this rank's rows end); dest
+// [sources, E_local]: where block (s, l) begins in expert-major order (core/layout.h
+// gathered_layout). A row keeps its rank inside its (source, expert) block.
+void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
+                            int64_t sources, int64_t rows_per_source, int64_t E_local,
+                            int32_t* pos);
+
 }  // namespace moe::cpu

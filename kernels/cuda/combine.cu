@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <cub/block/block_reduce.cuh>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cuda/combine.h"
@@ -12,9 +13,10 @@ namespace {
 // ---- combine: one block per token (or routed row); each thread takes N consecutive elements
 // of the row at a time (N = kPack16<T> when rows allow 16-byte moves, else 1), the same
 // per-element arithmetic either way. ----
-template <class T, int N>
+// O: the storage type T, or float for the fp32 sums (combine_fwd_f32).
+template <class T, class O, int N>
 __global__ void unpermute_combine_kernel(const T* y_send, const int32_t* send_pos, const float* p,
-                                         int64_t T_, int64_t K, int64_t H, T* out) {
+                                         int64_t T_, int64_t K, int64_t H, O* out) {
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
     for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
       float acc[N] = {}, y[N];
@@ -78,19 +80,32 @@ __global__ void unpermute_sum_kernel(const T* dx_send, const int32_t* send_pos, 
     }
 }
 
+// The combine's launch, its output in the storage type or (f32_out) in fp32.
+template <bool f32_out>
+void launch_combine(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
+                    int64_t K, int64_t H, DType dtype, void* out, cudaStream_t stream) {
+  if (T == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    using O = std::conditional_t<f32_out, float, S>;
+    auto* k = rows_take_pack16<S>(H, {y_send, out}) ? unpermute_combine_kernel<S, O, kPack16<S>>
+                                                    : unpermute_combine_kernel<S, O, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                            static_cast<O*>(out));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 void unpermute_combine(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
                        int64_t K, int64_t H, DType dtype, void* out, cudaStream_t stream) {
-  if (T == 0) return;
-  with_storage(dtype, [&](auto* tag) {
-    using S = std::remove_pointer_t<decltype(tag)>;
-    auto* k = rows_take_pack16<S>(H, {y_send, out}) ? unpermute_combine_kernel<S, kPack16<S>>
-                                                    : unpermute_combine_kernel<S, 1>;
-    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(y_send), send_pos, p, T, K, H,
-                                            static_cast<S*>(out));
-  });
-  CUDA_CHECK(cudaGetLastError());
+  launch_combine<false>(y_send, send_pos, p, T, K, H, dtype, out, stream);
+}
+
+void unpermute_combine_f32(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
+                           int64_t K, int64_t H, DType dtype, float* out, cudaStream_t stream) {
+  launch_combine<true>(y_send, send_pos, p, T, K, H, dtype, out, stream);
 }
 
 void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* send_pos,

@@ -15,6 +15,10 @@ namespace moe::cuda {
 // A row with send_pos -1 (dropped by the capacity) adds nothing; its dp is 0.
 void unpermute_combine(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
                        int64_t K, int64_t H, DType dtype, void* out, cudaStream_t stream);
+// The same sums, stored in fp32 (no rounding to dtype): the twin is unpermute_combine with
+// out_dtype kFp32.
+void unpermute_combine_f32(const void* y_send, const int32_t* send_pos, const float* p, int64_t T,
+                           int64_t K, int64_t H, DType dtype, float* out, cudaStream_t stream);
 void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* send_pos,
                            const float* p, int64_t T, int64_t K, int64_t H, DType dtype,
                            void* dy_send, float* dp, cudaStream_t stream);

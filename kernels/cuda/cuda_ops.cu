@@ -177,6 +177,11 @@ void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                         send_pos, tmp, stream());
 }
 
+void CudaOps::expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
+                                     const int32_t* dest, int32_t* pos) {
+  cuda::expert_major_positions(send_pos, starts, dest, d.ep, d.T * d.K, d.E_local, pos, stream());
+}
+
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream());
 }
@@ -213,6 +218,15 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,
                           const float* p, void* out) {
   cuda::unpermute_combine(y_send, send_pos, p, d.T, d.K, d.H, d.dtype, out, stream());
+}
+
+void CudaOps::combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos,
+                              const float* p, float* out) {
+  cuda::unpermute_combine_f32(y_send, send_pos, p, d.T, d.K, d.H, d.dtype, out, stream());
+}
+
+void CudaOps::to_storage(const Dims& d, const float* src, int64_t n, void* dst) {
+  cuda::f32_to_storage(src, n, d.dtype, dst, stream());
 }
 
 void CudaOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,

@@ -150,7 +150,44 @@ __global__ void layout_position_kernel(const int32_t* idx, const float* p, int64
   }
 }
 
+// One thread per gathered row: a binary search over its source's E_local + 1 starts (the last
+// one at or before the row, so that empty experts' blocks are skipped), as the CPU twin does.
+__global__ void expert_major_positions_kernel(const int32_t* send_pos, const int32_t* starts,
+                                              const int32_t* dest, int64_t n,
+                                              int64_t rows_per_source, int64_t El, int32_t* pos) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t s = i / rows_per_source;
+    const int32_t* first = starts + s * (El + 1);
+    const int32_t row = send_pos[i];
+    if (row < first[0] || row >= first[El]) {  // another rank's, or dropped (-1)
+      pos[i] = -1;
+      continue;
+    }
+    int64_t lo = 0, hi = El;  // first[lo] <= row < first[hi]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (first[mid] <= row)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    pos[i] = dest[s * El + lo] + (row - first[lo]);
+  }
+}
+
 }  // namespace
+
+void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
+                            int64_t sources, int64_t rows_per_source, int64_t E_local, int32_t* pos,
+                            cudaStream_t stream) {
+  const int64_t n = sources * rows_per_source;
+  if (n == 0) return;
+  MOE_CHECK(n < (int64_t(1) << 31), "expert_major_positions: " << n << " rows overflow int32");
+  expert_major_positions_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      send_pos, starts, dest, n, rows_per_source, E_local, pos);
+  CUDA_CHECK(cudaGetLastError());
+}
 
 size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E) {
   return sizeof(int32_t) * size_t(E + T * K);

@@ -19,4 +19,11 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos, void* scratch, cudaStream_t stream);
 
+// pos [sources * rows_per_source] i32: each gathered routed row's place in this rank's
+// expert-major buffer, -1 where another rank's experts take it or it was dropped; starts
+// [sources, E_local + 1] and dest [sources, E_local] i32 on the device (the twin's contract).
+void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
+                            int64_t sources, int64_t rows_per_source, int64_t E_local, int32_t* pos,
+                            cudaStream_t stream);
+
 }  // namespace moe::cuda

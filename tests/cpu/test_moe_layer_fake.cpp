@@ -122,6 +122,10 @@ class FakeOps : public Ops {
     for (int64_t e = 1; e < d.E; ++e) start[e] = start[e - 1] + next[e - 1];
     for (int64_t i = 0; i < d.T * d.K; ++i) send_pos[i] = start[i % d.E] + counts[i % d.E]++;
   }
+  void expert_major_positions(const Dims&, const int32_t*, const int32_t*, const int32_t*,
+                              int32_t*) override {
+    r_.add("expert_major_positions");
+  }
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }
@@ -144,6 +148,13 @@ class FakeOps : public Ops {
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {
     r_.add("combine_fwd", {y_send, out});
+  }
+  void combine_fwd_f32(const Dims&, const void* y_send, const int32_t*, const float*,
+                       float* out) override {
+    r_.add("combine_fwd_f32", {y_send, out});
+  }
+  void to_storage(const Dims&, const float* src, int64_t, void* dst) override {
+    r_.add("to_storage", {src, dst});
   }
   void combine_bwd(const Dims&, const void* dout, const void* y_send, const int32_t*, const float*,
                    void* dy_send, float* dp) override {
@@ -295,8 +306,34 @@ TEST(MoeLayerFake, OverlapPutsTheDispatchBackwardOnTheSideLane) {
   EXPECT_TRUE(before(r, "join_side", "router_bwd"));
 }
 
+// dispatch allgather at ep 1: no collective; the positions come from the layout, one permute
+// brings x to the experts, two more write the padding rows of xe and dye, and the combines and
+// the unpermute read the experts' buffers directly.
+TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
+  FakeStep f(R"(, "dispatch": "allgather", "align": 16)");
+  const Recorder& r = f.step();
+  EXPECT_TRUE(r.at("allgather").empty());
+  EXPECT_TRUE(r.at("reduce_scatter").empty());
+  EXPECT_TRUE(r.at("alltoall_i32").empty());
+  EXPECT_TRUE(r.at("regroup_to_experts").empty());
+  EXPECT_TRUE(before(r, "dispatch_layout", "expert_major_positions"));
+  const std::vector<size_t> permutes = r.at("permute");
+  ASSERT_EQ(permutes.size(), 3u);
+  const Call& fwd = r.only("expert_ffn_fwd");
+  const Call& bwd_data = r.only("expert_ffn_bwd_data");
+  EXPECT_EQ(fwd.buffers[0], r.calls[permutes[0]].buffers[1]);          // x into xe
+  EXPECT_EQ(fwd.buffers[0], r.calls[permutes[1]].buffers[1]);          // xe's padding
+  EXPECT_EQ(r.calls[permutes[2]].buffers[1], bwd_data.buffers[0]);     // dye's padding
+  EXPECT_EQ(r.only("combine_fwd").buffers[0], fwd.buffers[3]);         // ye
+  EXPECT_EQ(r.only("combine_bwd").buffers[1], fwd.buffers[3]);         // ye again
+  EXPECT_EQ(r.only("combine_bwd").buffers[2], bwd_data.buffers[0]);    // dye
+  EXPECT_EQ(r.only("unpermute_sum").buffers[0], bwd_data.buffers[4]);  // dxe
+  EXPECT_TRUE(r.at("combine_fwd_f32").empty());
+  for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;
+}
+
 TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
-  for (const char* sets : {"", R"(, "align": 16)"}) {
+  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)"}) {
     FakeStep f(sets);
     f.step(0);
     const Recorder& r = f.step(1);

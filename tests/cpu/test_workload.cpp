@@ -245,9 +245,10 @@ TEST(WorkloadParse, BadEnumValuesListChoicesAndSuggest) {
                               {"'dtype'", "\"bf16\", \"fp32\"", "got \"fp16\""}));
   EXPECT_TRUE(ThrowsUserError([] { workload_from_json_text(with(R"("check": "always")"), "t"); },
                               {"'check'", "\"first\", \"every\", \"off\""}));
-  EXPECT_TRUE(
-      ThrowsUserError([] { workload_from_json_text(with(R"("dispatch": "allgather")"), "t"); },
-                      {"'dispatch'", "\"alltoall\"", "got \"allgather\""}));
+  EXPECT_TRUE(ThrowsUserError([] { workload_from_json_text(with(R"("dispatch": "nvlink")"), "t"); },
+                              {"'dispatch'", "\"alltoall\", \"allgather\"", "got \"nvlink\""}));
+  EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "allgather")"), "t").dispatch,
+            DispatchKind::kAllgather);
 }
 
 TEST(WorkloadParse, MalformedJsonReportsLineAndColumn) {

@@ -69,11 +69,33 @@ moe_mpi_case(np4_bf16_grads_capacity_align 4 --set mesh.ep=2 --set mesh.fsdp=2
 moe_mpi_case(np8_ep4_fsdp2_bf16_grads 8 --set mesh.ep=4 --set mesh.fsdp=2 --set expert_grad_dtype=bf16
              ${MOE_SIGMOID_GROUPS})
 
+# dispatch allgather (dispatch/allgather.h) on 1, 2, 4 and 8 ranks over EP x FSDP meshes, then
+# with capacity drops by both policies, align padding, fp32, bf16 gradients and the overlap.
+set(MOE_ALLGATHER --set dispatch=allgather)
+foreach(mesh "1;1;1" "2;2;1" "2;1;2" "4;4;1" "4;2;2" "8;8;1" "8;4;2")
+  list(GET mesh 0 np)
+  list(GET mesh 1 ep)
+  list(GET mesh 2 fsdp)
+  moe_mpi_case(np${np}_allgather_ep${ep}_fsdp${fsdp} ${np} ${MOE_ALLGATHER} --set mesh.ep=${ep}
+               --set mesh.fsdp=${fsdp} --set model.topk=4 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+endforeach()
+moe_mpi_case(np1_allgather_capacity_align 1 ${MOE_ALLGATHER} --set align=8 --set capacity_factor=1.0)
+moe_mpi_case(np4_allgather_capacity_align 4 ${MOE_ALLGATHER} --set mesh.ep=4 --set align=16
+             --set capacity_factor=1.25 --set routing.mode=powerlaw)
+moe_mpi_case(np4_allgather_capacity_position_hot 4 ${MOE_ALLGATHER} --set mesh.ep=2
+             --set mesh.fsdp=2 --set capacity_factor=0.75 --set drop_policy=position
+             --set routing.mode=hot --set expert_grad_dtype=bf16)
+moe_mpi_case(np2_allgather_fp32_overlap 2 ${MOE_ALLGATHER} --set mesh.ep=2 --set dtype=fp32
+             --set overlap=dispatch_bwd --set capacity_factor=1.0 ${MOE_SIGMOID_GROUPS})
+moe_mpi_case(np4_allgather_sparse_tokens 4 ${MOE_ALLGATHER} --set mesh.ep=4 --set tokens_per_rank=3
+             --set model.experts=16 --set model.topk=4)
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
-               expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch)
+               expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
+               allgather)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})

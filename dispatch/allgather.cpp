@@ -1,0 +1,204 @@
+#include "dispatch/allgather.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "core/layout.h"
+#include "core/saturating.h"
+
+namespace moe {
+namespace {
+
+// The layout table's int32 entries: starts [ep, E_local + 1], dest [ep, E_local], and room for
+// every padding row's position.
+int64_t table_entries(int64_t ep, int64_t E_local, int64_t align) {
+  return ep * (2 * E_local + 1) + E_local * (align - 1);
+}
+
+}  // namespace
+
+AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops,
+                                         Comm& comm, PhaseTimer& timer,
+                                         const DispatchPhases& phases)
+    : DispatcherBase(d, mesh, device, ops, comm, timer, phases), dg_(d) {
+  const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
+  dg_.T = ep * T;
+  // Positions are int32, as the layout's send positions are.
+  const int64_t max_rows = ep * T * K + El * (d_.align - 1);
+  MOE_USER_CHECK(max_rows <= std::numeric_limits<int32_t>::max(),
+                 "dispatch = allgather: up to " << max_rows
+                                                << " expert-major rows per rank (mesh.ep x "
+                                                   "tokens_per_rank x model.topk) overflow int32 "
+                                                   "positions: lower tokens_per_rank or use "
+                                                   "dispatch = alltoall");
+  const size_t sb = device.storage_bytes();
+  counts_ = buffers_.alloc<int32_t>(4 * E);
+  send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
+  pos_ = buffers_.alloc<int32_t>(4 * ep * T * K);
+  table_host_.resize(table_entries(ep, El, d_.align));
+  table_ = buffers_.alloc<int32_t>(4 * table_host_.size());
+  if (d_.align > 1) zero_row_ = buffers_.alloc(sb * H);  // allocations are zero-filled
+  if (ep > 1) {
+    counts_all_ = buffers_.alloc<int32_t>(4 * ep * E);
+    send_pos_all_ = buffers_.alloc<int32_t>(4 * ep * T * K);
+    p_all_ = buffers_.alloc<float>(4 * ep * T * K);
+    rows_all_ = buffers_.alloc(sb * ep * T * H);
+    partial_ = buffers_.alloc<float>(4 * ep * T * H);
+    out_f32_ = buffers_.alloc<float>(4 * T * H);
+    dp_all_ = buffers_.alloc<float>(4 * ep * T * K);
+  } else {
+    counts_all_ = counts_;
+    send_pos_all_ = send_pos_;
+  }
+  counts_host_.resize(ep * E);
+  recv_host_.resize(ep * El);
+  row_offsets_.assign(El + 1, 0);
+}
+
+void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
+  const int64_t T = d_.T, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
+  // Each rank decides its own rows' drops, as alltoall's layout does (capacity per source rank).
+  ops_.dispatch_layout(d_, idx, p, counts_, send_pos_);
+  timer_.begin(phases_.counts_exchange);
+  if (ep > 1) {
+    comm_.allgather(counts_, counts_all_, 4 * E, Group::kEp);
+    comm_.allgather(send_pos_, send_pos_all_, 4 * T * K, Group::kEp);
+    comm_.allgather(p, p_all_, 4 * T * K, Group::kEp);
+  }
+  // The one device-to-host copy of the dispatch: the GEMMs' offsets and the blocks' places.
+  device_.copy_to_host(counts_host_.data(), counts_all_, 4 * counts_host_.size());
+  timer_.end(phases_.counts_exchange);
+
+  int32_t* starts = table_host_.data();
+  int32_t* dest = starts + ep * (El + 1);
+  int32_t* padding = dest + ep * El;
+  gathered_layout(counts_host_.data(), ep, E, ep_rank_, d_.align, recv_host_.data(),
+                  row_offsets_.data(), starts, dest);
+  rows_kept_ = 0;
+  for (int64_t e = 0; e < E; ++e) rows_kept_ += counts_host_[ep_rank_ * E + e];
+  rows_received_ = 0;
+  num_padding_ = 0;
+  for (int64_t l = 0; l < El; ++l) {
+    int64_t rows = 0;
+    for (int64_t s = 0; s < ep; ++s) rows += recv_host_[s * El + l];
+    rows_received_ += rows;
+    for (int64_t r = row_offsets_[l] + rows; r < row_offsets_[l + 1]; ++r)
+      padding[num_padding_++] = int32_t(r);
+  }
+  device_.copy_to_device(table_, table_host_.data(), 4 * size_t(padding - starts + num_padding_));
+  ops_.expert_major_positions(d_, send_pos_all_, table_, table_ + ep * (El + 1), pos_);
+}
+
+// The GEMMs run over the padding rows and the weight gradients sum over them, so they must be
+// zeros; their places change every step. A permute of one zero row to each of them writes them.
+void AllgatherDispatcher::zero_padding(void* expert_major) {
+  if (num_padding_ == 0) return;
+  Dims one = d_;
+  one.T = 1;
+  one.K = num_padding_;
+  ops_.permute(one, zero_row_, table_ + d_.ep * (2 * d_.E_local + 1), expert_major);
+}
+
+void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
+  if (d_.ep == 1) {
+    ops_.permute(d_, x, pos_, xe);
+  } else {
+    timer_.begin(phases_.a2a_dispatch_fwd);
+    comm_.allgather(x, rows_all_, device_.storage_bytes() * d_.T * d_.H, Group::kEp);
+    timer_.end(phases_.a2a_dispatch_fwd);
+    ops_.permute(dg_, rows_all_, pos_, xe);
+  }
+  zero_padding(xe);
+}
+
+void AllgatherDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
+  ye_used_ = ye;
+  if (d_.ep == 1) {
+    ops_.combine_fwd(d_, ye, pos_, p, out);
+    return;
+  }
+  ops_.combine_fwd_f32(dg_, ye, pos_, p_all_, partial_);
+  timer_.begin(phases_.a2a_combine_fwd);
+  comm_.reduce_scatter(partial_, out_f32_, size_t(d_.T * d_.H), DType::kFp32, Group::kEp);
+  timer_.end(phases_.a2a_combine_fwd);
+  ops_.to_storage(d_, out_f32_, d_.T * d_.H, out);
+}
+
+void AllgatherDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
+  MOE_CHECK(ye_used_, "combine_bwd before combine_fwd");
+  if (d_.ep == 1) {
+    ops_.combine_bwd(d_, dout, ye_used_, pos_, p, dye, dp);
+  } else {
+    // dout lands where x did: the forward's permute has read x already.
+    timer_.begin(phases_.a2a_combine_bwd);
+    comm_.allgather(dout, rows_all_, device_.storage_bytes() * d_.T * d_.H, Group::kEp);
+    timer_.end(phases_.a2a_combine_bwd);
+    ops_.combine_bwd(dg_, rows_all_, ye_used_, pos_, p_all_, dye, dp_all_);
+    comm_.reduce_scatter(dp_all_, dp, size_t(d_.T * d_.K), DType::kFp32, Group::kEp);
+  }
+  zero_padding(dye);
+}
+
+void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
+  if (d_.ep == 1) {
+    ops_.unpermute_sum(d_, dxe, pos_, dx_acc);
+    return;
+  }
+  // The partial sums reuse the combine's buffer, free since its reduce-scatter.
+  ops_.unpermute_sum(dg_, dxe, pos_, partial_);
+  timer_.begin(phases_.a2a_dispatch_bwd);
+  comm_.reduce_scatter(partial_, dx_acc, size_t(d_.T * d_.H), DType::kFp32, Group::kEp);
+  timer_.end(phases_.a2a_dispatch_bwd);
+}
+
+StepTraffic AllgatherDispatcher::traffic() const {
+  StepTraffic t;
+  t.rows_received = rows_received_;
+  t.rows_dropped = d_.T * d_.K - rows_kept_;
+  t.rows_padded = row_offsets_[d_.E_local] - rows_received_;
+  if (d_.ep == 1) return t;
+  // Each collective sends this rank's chunk (all-gather) or the other ranks' chunks of its
+  // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
+  const double others = double(d_.ep - 1), chunk = others * double(d_.T) * double(d_.H);
+  t.rows_to_others = (d_.ep - 1) * d_.T;
+  t.bytes_to_others[kDirDispatchFwd] = t.bytes_to_others[kDirCombineBwd] =
+      chunk * double(device_.storage_bytes());
+  t.bytes_to_others[kDirCombineFwd] = t.bytes_to_others[kDirDispatchBwd] = chunk * 4;
+  return t;
+}
+
+// Whatever the routing: the all-gathers' outputs hold every rank's T rows (storage), the
+// reduce-scatters' inputs every rank's T rows of fp32 partial sums; the layout gathers counts [E],
+// send positions and p [T, K]; dp's reduce-scatter [T, K] fp32 follows the combine's backward.
+DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
+                                                  size_t storage_bytes, double) {
+  DispatchBytes b;
+  if (mesh.ep == 1) return b;
+  const double ep = double(mesh.ep), T = double(w.tokens_per_rank), H = double(w.model.hidden),
+               K = double(w.model.topk), E = double(w.model.experts);
+  b.direction[kDirDispatchFwd] = b.direction[kDirCombineBwd] = ep * T * H * double(storage_bytes);
+  b.direction[kDirCombineFwd] = b.direction[kDirDispatchBwd] = ep * T * H * 4;
+  b.layout = ep * (E + 2 * T * K) * 4;
+  b.other = ep * T * K * 4;
+  b.collectives_per_step = kNumDirs + 1;
+  b.rows_per_token_to_others = ep - 1;
+  return b;
+}
+
+// As the constructor allocates: the rank's layout, the positions, the table and a zero row; at
+// ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial values.
+int64_t AllgatherDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
+  const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
+  const int64_t E = w.model.experts, ep = w.mesh.ep, E_local = E / ep;
+  int64_t bytes = saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K}),
+                                                         table_entries(ep, E_local, w.align)})});
+  if (w.align > 1) bytes = saturating_sum({bytes, S * H});
+  if (ep > 1)
+    bytes = saturating_sum({bytes, 4 * ep * E, saturating_product({3 * 4, ep, T, K}),
+                            saturating_product({S, ep, T, H}), saturating_product({4, ep, T, H}),
+                            saturating_product({4, T, H})});
+  return bytes;
+}
+
+}  // namespace moe

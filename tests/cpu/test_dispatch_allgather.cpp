@@ -1,0 +1,236 @@
+// The all-gather dispatcher's layout (core/layout.h gathered_layout, kernels/cpu/layout.h
+// expert_major_positions) on EP ranks simulated in one process. Every rank's expert-major rows
+// must be, row for row, those the all-to-all path gives it (permute, the exchange of send-order
+// blocks, regroup), padding zeros included: the experts see the same inputs under both
+// dispatchers. The combines over the gathered tokens, summed over ranks as the reduce-scatters
+// sum them, must give float64's out, dp and dx, each dp from exactly one rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/workload.h"
+#include "kernels/cpu/combine.h"
+#include "kernels/cpu/layout.h"
+#include "kernels/cpu/permute.h"
+#include "tests/common/expect_close.h"
+
+namespace moe {
+namespace {
+
+using test::expect_close;
+
+struct GroupCase {
+  std::string name;
+  int64_t ep, El, T, K, H, align, capacity;
+  bool by_position;
+  int64_t silent_rank;  // whose experts no token picks (-1: none)
+};
+
+// One source rank's tokens and its layout. x holds exact floats that name their source, token
+// and column, so that a row in the wrong place shows.
+struct Source {
+  std::vector<int32_t> idx, counts, send_pos;
+  std::vector<float> p, x, dout;
+};
+
+std::vector<Source> make_sources(const GroupCase& c, uint64_t seed) {
+  const int64_t E = c.ep * c.El;
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> pool;
+  for (int32_t e = 0; e < E; ++e)
+    if (e / c.El != c.silent_rank) pool.push_back(e);
+  std::uniform_int_distribution<int> level(1, 4);  // p with ties, for the drop order
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<Source> src(c.ep);
+  for (int64_t s = 0; s < c.ep; ++s) {
+    Source& r = src[s];
+    for (int64_t t = 0; t < c.T; ++t) {
+      std::shuffle(pool.begin(), pool.end(), rng);
+      r.idx.insert(r.idx.end(), pool.begin(), pool.begin() + c.K);
+      for (int64_t k = 0; k < c.K; ++k) r.p.push_back(0.25f * float(level(rng)));
+      for (int64_t h = 0; h < c.H; ++h) {
+        r.x.push_back(float(s * 4096 + t) + float(h) / 64.0f);
+        r.dout.push_back(unit(rng));
+      }
+    }
+    r.counts.resize(E);
+    r.send_pos.resize(c.T * c.K);
+    cpu::dispatch_layout(r.idx.data(), r.p.data(), c.T, c.K, E, c.capacity, c.by_position,
+                         r.counts.data(), r.send_pos.data());
+  }
+  return src;
+}
+
+// Rank d's expert-major rows as the all-to-all dispatcher builds them.
+std::vector<float> alltoall_rows(const GroupCase& c, const std::vector<Source>& src, int64_t d) {
+  std::vector<int32_t> counts(c.ep * c.El);
+  std::vector<float> recv;
+  for (int64_t s = 0; s < c.ep; ++s) {
+    const Source& r = src[s];
+    std::vector<float> send(c.T * c.K * c.H);
+    cpu::permute_rows(r.x.data(), r.send_pos.data(), c.T, c.K, c.H, send.data());
+    const auto first = r.counts.begin() + d * c.El;
+    const int64_t begin = std::accumulate(r.counts.begin(), first, int64_t(0));
+    const int64_t n = std::accumulate(first, first + c.El, int64_t(0));
+    recv.insert(recv.end(), send.begin() + begin * c.H, send.begin() + (begin + n) * c.H);
+    std::copy(first, first + c.El, counts.begin() + s * c.El);
+  }
+  std::vector<int64_t> offsets(c.El + 1);
+  expert_major_offsets(counts.data(), c.ep, c.El, c.align, offsets.data());
+  std::vector<float> xe(offsets[c.El] * c.H, std::numeric_limits<float>::quiet_NaN());
+  cpu::regroup_rows(recv.data(), counts.data(), c.ep, c.El, c.H, c.align, true, xe.data());
+  return xe;
+}
+
+// Rank d's side of the all-gather dispatcher: its positions, its experts' row offsets, and its
+// expert-major rows from the gathered tokens (padding written by a permute of a zero row).
+struct RankView {
+  std::vector<int32_t> pos;
+  std::vector<int64_t> offsets;
+  std::vector<float> xe;
+};
+
+RankView allgather_rows(const GroupCase& c, const std::vector<Source>& src, int64_t d) {
+  const int64_t E = c.ep * c.El;
+  std::vector<int32_t> counts_all, send_pos_all;
+  std::vector<float> x_all;
+  for (const Source& r : src) {
+    counts_all.insert(counts_all.end(), r.counts.begin(), r.counts.end());
+    send_pos_all.insert(send_pos_all.end(), r.send_pos.begin(), r.send_pos.end());
+    x_all.insert(x_all.end(), r.x.begin(), r.x.end());
+  }
+  std::vector<int32_t> recv(c.ep * c.El), starts(c.ep * (c.El + 1)), dest(c.ep * c.El);
+  RankView v;
+  v.offsets.resize(c.El + 1);
+  gathered_layout(counts_all.data(), c.ep, E, d, c.align, recv.data(), v.offsets.data(),
+                  starts.data(), dest.data());
+  for (int64_t s = 0; s < c.ep; ++s)
+    for (int64_t l = 0; l < c.El; ++l)
+      EXPECT_EQ(recv[s * c.El + l], src[s].counts[d * c.El + l]) << "source " << s << " l " << l;
+  v.pos.resize(c.ep * c.T * c.K);
+  cpu::expert_major_positions(send_pos_all.data(), starts.data(), dest.data(), c.ep, c.T * c.K,
+                              c.El, v.pos.data());
+  v.xe.assign(v.offsets[c.El] * c.H, std::numeric_limits<float>::quiet_NaN());
+  cpu::permute_rows(x_all.data(), v.pos.data(), c.ep * c.T, c.K, c.H, v.xe.data());
+  std::vector<int32_t> padding;
+  for (int64_t l = 0; l < c.El; ++l) {
+    int64_t rows = 0;
+    for (int64_t s = 0; s < c.ep; ++s) rows += recv[s * c.El + l];
+    for (int64_t r = v.offsets[l] + rows; r < v.offsets[l + 1]; ++r) padding.push_back(int32_t(r));
+  }
+  const std::vector<float> zero(c.H, 0.0f);
+  cpu::permute_rows(zero.data(), padding.data(), 1, int64_t(padding.size()), c.H, v.xe.data());
+  return v;
+}
+
+// Expert e's stand-in for its FFN: y = scale(e) * x.
+float expert_scale(int64_t e) { return 1.0f + 0.5f * float(e); }
+
+void check_group(const GroupCase& c, uint64_t seed) {
+  SCOPED_TRACE(c.name);
+  const std::vector<Source> src = make_sources(c, seed);
+  const int64_t n = c.ep * c.T * c.K, rows_all = c.ep * c.T;
+  std::vector<float> p_all, dout_all;
+  for (const Source& r : src) {
+    p_all.insert(p_all.end(), r.p.begin(), r.p.end());
+    dout_all.insert(dout_all.end(), r.dout.begin(), r.dout.end());
+  }
+  // What the reduce-scatters sum: every rank's partial out, dp and dx, in rank order.
+  std::vector<float> out(rows_all * c.H, 0.0f), dp(n, 0.0f), dx(rows_all * c.H, 0.0f);
+  std::vector<int> owners(n, 0);
+  for (int64_t d = 0; d < c.ep; ++d) {
+    SCOPED_TRACE("rank " + std::to_string(d));
+    const RankView v = allgather_rows(c, src, d);
+    const std::vector<float> want = alltoall_rows(c, src, d);
+    ASSERT_EQ(v.xe.size(), want.size());
+    EXPECT_TRUE(std::equal(v.xe.begin(), v.xe.end(), want.begin())) << "expert-major rows differ";
+    for (int64_t i = 0; i < n; ++i) owners[i] += v.pos[i] >= 0;
+
+    std::vector<float> ye(v.xe.size());
+    for (int64_t l = 0; l < c.El; ++l)
+      for (int64_t j = v.offsets[l] * c.H; j < v.offsets[l + 1] * c.H; ++j)
+        ye[j] = expert_scale(d * c.El + l) * v.xe[j];
+    std::vector<float> part(rows_all * c.H), dye(ye.size()), dp_part(n), dx_part(rows_all * c.H);
+    cpu::unpermute_combine(ye.data(), v.pos.data(), p_all.data(), rows_all, c.K, c.H, DType::kFp32,
+                           part.data());
+    cpu::unpermute_combine_bwd(dout_all.data(), ye.data(), v.pos.data(), p_all.data(), rows_all,
+                               c.K, c.H, DType::kFp32, dye.data(), dp_part.data());
+    cpu::unpermute_sum(ye.data(), v.pos.data(), rows_all, c.K, c.H, dx_part.data());
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i] += part[i];
+      dx[i] += dx_part[i];
+    }
+    for (int64_t i = 0; i < n; ++i) dp[i] += dp_part[i];
+  }
+
+  std::vector<double> out_ref(out.size(), 0.0), dx_ref(dx.size(), 0.0), dp_ref(n, 0.0);
+  std::vector<double> out_slack(out.size(), 0.0), dx_slack(dx.size(), 0.0), dp_slack(n, 0.0);
+  for (int64_t s = 0; s < c.ep; ++s)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t k = 0; k < c.K; ++k) {
+        const Source& r = src[s];
+        const int64_t i = (s * c.T + t) * c.K + k;
+        const bool kept = r.send_pos[t * c.K + k] >= 0;
+        EXPECT_EQ(owners[i], kept ? 1 : 0) << "row " << i;
+        if (!kept) continue;
+        const double scale = expert_scale(r.idx[t * c.K + k]);
+        for (int64_t h = 0; h < c.H; ++h) {
+          const int64_t o = (s * c.T + t) * c.H + h;
+          const double y = scale * r.x[t * c.H + h];
+          out_ref[o] += r.p[t * c.K + k] * y;
+          out_slack[o] += 1e-6 * std::fabs(r.p[t * c.K + k] * y);
+          dx_ref[o] += y;
+          dx_slack[o] += 1e-6 * std::fabs(y);
+          dp_ref[i] += y * r.dout[t * c.H + h];
+          dp_slack[i] += 1e-6 * std::fabs(y * r.dout[t * c.H + h]);
+        }
+      }
+  expect_close("out", out, out_ref, 1e-6, out_slack);
+  expect_close("dx", dx, dx_ref, 1e-6, dx_slack);
+  expect_close("dp", dp, dp_ref, 1e-6, dp_slack);
+}
+
+TEST(DispatchAllgather, MatchesAlltoallRowForRow) {
+  const GroupCase cases[] = {
+      {"ep 3, rank 2 receives nothing", 3, 2, 9, 2, 12, 1, 0, false, 2},
+      {"ep 4, capacity by probability, align 8", 4, 3, 20, 4, 8, 8, 3, false, -1},
+      {"ep 2, capacity by position, align 4", 2, 4, 16, 3, 5, 4, 2, true, -1},
+      {"ep 8, one expert a rank", 8, 1, 6, 2, 4, 1, 0, false, -1},
+      {"ep 1, align 16", 1, 6, 13, 3, 7, 16, 0, false, -1},
+      {"ep 1, capacity", 1, 4, 10, 2, 3, 1, 3, false, -1},
+  };
+  uint64_t seed = 900;
+  for (const GroupCase& c : cases) check_group(c, seed++);
+}
+
+// A worked example: rank 1 of ep 2 (experts 2 and 3), align 4.
+TEST(DispatchAllgather, GatheredLayoutByHand) {
+  const std::vector<int32_t> counts_all = {1, 2, 3, 0,   // source 0
+                                           0, 1, 2, 2};  // source 1
+  std::vector<int32_t> recv(4), starts(6), dest(4);
+  std::vector<int64_t> offsets(3);
+  gathered_layout(counts_all.data(), 2, 4, 1, 4, recv.data(), offsets.data(), starts.data(),
+                  dest.data());
+  EXPECT_EQ(recv, (std::vector<int32_t>{3, 0, 2, 2}));
+  // Expert 2 gets 3 + 2 rows (padded to 8), expert 3 gets 0 + 2 (padded to 4).
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 8, 12}));
+  EXPECT_EQ(starts, (std::vector<int32_t>{3, 6, 6, 1, 3, 5}));
+  EXPECT_EQ(dest, (std::vector<int32_t>{0, 8, 3, 8}));
+
+  // Source 0's send order holds experts 0, 1, 1, 2, 2, 2; source 1's 1, 2, 2, 3, 3 (-1: dropped).
+  const std::vector<int32_t> send_pos = {0, 1, 2, 3, 4, 5, -1, /**/ 0, 1, 2, 3, 4, -1, -1};
+  std::vector<int32_t> pos(send_pos.size());
+  cpu::expert_major_positions(send_pos.data(), starts.data(), dest.data(), 2, 7, 2, pos.data());
+  EXPECT_EQ(pos, (std::vector<int32_t>{-1, -1, -1, 0, 1, 2, -1, /**/ -1, 3, 4, 8, 9, -1, -1}));
+}
+
+}  // namespace
+}  // namespace moe
