@@ -214,7 +214,7 @@ if [ $CONTROLS -eq 1 ]; then
     run_case "ctl_np4_medium_reference_$ref" 4 --config configs/quickstart.json --set mesh.ep=4 \
       --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIGG \
       --set capacity_factor=1.25 --set reference=$ref --steps 2 --warmup 1
-    grep -h '^# correctness' "$OUTDIR/ctl_np4_medium_reference_$ref.log" | tee -a "$SUMMARY"
+    grep -sh '^# correctness' "$OUTDIR/ctl_np4_medium_reference_$ref.log" | tee -a "$SUMMARY"
   done
   agree tiny_capacity_align 2 --config $TINY --set mesh.ep=2 $SIGG --set capacity_factor=1.0 \
     --set align=16 --set routing.mode=powerlaw
@@ -239,7 +239,7 @@ if [ $MODELS -eq 1 ]; then
       run_case "model_${name}_ep${ep}_fsdp${fsdp}$TAG" $((ep * fsdp)) --config "$cfg" \
         --set mesh.ep=$ep --set mesh.fsdp=$fsdp --set check=first $TOK --steps "$MODEL_STEPS" \
         --warmup 2 $RUN_ARGS
-      grep -h '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}$TAG.log" | tee -a "$SUMMARY"
+      grep -sh '^# correctness' "$OUTDIR/model_${name}_ep${ep}_fsdp${fsdp}$TAG.log" | tee -a "$SUMMARY"
     done
   done
 fi
