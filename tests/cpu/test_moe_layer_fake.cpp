@@ -152,6 +152,12 @@ class FakeOps : public Ops {
   void unpermute_sum(const Dims&, const void* dx_send, const int32_t*, float* dx_acc) override {
     r_.add("unpermute_sum", {dx_send, dx_acc});
   }
+  void shared_sum_out(const Dims&, int64_t, const void* y_sh, void* out) override {
+    r_.add("shared_sum_out", {y_sh, out});
+  }
+  void shared_sum_dx(const Dims&, int64_t, const void* dx_sh, float* dx_acc) override {
+    r_.add("shared_sum_dx", {dx_sh, dx_acc});
+  }
 
  private:
   Recorder& r_;
