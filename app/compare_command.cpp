@@ -40,10 +40,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // the phases that partition the step, then their separately timed parts. Phases a later commit
 // adds and this list lacks still appear, after the known ones.
 const std::vector<std::string> kPhaseOrder = {
-    "fsdp_gather",      "router_fwd",      "layout",          "dispatch_fwd",
-    "experts_fwd",      "combine_fwd",     "combine_bwd",     "experts_bwd",
-    "dispatch_bwd",     "router_bwd",      "grad_sync",       "counts_exchange",
-    "a2a_dispatch_fwd", "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"};
+    "fsdp_gather",     "router_fwd",      "layout",          "shared_fwd",      "dispatch_fwd",
+    "experts_fwd",     "combine_fwd",     "combine_bwd",     "experts_bwd",     "shared_bwd",
+    "dispatch_bwd",    "router_bwd",      "grad_sync",       "counts_exchange", "a2a_dispatch_fwd",
+    "a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"};
 
 // Runs are A, B, C, ... in the table (R27, R28, ... past Z).
 std::string label(size_t i) {
@@ -266,7 +266,9 @@ std::vector<std::string> work_differences(const CompareRun& a, const CompareRun&
   }
   // Keys added to the config after schema_version 1 began: a result written before them did the
   // work of their default.
-  static const std::map<std::string, json> kAddedLater = {{"config.expert_grad_dtype", "fp32"}};
+  static const std::map<std::string, json> kAddedLater = {{"config.expert_grad_dtype", "fp32"},
+                                                          {"config.model.shared_experts", 0},
+                                                          {"config.model.shared_ffn", 0}};
   for (auto* f : {&fa, &fb})
     for (const auto& [key, value] : kAddedLater)
       if (!f->count(key)) (*f)[key] = value;

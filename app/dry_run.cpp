@@ -27,8 +27,10 @@ constexpr double kMinRowsPerExpert = 16;
 
 std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double rows_per_expert) {
   std::vector<std::string> out;
-  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"model.hidden", w.model.hidden},
-                               {"model.ffn", w.model.ffn}})
+  std::vector<std::pair<const char*, int64_t>> widths = {{"model.hidden", w.model.hidden},
+                                                         {"model.ffn", w.model.ffn}};
+  if (w.model.shared_experts > 0) widths.push_back({"model.shared_ffn", w.model.shared_ffn});
+  for (const auto& [key, v] : widths)
     if (v % kShapeMultiple != 0) {
       std::ostringstream os;
       os << key << " = " << v << " is not a multiple of " << kShapeMultiple
@@ -104,6 +106,14 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
       {"expert_gemms",
        {{{"m", rows_per_expert}, {"k", w.model.hidden}, {"n", 2 * w.model.ffn}},
         {{"m", rows_per_expert}, {"k", w.model.ffn}, {"n", w.model.hidden}}}},
+      // Per shared expert, forward: [T x H] @ [H x 2F_sh] and [T x F_sh] @ [F_sh x H].
+      {"shared_experts",
+       {{"count", w.model.shared_experts},
+        {"ffn", w.model.shared_experts > 0 ? w.model.shared_ffn : 0},
+        {"gemms", w.model.shared_experts == 0
+                      ? json::array()
+                      : json{{{"m", T}, {"k", w.model.hidden}, {"n", 2 * w.model.shared_ffn}},
+                             {{"m", T}, {"k", w.model.shared_ffn}, {"n", w.model.hidden}}}}}},
       {"model_flops_per_step", flops},
       {"tflop_per_rank_per_step", flops / world * 1e-12},
       {"dispatch", dispatch_json(w, m, a2a)},
@@ -181,6 +191,15 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
       "# expert GEMMs per local expert: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
       "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
       rows, H, H, 2 * F, rows, F, F, H);
+  const json& sh = plan["shared_experts"];
+  if (sh["count"].get<int64_t>() > 0) {
+    const double Fs = sh["ffn"], T = cfg["tokens_per_rank"];
+    std::printf(
+        "# shared experts: %ld, each [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ [%.0f x "
+        "%.0f] forward over every token of the rank%s\n",
+        sh["count"].get<long>(), T, H, H, 2 * Fs, T, Fs, Fs, H,
+        cfg["overlap"] == "none" ? "" : ", beside the dispatch (overlap)");
+  }
   std::printf(
       "# model FLOPs per step: %.4g, %.4g TFLOP per rank (step ms = %.1f / TFLOP/s per "
       "rank)\n",

@@ -14,7 +14,9 @@ namespace moe {
 int64_t dump_bytes_per_rank(const Workload& w, const Mesh& mesh) {
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk, El = mesh.experts_per_rank;
-  const int64_t floats = 4 * T * H + 2 * T * K + 2 * H * E + E + 2 * 3 * El * H * F;
+  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t floats =
+      4 * T * H + 2 * T * K + 2 * H * E + E + 2 * 3 * El * H * F + 2 * 3 * S * H * Fs;
   return 4 * floats;
 }
 
@@ -56,6 +58,13 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
   write_npy(d + "/dw_gate.npy", o.dw_gate.data(), {H, E});
   write_npy(d + "/dw_in.npy", o.dw_in.data(), {El, H, 2 * F});
   write_npy(d + "/dw_out.npy", o.dw_out.data(), {El, F, H});
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn;
+  if (S > 0) {  // every rank's full copy, as used, and the full gradients after their sum
+    write_npy(d + "/w_sh_in.npy", o.w_sh_in.data(), {S, H, 2 * Fs});
+    write_npy(d + "/w_sh_out.npy", o.w_sh_out.data(), {S, Fs, H});
+    write_npy(d + "/dw_sh_in.npy", o.dw_sh_in.data(), {S, H, 2 * Fs});
+    write_npy(d + "/dw_sh_out.npy", o.dw_sh_out.data(), {S, Fs, H});
+  }
 
   const nlohmann::json cfg = workload_to_json(w);
   nlohmann::json meta = {{"rank", mesh.rank},
@@ -71,6 +80,8 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"F", F},
                          {"E", E},
                          {"K", K},
+                         {"shared_experts", S},
+                         {"shared_ffn", S > 0 ? Fs : 0},
                          {"dtype", dtype_name(w.dtype)},
                          {"expert_grad_dtype", dtype_name(w.expert_grad_dtype)},
                          {"router", cfg.at("router")},
@@ -83,6 +94,9 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
   // The check's tolerances (core/check.h), so that the dump verifiers use the same ones.
   for (const char* t : {"out", "dx", "p", "aux", "z", "dw_gate", "dw_in", "dw_out"})
     meta["tolerances"][t] = tolerance_for(t, w.dtype);
+  if (S > 0)
+    for (const char* t : {"dw_sh_in", "dw_sh_out"})
+      meta["tolerances"][t] = tolerance_for(t, w.dtype);
   write_json_atomically(d + "/meta.json", meta);
 }
 

@@ -407,15 +407,15 @@ void print_summary(const RunResult& r, std::FILE* out) {
   const CheckResult& c = r.checks.front();
   std::fprintf(out, "#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
                c.reference.c_str(), c.reference_seconds);
-  std::fprintf(out, "# %-8s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
+  std::fprintf(out, "# %-9s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
   int passed = 0, total = 0;
   for (const TensorCheck& t : c.tensors) {
-    std::fprintf(out, "  %-8s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
+    std::fprintf(out, "  %-9s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
                  t.tol, t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
     passed += t.pass;
     ++total;
   }
-  std::fprintf(out, "  %-8s %ld of %ld tokens differ (%ld near ties allowed)", "routing",
+  std::fprintf(out, "  %-9s %ld of %ld tokens differ (%ld near ties allowed)", "routing",
                long(c.routing.mismatches), long(c.routing.tokens), long(c.routing.near_ties));
   if (w.capacity_factor > 0)
     std::fprintf(out, "; %ld dropped rows differ (%ld near ties allowed)",

@@ -235,6 +235,12 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
                                      n_in, tolerance_for("dw_in", w.dtype), world, timeout_s));
   c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(),
                                      n_out, tolerance_for("dw_out", w.dtype), world, timeout_s));
+  if (w.model.shared_experts > 0) {
+    c.tensors.push_back(compare_replicated("dw_sh_in", o.dw_sh_in, ref.dw_sh_in,
+                                           tolerance_for("dw_sh_in", w.dtype), world, timeout_s));
+    c.tensors.push_back(compare_replicated("dw_sh_out", o.dw_sh_out, ref.dw_sh_out,
+                                           tolerance_for("dw_sh_out", w.dtype), world, timeout_s));
+  }
   c.tensors.push_back(
       compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world, timeout_s));
   c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
@@ -435,7 +441,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (check_now || dump_now || last) profile(false);
     allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
-    gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd]);
+    // The shared experts run on the same GEMM method (0 ms without them).
+    gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd] + ms[kSharedFwd] + ms[kSharedBwd]);
     if (gemm_choice.active() && s + 1 == w.warmup) {
       r.gemm.method = gemm_choice.winner();
       r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
@@ -496,16 +503,21 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     }
   }
 
+  // Without shared experts their phases are not reported (results before them have none).
+  auto reported = [&](int p) {
+    return w.model.shared_experts > 0 || (p != kSharedFwd && p != kSharedBwd);
+  };
   for (int p = 0; p < kNumPhases; ++p)
-    r.samples_ms[phase_name(p)] = evenly_spaced(samples[p], kMaxSamples);
+    if (reported(p)) r.samples_ms[phase_name(p)] = evenly_spaced(samples[p], kMaxSamples);
   for (int p = 0; p < kNumPhases; ++p) {
-    if (p == kStep) continue;
+    if (p == kStep || !reported(p)) continue;
     PhaseResult ph;
     ph.phase = p;
     ph.name = phase_name(p);
     ph.ms = summarize(samples[p]);
     ph.in_step = p < kNumStepPhases;
     if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
+    if (p == kSharedFwd && w.overlap != Overlap::kNone) ph.beside = "dispatch_fwd";
     r.phases.push_back(ph);
   }
   const double steps = double(w.steps);

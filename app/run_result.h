@@ -63,7 +63,7 @@ struct GemmReport {
   GemmPlanCounts before_timed, timed;
 };
 
-// Per-step samples kept in a result (10^4 x 17 series: well under a few MB of JSON).
+// Per-step samples kept in a result (10^4 x 19 series at most: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 
 struct RunResult {

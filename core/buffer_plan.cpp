@@ -4,6 +4,58 @@
 #include "core/saturating.h"
 
 namespace moe {
+namespace {
+
+int64_t product(std::initializer_list<int64_t> f) { return saturating_product(f); }
+
+// The buffers of two flattened weight tensors kept in FSDP shards of shard_in and shard_out
+// elements, S bytes per weight and G per gradient element (BufferPlan's and SharedBuffers' fields
+// of these names): the gathered weights and the reduced gradient shards exist only with fsdp > 1.
+template <class Plan>
+void plan_fsdp_weights(Plan& p, int64_t shard_in, int64_t shard_out, int64_t fsdp, int64_t S,
+                       int64_t G) {
+  p.shard_in_elems = shard_in;
+  p.shard_out_elems = shard_out;
+  p.w_in_shard = product({S, shard_in});
+  p.w_out_shard = product({S, shard_out});
+  p.dw_in_full = product({G, shard_in, fsdp});
+  p.dw_out_full = product({G, shard_out, fsdp});
+  if (fsdp == 1) return;
+  p.w_in_full = product({S, shard_in, fsdp});
+  p.w_out_full = product({S, shard_out, fsdp});
+  p.dw_in_shard = product({G, shard_in});
+  p.dw_out_shard = product({G, shard_out});
+}
+
+SharedBuffers plan_shared_buffers(const Workload& w, int64_t S, int64_t G) {
+  SharedBuffers p;
+  const int64_t n = w.model.shared_experts, H = w.model.hidden, F = w.model.shared_ffn;
+  if (n == 0) return p;
+  const int64_t T = w.tokens_per_rank, ep = w.mesh.ep, fsdp = w.mesh.fsdp, world = ep * fsdp;
+  auto part = [world](int64_t elems) {
+    return elems == INT64_MAX ? elems : (elems + world - 1) / world;
+  };
+  p.part_in_elems = part(product({n, H, 2, F}));
+  p.part_out_elems = part(product({n, F, H}));
+  plan_fsdp_weights(p, product({ep, p.part_in_elems}), product({ep, p.part_out_elems}), fsdp, S, G);
+  if (ep > 1) {
+    p.dw_in_part = product({G, p.part_in_elems});
+    p.dw_out_part = product({G, p.part_out_elems});
+  }
+  p.h = product({S, n, T, 2, F});
+  p.a = product({S, n, T, F});
+  p.y = product({S, n, T, H});
+  p.da = product({S, T, F});
+  p.dh = product({S, T, 2, F});
+  return p;
+}
+
+}  // namespace
+
+int64_t SharedBuffers::bytes() const {
+  return saturating_sum({w_in_shard, w_out_shard, w_in_full, w_out_full, dw_in_full, dw_out_full,
+                         dw_in_shard, dw_out_shard, dw_in_part, dw_out_part, h, a, y, da, dh});
+}
 
 BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
@@ -11,21 +63,13 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   auto bytes = [](std::initializer_list<int64_t> f) { return saturating_product(f); };
   BufferPlan p;
   const int64_t in_elems = bytes({El, H, 2, F}), out_elems = bytes({El, F, H});
-  p.shard_in_elems = in_elems == INT64_MAX ? in_elems : (in_elems + fsdp - 1) / fsdp;
-  p.shard_out_elems = out_elems == INT64_MAX ? out_elems : (out_elems + fsdp - 1) / fsdp;
+  auto shard = [fsdp](int64_t elems) {
+    return elems == INT64_MAX ? elems : (elems + fsdp - 1) / fsdp;
+  };
+  plan_fsdp_weights(p, shard(in_elems), shard(out_elems), fsdp, S, G);
   p.w_gate = bytes({S, H, E});
   p.dw_gate = bytes({4, H, E});
   if (w.router.expert_bias) p.expert_bias = 4 * E;
-  p.w_in_shard = bytes({S, p.shard_in_elems});
-  p.w_out_shard = bytes({S, p.shard_out_elems});
-  p.dw_in_full = bytes({G, p.shard_in_elems, fsdp});
-  p.dw_out_full = bytes({G, p.shard_out_elems, fsdp});
-  if (fsdp > 1) {
-    p.w_in_full = bytes({S, p.shard_in_elems, fsdp});
-    p.w_out_full = bytes({S, p.shard_out_elems, fsdp});
-    p.dw_in_shard = bytes({G, p.shard_in_elems});
-    p.dw_out_shard = bytes({G, p.shard_out_elems});
-  }
   p.token_rows = bytes({S, T, H});
   p.dx_acc = bytes({4, T, H});
   p.token_scores = bytes({4, T, E});
@@ -36,6 +80,7 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
   p.balanced_rows = saturating_sum({bytes({T, K}), bytes({El, w.align - 1})});
+  p.shared = plan_shared_buffers(w, S, G);
   return p;
 }
 
@@ -44,7 +89,7 @@ int64_t BufferPlan::fixed_bytes() const {
                          w_out_full, dw_in_full, dw_out_full, dw_in_shard, dw_out_shard,
                          saturating_product({4, token_rows}), dx_acc,
                          saturating_product({3, token_scores}),
-                         saturating_product({num_token_topk, token_topk}), stats});
+                         saturating_product({num_token_topk, token_topk}), stats, shared.bytes()});
 }
 
 int64_t BufferPlan::ragged_bytes(int64_t rows) const {

@@ -13,6 +13,25 @@ namespace moe {
 // rows per expert drift from step to step and each regrowth costs an allocation in the step.
 inline int64_t grown_bytes(int64_t bytes) { return bytes + bytes / 4; }
 
+// The shared experts' buffers (all 0 without them). Their weights, flattened [S, H, 2F_sh] and
+// [S, F_sh, H], are split over the FSDP group like the routed experts' (and held by every EP
+// rank); a shard is ep parts of 1/world each, so that the gradient's reduce-scatter over the world
+// and all-gather over the EP group (a sum over every rank) leave each rank its FSDP shard.
+struct SharedBuffers {
+  int64_t part_in_elems = 0, part_out_elems = 0;    // 1/world of each tensor, rounded up
+  int64_t shard_in_elems = 0, shard_out_elems = 0;  // ep parts
+  // Weights (storage) and gradients (grad dtype), as BufferPlan's: the full weights only with
+  // fsdp > 1, the gradient shards only with fsdp > 1 and its parts only with ep > 1 (otherwise
+  // they are the full buffers or the shards themselves).
+  int64_t w_in_shard = 0, w_out_shard = 0, w_in_full = 0, w_out_full = 0;
+  int64_t dw_in_full = 0, dw_out_full = 0, dw_in_shard = 0, dw_out_shard = 0;
+  int64_t dw_in_part = 0, dw_out_part = 0;
+  // Activations, storage: h [S, T, 2F_sh], a [S, T, F_sh], y [S, T, H] (then the shared experts'
+  // dx); one expert's backward scratch da [T, F_sh] and dh [T, 2F_sh].
+  int64_t h = 0, a = 0, y = 0, da = 0, dh = 0;
+  int64_t bytes() const;
+};
+
 struct BufferPlan {
   // Expert weights as FSDP shards of this EP rank's flattened [E_local, H, 2F] / [E_local, F, H],
   // padded so that every shard has the same number of elements.
@@ -33,6 +52,7 @@ struct BufferPlan {
   int64_t row_h = 0, row_2f = 0, row_f = 0;
   // Rows the ragged buffers are first sized for: balanced routing, each local expert padded.
   int64_t balanced_rows = 0;
+  SharedBuffers shared;
 
   int64_t fixed_bytes() const;
   // The ragged buffers grown for `rows` expert-major rows (headroom included).

@@ -51,6 +51,19 @@ TensorCheck compare_tensor(const std::string& name, const float* got, const doub
   return c;
 }
 
+TensorCheck compare_replicated(const std::string& name, const std::vector<float>& got,
+                               const std::vector<double>& ref, double tol, MPI_Comm comm,
+                               double timeout_s) {
+  const int64_t n = int64_t(ref.size());
+  MOE_CHECK(int64_t(got.size()) == n, name << ": " << got.size() << " values against " << n);
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int64_t begin = n * rank / size, end = n * (rank + 1) / size;
+  return compare_tensor(name, got.data() + begin, ref.data() + begin, end - begin, tol, comm,
+                        timeout_s);
+}
+
 TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol) {
   TensorCheck c;
   c.name = name;

@@ -47,6 +47,11 @@ double tolerance_for(const std::string& tensor_name, DType dtype);
 // Its reductions over comm wait at most timeout_s for the other ranks (core/bounded_wait.h).
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
                            double tol, MPI_Comm comm, double timeout_s = kDefaultWaitBoundS);
+// For a tensor every rank holds whole (the same n values on every rank): each rank compares its
+// 1/world of it, so that every element counts once and the work is shared. Collective over comm.
+TensorCheck compare_replicated(const std::string& name, const std::vector<float>& got,
+                               const std::vector<double>& ref, double tol, MPI_Comm comm,
+                               double timeout_s = kDefaultWaitBoundS);
 // For a global scalar that every rank holds: rel error |got-ref| / |ref| (abs error when ref is
 // 0).
 TensorCheck compare_scalar(const std::string& name, double got, double ref, double tol);

@@ -5,11 +5,16 @@
 namespace moe {
 
 const char* const kModelFlopsFormula =
-    "18*N*K*H*F + 6*N*H*E (expert GEMMs fwd+bwd, router fwd+bwd)";
+    "18*N*K*H*F + 18*N*S*H*F_sh + 6*N*H*E (routed and shared expert GEMMs fwd+bwd, router "
+    "fwd+bwd)";
 
 double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept) {
   const double H = double(m.hidden), F = double(m.ffn), E = double(m.experts);
-  return 18.0 * rows_kept * H * F + 6.0 * tokens * H * E;
+  return 18.0 * rows_kept * H * F + 18.0 * tokens * shared_width(m) * H + 6.0 * tokens * H * E;
+}
+
+double shared_width(const ModelShape& m) {
+  return m.shared_experts > 0 ? double(m.shared_experts) * double(m.shared_ffn) : 0.0;
 }
 
 std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t storage_bytes,
@@ -30,6 +35,16 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   // written once (fp32 or bf16: expert_grad_dtype).
   c[kExpertsFwd].mem_bytes = weight_elems * sb + rows * 2 * H * sb;
   c[kExpertsBwd].mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
+  // The shared experts: every token of the rank through each, counted as the experts are (S x
+  // F_sh is their total width: each token's rows in and out once per shared expert).
+  const double SF = shared_width(w.model), S = double(w.model.shared_experts);
+  const double shared_elems = 3 * H * SF, T = double(w.tokens_per_rank);
+  if (SF > 0) {
+    c[kSharedFwd].flops = 6 * N * H * SF;
+    c[kSharedBwd].flops = 12 * N * H * SF;
+    c[kSharedFwd].mem_bytes = shared_elems * sb + S * T * 2 * H * sb;
+    c[kSharedBwd].mem_bytes = shared_elems * (sb + gb) + T * (3 * H * S + 2 * SF) * sb;
+  }
   // The dispatcher's collectives: each direction moves what the dispatcher says for the rows
   // kept (none at ep 1).
   const DispatchBytes d = dispatch_bytes_for_rows(w, m, storage_bytes, rows);
@@ -41,11 +56,17 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
     c[a2a_phase[dir]].bus_factor = (ep - 1) / ep;
   }
   if (m.fsdp > 1) {
-    c[kFsdpGather].bytes = weight_elems * sb;
+    c[kFsdpGather].bytes = (weight_elems + shared_elems) * sb;
     c[kFsdpGather].bus_factor = (fsdp - 1) / fsdp;
     // The reduce-scatter dominates the dw_gate all-reduce.
     c[kGradSync].bytes = weight_elems * gb;
     c[kGradSync].bus_factor = (fsdp - 1) / fsdp;
+  }
+  // The shared experts' gradients are reduce-scattered over the world (then all-gathered over the
+  // EP group, not counted): with them the phase is read at the world's bus factor.
+  if (SF > 0 && m.world > 1) {
+    c[kGradSync].bytes += shared_elems * gb;
+    c[kGradSync].bus_factor = (m.world - 1.0) / m.world;
   }
   c[kCountsExchange].bytes = d.layout;
   c[kCountsExchange].bus_factor = (ep - 1) / ep;

@@ -26,9 +26,11 @@ struct PhaseCost {
 std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t storage_bytes,
                                    size_t grad_bytes, double rows_kept);
 
-// The model FLOPs of one step, fwd + bwd: 18 HF per routed row kept by the experts, 6 HE per
-// token for the router (the result's flops_formula).
+// The model FLOPs of one step, fwd + bwd: 18 HF per routed row kept by the experts, 18 H F_sh per
+// token and shared expert, 6 HE per token for the router (the result's flops_formula).
 double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept);
+// S x F_sh, the shared experts' total width (0 without them).
+double shared_width(const ModelShape& m);
 extern const char* const kModelFlopsFormula;
 
 }  // namespace moe

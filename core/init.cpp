@@ -1,5 +1,6 @@
 #include "core/init.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/bf16.h"
@@ -8,7 +9,16 @@
 namespace moe {
 namespace {
 
-enum Stream : uint64_t { kWGate = 1, kBias = 2, kWIn = 3, kWOut = 4, kX = 5, kDout = 6 };
+enum Stream : uint64_t {
+  kWGate = 1,
+  kBias = 2,
+  kWIn = 3,
+  kWOut = 4,
+  kX = 5,
+  kDout = 6,
+  kWShIn = 7,
+  kWShOut = 8
+};
 
 // Uniform with the given standard deviation: U(-1,1) has std 1/sqrt(3).
 InitRule rule(const Workload& w, uint64_t stream, float std_dev) {
@@ -43,6 +53,12 @@ InitRule w_in_rule(const Workload& w) {
 }
 InitRule w_out_rule(const Workload& w) {
   return rule(w, kWOut, 1.0f / std::sqrt(float(w.model.ffn)));
+}
+InitRule w_sh_in_rule(const Workload& w) {
+  return rule(w, kWShIn, 1.0f / std::sqrt(float(w.model.hidden)));
+}
+InitRule w_sh_out_rule(const Workload& w) {
+  return rule(w, kWShOut, 1.0f / std::sqrt(float(std::max<int64_t>(w.model.shared_ffn, 1))));
 }
 InitRule x_rule(const Workload& w, int rank, int64_t step) {
   return rule(w, token_stream(kX, rank, step), 1.0f);

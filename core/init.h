@@ -38,6 +38,10 @@ struct InitRule {
 InitRule w_gate_rule(const Workload& w);
 InitRule w_in_rule(const Workload& w);
 InitRule w_out_rule(const Workload& w);
+// The shared experts' flattened w_sh_in [S, H, 2F_sh] (std 1/sqrt(H)) and w_sh_out [S, F_sh, H]
+// (std 1/sqrt(F_sh)): streams of their own, so that adding shared experts changes no other value.
+InitRule w_sh_in_rule(const Workload& w);
+InitRule w_sh_out_rule(const Workload& w);
 InitRule x_rule(const Workload& w, int rank, int64_t step);
 InitRule dout_rule(const Workload& w, int rank, int64_t step);
 

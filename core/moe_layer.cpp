@@ -14,11 +14,13 @@ const char* phase_name(int phase) {
   static const char* const kNames[kNumPhases] = {"fsdp_gather",
                                                  "router_fwd",
                                                  "layout",
+                                                 "shared_fwd",
                                                  "dispatch_fwd",
                                                  "experts_fwd",
                                                  "combine_fwd",
                                                  "combine_bwd",
                                                  "experts_bwd",
+                                                 "shared_bwd",
                                                  "dispatch_bwd",
                                                  "router_bwd",
                                                  "grad_sync",
@@ -96,6 +98,8 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   };
   load_shard(El * H * 2 * d_.F, shard_in_, w_in_rule(w), w_in_shard_);
   load_shard(El * d_.F * H, shard_out_, w_out_rule(w), w_out_shard_);
+  if (w.model.shared_experts > 0)
+    shared_ = std::make_unique<SharedExperts>(w, mesh, d_, b.shared, device, ops, comm);
 
   x_ = fixed(b.token_rows);
   dout_ = fixed(b.token_rows);
@@ -121,6 +125,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
 
 MoeLayer::~MoeLayer() {
   dispatcher_.reset();
+  shared_.reset();
   for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
 }
@@ -176,9 +181,21 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kLayout);
   const int64_t* offsets = dispatcher_->expert_offsets().data();
 
+  // The shared experts need only x: with an overlap they run on the side lane beside the
+  // dispatch, and the routed experts start once both are done.
+  const bool shared_beside = shared_ && w_.overlap != Overlap::kNone;
+  if (shared_) {
+    if (shared_beside) device_.fork_side();
+    t.begin(kSharedFwd);
+    shared_->forward(x_);
+    t.end(kSharedFwd);
+    if (shared_beside) device_.to_main();
+  }
+
   t.begin(kDispatchFwd);
   dispatcher_->dispatch_fwd(x_, xe_.ptr);
   t.end(kDispatchFwd);
+  if (shared_beside) device_.join_side();
 
   t.begin(kExpertsFwd);
   ops_.expert_ffn_fwd(d_, xe_.ptr, w_in_full_, w_out_full_, offsets, h_.ptr, a_.ptr, ye_.ptr);
@@ -186,6 +203,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
 
   t.begin(kCombineFwd);
   dispatcher_->combine_fwd(ye_.ptr, p_, out_);
+  if (shared_) shared_->add_to_out(out_);
   t.end(kCombineFwd);
 
   // ---- backward: the adjoint of each forward phase, in reverse ----
@@ -205,12 +223,20 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, offsets, dw_in_full_,
                               dw_out_full_);
   t.end(kExpertsBwd);
+  // On the main lane; with the overlap, still beside dispatch_bwd.
+  if (shared_) {
+    t.begin(kSharedBwd);
+    shared_->backward(x_, dout_);
+    t.end(kSharedBwd);
+  }
   if (beside)
     device_.join_side();
   else
     dispatch_bwd();
 
   t.begin(kRouterBwd);
+  // The end of dx: the shared experts' part joins the routed part dispatch_bwd wrote.
+  if (shared_) shared_->add_to_dx(dx_acc_);
   ops_.router_bwd(d_, w_.router, x_, w_gate_, logits_, scores_, idx_, dp_, stats_, dlogits_,
                   dx_acc_, dx_, dw_gate_);
   t.end(kRouterBwd);
@@ -228,6 +254,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
 }
 
 void MoeLayer::fsdp_gather() {
+  if (shared_) shared_->gather();
   if (d_.fsdp == 1) return;
   const size_t sb = device_.storage_bytes();
   comm_.allgather(w_in_shard_, w_in_full_, sb * shard_in_, Group::kFsdp);
@@ -250,6 +277,7 @@ void MoeLayer::dispatch_bwd() {
 
 void MoeLayer::grad_sync() {
   comm_.allreduce_f32(dw_gate_, d_.H * d_.E, Group::kWorld);
+  if (shared_) shared_->grad_sync();
   if (d_.fsdp == 1) return;
   comm_.reduce_scatter(dw_in_full_, dw_in_shard_, shard_in_, d_.grad_dtype, Group::kFsdp);
   comm_.reduce_scatter(dw_out_full_, dw_out_shard_, shard_out_, d_.grad_dtype, Group::kFsdp);
@@ -258,12 +286,16 @@ void MoeLayer::grad_sync() {
 std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
   const size_t sb = device_.storage_bytes(), gb = device_.bytes_of(d_.grad_dtype);
   const size_t T = size_t(d_.T), H = size_t(d_.H), E = size_t(d_.E), K = size_t(d_.K);
-  return {{"out", device_.digest(out_, sb * T * H)},
-          {"dx", device_.digest(dx_, sb * T * H)},
-          {"dw_gate", device_.digest(dw_gate_, 4 * H * E)},
-          {"dw_in", device_.digest(dw_in_shard_, gb * size_t(shard_in_))},
-          {"dw_out", device_.digest(dw_out_shard_, gb * size_t(shard_out_))},
-          {"idx", device_.digest(idx_, 4 * T * K)}};
+  std::vector<std::pair<std::string, uint64_t>> digests = {
+      {"out", device_.digest(out_, sb * T * H)},
+      {"dx", device_.digest(dx_, sb * T * H)},
+      {"dw_gate", device_.digest(dw_gate_, 4 * H * E)},
+      {"dw_in", device_.digest(dw_in_shard_, gb * size_t(shard_in_))},
+      {"dw_out", device_.digest(dw_out_shard_, gb * size_t(shard_out_))},
+      {"idx", device_.digest(idx_, 4 * T * K)}};
+  if (shared_)
+    for (auto& d : shared_->digests()) digests.push_back(std::move(d));
+  return digests;
 }
 
 StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
@@ -316,6 +348,13 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   };
   o.dw_in = grads(dw_in_full_, H * 2 * F);
   o.dw_out = grads(dw_out_full_, F * H);
+  if (shared_) {
+    if (want.expert_weights) {
+      o.w_sh_in = shared_->weights_in();
+      o.w_sh_out = shared_->weights_out();
+    }
+    shared_->gradients(o.dw_sh_in, o.dw_sh_out);
+  }
 
   std::vector<float> stats(2 * E + 1);
   device_.copy_to_host(stats.data(), stats_, 4 * stats.size());

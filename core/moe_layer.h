@@ -14,6 +14,7 @@
 #include "core/dispatcher.h"
 #include "core/mesh.h"
 #include "core/ops.h"
+#include "core/shared_experts.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -24,11 +25,13 @@ enum Phase : int {
   kFsdpGather,
   kRouterFwd,
   kLayout,
+  kSharedFwd,
   kDispatchFwd,
   kExpertsFwd,
   kCombineFwd,
   kCombineBwd,
   kExpertsBwd,
+  kSharedBwd,
   kDispatchBwd,
   kRouterBwd,
   kGradSync,
@@ -55,13 +58,18 @@ struct StepOutputs {
   // Gradients over the world's tokens of local experts [grad_expert_begin, grad_expert_begin + n).
   std::vector<float> dw_in, dw_out;
   int64_t grad_expert_begin = 0;
+  // The shared experts' full weights as used (when wanted) and their full gradients over the
+  // world's tokens, [S, H, 2F_sh] and [S, F_sh, H]; empty without shared experts.
+  std::vector<float> w_sh_in, w_sh_out, dw_sh_in, dw_sh_out;
   double aux = 0, z = 0;  // global
   double loss = 0;        // global sum <out, dout> + aux + z: set by the caller (a host reduction)
 };
 
 // What download_outputs copies of the experts, whose weights and gradients are most of the bytes
 // (DeepSeek-V3 at EP 1: 45 GB of each as floats): the weights only for a dump (the check makes its
-// own), and the gradients of local experts [grad_begin, grad_end) (grad_end -1: to the last).
+// own), and the gradients of local experts [grad_begin, grad_end) (grad_end -1: to the last). The
+// shared experts' gradients come whole (a small part of the bytes), their weights with the
+// experts'.
 struct OutputsWanted {
   bool expert_weights = true;
   int64_t grad_begin = 0, grad_end = -1;
@@ -92,7 +100,8 @@ class MoeLayer {
   StepOutputs download_outputs(const OutputsWanted& want = {});
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
   // download: out, dx, dw_gate, idx, and this rank's FSDP shards of dw_in and dw_out (every
-  // gradient element is then counted on exactly one rank of its EP group).
+  // gradient element is then counted on exactly one rank of its EP group); with shared experts
+  // also this rank's shards of dw_sh_in and dw_sh_out.
   std::vector<std::pair<std::string, uint64_t>> digest_outputs();
 
  private:
@@ -113,6 +122,7 @@ class MoeLayer {
   BufferPlan plan_;
   std::unique_ptr<PhaseTimer> timer_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<SharedExperts> shared_;  // null without shared experts
   std::vector<void*> owned_;
 
   // Parameters and their gradients.

@@ -109,6 +109,11 @@ class Ops {
   // dx_acc [T,H] fp32 = sum over the K returned rows of dx_send [T*K, H] storage.
   virtual void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                              float* dx_acc) = 0;
+  // The shared experts' part of a token's sums (kernels/cpu/shared_sum.h), rows [S, T, H]
+  // storage, one shared expert after another: out [T,H] storage = out + sum_s y_sh[s] (fp32 sum
+  // of the stored values, rounded once), and dx_acc [T,H] fp32 += sum_s dx_sh[s].
+  virtual void shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) = 0;
+  virtual void shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) = 0;
 };
 
 }  // namespace moe

@@ -181,11 +181,34 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
   }
 }
 
+// The shared experts for the own tokens of ps (ReferenceMath::shared_experts): each own token is
+// a pair of weight 1 with every shared expert.
+void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
+  const int64_t H = prob.model.hidden, F = prob.model.shared_ffn, S = prob.model.shared_experts;
+  BlockScratch scratch(H, F);
+  std::vector<Pair> pairs;
+  for (int64_t t = ps.token_begin; t < ps.token_end; ++t) {
+    const int64_t r = t - ps.token_begin;
+    pairs.push_back({&prob.x[t * H], &prob.dout[t * H], 1.0, ps.out ? ps.out + r * H : nullptr,
+                     nullptr, ps.backward && ps.dx ? ps.dx + r * H : nullptr});
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    double* dw_in = ps.backward && ps.dw_in ? ps.dw_in + s * H * 2 * F : nullptr;
+    double* dw_out = ps.backward && ps.dw_out ? ps.dw_out + s * F * H : nullptr;
+    for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
+      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0),
+                   &prob.w_sh_in[s * H * 2 * F], &prob.w_sh_out[s * F * H], ps.backward, dw_in,
+                   dw_out, scratch);
+  }
+}
+
 void check_problem(const ReferenceProblem& prob) {
   const auto& m = prob.model;
   const int64_t N = prob.tokens, H = m.hidden, F = m.ffn, E = m.experts;
   MOE_CHECK(N > 0 && H > 0 && F > 0 && E > 0 && m.topk > 0 && m.topk <= E,
             "bad shape N " << N << " H " << H << " F " << F << " E " << E << " K " << m.topk);
+  MOE_CHECK(m.shared_experts == 0 || m.shared_ffn > 0,
+            "shared experts " << m.shared_experts << " of width " << m.shared_ffn);
   MOE_CHECK(int64_t(prob.x.size()) == N * H && int64_t(prob.dout.size()) == N * H,
             "x / dout must hold N * H = " << N * H << " values");
   MOE_CHECK(!prob.router.expert_bias || int64_t(prob.expert_bias.size()) == E,
@@ -198,6 +221,9 @@ void check_weights(const ReferenceProblem& prob) {
   MOE_CHECK(int64_t(prob.w_gate.size()) == H * E, "w_gate must hold H * E = " << H * E);
   MOE_CHECK(int64_t(prob.w_in.size()) == E * H * 2 * F, "w_in must hold E * H * 2F");
   MOE_CHECK(int64_t(prob.w_out.size()) == E * F * H, "w_out must hold E * F * H");
+  const int64_t S = m.shared_experts, Fs = m.shared_ffn;
+  MOE_CHECK(int64_t(prob.w_sh_in.size()) == S * H * 2 * Fs, "w_sh_in must hold S * H * 2F_sh");
+  MOE_CHECK(int64_t(prob.w_sh_out.size()) == S * Fs * H, "w_sh_out must hold S * F_sh * H");
 }
 
 class CpuMath : public ReferenceMath {
@@ -212,6 +238,7 @@ class CpuMath : public ReferenceMath {
                const ExpertsPass& pass) override {
     run_experts(prob_, idx, dropped, p, pass);
   }
+  void shared_experts(const ExpertsPass& pass) override { run_shared(prob_, pass); }
   void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits, double* dx,
                        double* dw_gate) override {
     const int64_t H = prob_.model.hidden, E = prob_.model.experts;
@@ -418,6 +445,15 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   pass.dw_in = res.dw_in.data();
   pass.dw_out = res.dw_out.data();
   math.experts(idx.data(), dropped.data(), p.data(), pass);
+  if (prob.model.shared_experts > 0) {
+    const int64_t S = prob.model.shared_experts, Fs = prob.model.shared_ffn;
+    res.dw_sh_in.assign(S * H * 2 * Fs, 0.0);
+    res.dw_sh_out.assign(S * Fs * H, 0.0);
+    pass.dp = nullptr;
+    pass.dw_in = res.dw_sh_in.data();
+    pass.dw_out = res.dw_sh_out.data();
+    math.shared_experts(pass);
+  }
 
   // Own tokens: the loss's part, and the router's backward from dp plus aux and z.
   res.idx.assign(idx.begin() + token_begin * K, idx.begin() + token_end * K);
@@ -457,6 +493,7 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const ui
   pass.token_end = N;
   pass.out = out.data();
   run_experts(prob, idx, dropped, p.data(), pass);
+  if (prob.model.shared_experts > 0) run_shared(prob, pass);
   double dot = 0;
   for (int64_t i = 0; i < N * H; ++i) dot += out[i] * prob.dout[i];
   const std::vector<double> counts = expert_counts(idx, N, E, K);
@@ -468,19 +505,23 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const ui
 std::unique_ptr<ReferenceMath> cpu_reference_math_from_seed(const Workload& w,
                                                             ReferenceProblem& prob) {
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
-  // One expert at a time, to keep the float staging small.
-  std::vector<float> buf(H * E);
-  init_w_gate(w, buf.data());
-  prob.w_gate = to_double(buf);
-  prob.w_in.resize(E * H * 2 * F);
-  prob.w_out.resize(E * F * H);
-  buf.assign(H * 2 * F, 0.0f);
-  for (int64_t e = 0; e < E; ++e) {
-    init_w_in_range(w, e * H * 2 * F, (e + 1) * H * 2 * F, buf.data());
-    std::copy(buf.begin(), buf.begin() + H * 2 * F, prob.w_in.begin() + e * H * 2 * F);
-    init_w_out_range(w, e * F * H, (e + 1) * F * H, buf.data());
-    std::copy(buf.begin(), buf.begin() + F * H, prob.w_out.begin() + e * F * H);
-  }
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn;
+  // Through a float buffer of one expert at a time, to keep the staging small.
+  std::vector<float> buf;
+  auto fill = [&](const InitRule& rule, int64_t n, int64_t chunk, std::vector<double>& dst) {
+    dst.resize(n);
+    buf.resize(std::max<int64_t>(chunk, 1));
+    for (int64_t b = 0; b < n; b += chunk) {
+      const int64_t e = std::min(n, b + chunk);
+      init_range(rule, b, e, buf.data());
+      std::copy(buf.begin(), buf.begin() + (e - b), dst.begin() + b);
+    }
+  };
+  fill(w_gate_rule(w), H * E, H * E, prob.w_gate);
+  fill(w_in_rule(w), E * H * 2 * F, H * 2 * F, prob.w_in);
+  fill(w_out_rule(w), E * F * H, F * H, prob.w_out);
+  fill(w_sh_in_rule(w), S * H * 2 * Fs, H * 2 * Fs, prob.w_sh_in);
+  fill(w_sh_out_rule(w), S * Fs * H, Fs * H, prob.w_sh_out);
   return cpu_reference_math(prob);
 }
 
@@ -546,6 +587,13 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,
                     "the reference's dw_gate sum", in.timeout_s);
+  // So were the shared experts' gradients.
+  for (std::vector<double>* g : {&res.dw_sh_in, &res.dw_sh_out}) {
+    if (g->empty()) continue;  // no shared experts, on every rank
+    MOE_CHECK(g->size() <= size_t(INT_MAX), "shared-expert gradient too large for one MPI count");
+    allreduce_bounded(g->data(), int(g->size()), MPI_DOUBLE, MPI_SUM, world,
+                      "the reference's shared-expert gradient sum", in.timeout_s);
+  }
   double dot = 0;
   for (int64_t i = 0; i < T * H; ++i) dot += res.out[i] * prob.dout[rank * T * H + i];
   allreduce_bounded(&dot, 1, MPI_DOUBLE, MPI_SUM, world, "the reference's loss sum", in.timeout_s);

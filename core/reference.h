@@ -35,6 +35,9 @@ struct ReferenceResult {
   std::vector<double> dw_gate;  // [H, E] summed over the world's tokens
   std::vector<double> dw_in;    // [E_part, H, 2F] the asked experts, over the world's tokens
   std::vector<double> dw_out;   // [E_part, F, H]
+  // The shared experts' gradients [S, H, 2F_sh] and [S, F_sh, H] (empty without them): over the
+  // world's tokens from compute_reference, over the own tokens from reference_step.
+  std::vector<double> dw_sh_in, dw_sh_out;
   std::vector<int32_t>
       idx;                // [T, K] routing used (the reference's, or the backend's at a near tie)
   std::vector<double> p;  // [T, K]
@@ -79,6 +82,8 @@ struct ReferenceProblem {
   std::vector<double> w_gate;       // [H, E]
   std::vector<double> w_in;         // [E, H, 2F]
   std::vector<double> w_out;        // [E, F, H]
+  std::vector<double> w_sh_in;      // [S, H, 2F_sh] the shared experts (model.shared_experts)
+  std::vector<double> w_sh_out;     // [S, F_sh, H]
   std::vector<int32_t> forced_idx;  // [N, K] a forced routing.mode's experts; empty: learned
   // Capacity: each group of `capacity_group` consecutive tokens (one source rank's) sends each
   // expert at most `capacity` rows (0: dropless), dropping the lowest p or the later (t, k).
@@ -118,6 +123,11 @@ class ReferenceMath {
   // dw_gate [H, E] += x^T dlogits.
   virtual void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits,
                                double* dx, double* dw_gate) = 0;
+  // The shared experts (MATH.md "Shared experts") for the own tokens of `pass`: every one through
+  // every shared expert with weight 1, out [T, H] += y and, backward, dx [T, H] += its gradient and
+  // dw_in [S, H, 2F_sh], dw_out [S, F_sh, H] += the own tokens' gradients. Its expert range and dp
+  // are not read.
+  virtual void shared_experts(const ExpertsPass& pass) = 0;
 };
 
 // The float64 loops over prob's own weights (which must be filled), pair by pair.
@@ -126,10 +136,11 @@ std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob);
 // The step for "own" tokens [token_begin, token_end) and "local" experts [expert_begin,
 // expert_end). Routing, the near-tie handling against got_idx ([N, K], or nullptr: no comparison),
 // the routing counts, aux and z cover all N tokens. out, dx, idx and p are the own tokens'; dw_in
-// and dw_out are the local experts', summed over all N tokens. dw_gate and the <out, dout> part of
-// `loss` cover only the own tokens (loss = that part + aux + z): a caller that splits the tokens
-// over ranks sums them. With all tokens and experts own, the result is the whole step.
-// got_dropped ([N, K] or nullptr) is the backend's capacity drops, adopted only at near ties.
+// and dw_out are the local experts', summed over all N tokens. dw_gate, dw_sh_in, dw_sh_out and
+// the <out, dout> part of `loss` cover only the own tokens (loss = that part + aux + z): a caller
+// that splits the tokens over ranks sums them. With all tokens and experts own, the result is the
+// whole step. got_dropped ([N, K] or nullptr) is the backend's capacity drops, adopted only at near
+// ties.
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
                                const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
                                int64_t expert_begin, int64_t expert_end);

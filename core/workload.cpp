@@ -67,6 +67,18 @@ void resolve_and_validate(Workload& w, int world_size) {
   MOE_USER_CHECK(w.expert_grad_dtype == DType::kFp32 || w.dtype == DType::kBf16,
                  "expert_grad_dtype = \"bf16\" with dtype = \"fp32\": gradients narrower than "
                  "the weights they train; set expert_grad_dtype to \"fp32\" or dtype to \"bf16\"");
+  MOE_USER_CHECK(m.shared_experts >= 0 && m.shared_experts <= kMaxSharedExperts,
+                 "model.shared_experts = " << m.shared_experts << " must be between 0 (none) and "
+                                           << kMaxSharedExperts
+                                           << " (DeepSeek-V3 has 1, DeepSeek-MoE 16B 2)");
+  MOE_USER_CHECK(m.shared_ffn >= 0, "model.shared_ffn = " << m.shared_ffn
+                                                          << " must be a positive integer (or 0 "
+                                                             "without shared experts)");
+  MOE_USER_CHECK(m.shared_experts == 0 || m.shared_ffn > 0,
+                 "model.shared_experts = " << m.shared_experts
+                                           << " needs each shared expert's FFN width: set "
+                                              "model.shared_ffn (DeepSeek-V3: 2048), e.g. --set "
+                                              "model.shared_ffn=2048");
   MOE_USER_CHECK(m.topk <= m.experts,
                  "model.topk = " << m.topk << " exceeds model.experts = " << m.experts
                                  << " (a token cannot pick more experts than exist); "
@@ -217,31 +229,38 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   const int64_t T = w.tokens_per_rank, W = world_size, E_local = E / w.mesh.ep;
   // The fsdp ranks of one EP position split the weight gradients of their experts.
   const int64_t P = prod({(E_local + w.mesh.fsdp - 1) / w.mesh.fsdp, 3, H, F});
+  // The shared experts' weights (S x F_sh wide in all), their gradients on every rank.
+  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t shared = prod({S, 3, H, Fs});
   ReferenceBytes b;
   auto add = [](int64_t& to, std::initializer_list<int64_t> factors) {
     to = sum({to, prod(factors)});
   };
   if (!on_gpu) add(b.host, {E, 3, H, F, 8});  // every expert's weights, float64
+  if (!on_gpu) add(b.host, {shared, 8});      // the shared experts' weights
   add(b.host, {2, W, T, H, 8});               // the world's x and dout
   add(b.host, {W, T, K, 16});                 // the world's routing: idx, p, the backend's idx
   add(b.host, {W, T, E, 8});                  // the world's logits
   add(b.host, {2, T, H, 8});                  // out, dx
   add(b.host, {P, 8});                        // dw_in, dw_out of this rank's experts
+  add(b.host, {shared, 8});                   // dw_sh_in, dw_sh_out
   add(b.host, {H, E, 8});                     // dw_gate
   // The backend's results copied to the host as floats for the comparison (MoeLayer::
   // download_outputs with the check's OutputsWanted: no expert weights, and the gradients of
   // this rank's share of its experts only).
   add(b.host, {P, 4});        // dw_in, dw_out of this rank's experts
+  add(b.host, {shared, 4});   // dw_sh_in, dw_sh_out
   add(b.host, {4, T, H, 4});  // x, dout, out, dx
   add(b.host, {2, H, E, 4});  // w_gate, dw_gate
   add(b.host, {T, K, 9});     // idx, p, dropped
   if (on_gpu) {
-    add(b.device, {2, W, T, H, 4});  // the world's x and dout, fp32
-    add(b.device, {W, T, E, 4});     // logits
-    add(b.device, {H, E, 8});        // w_gate and its gradient
-    add(b.device, {4, 3, H, F});     // one expert's weights, fp32
-    add(b.device, {4, 3, H, F});     // and their gradients
-    add(b.device, {2, T, H, 4});     // out, dx
+    add(b.device, {2, W, T, H, 4});        // the world's x and dout, fp32
+    add(b.device, {W, T, E, 4});           // logits
+    add(b.device, {H, E, 8});              // w_gate and its gradient
+    const int64_t Fmax = std::max(F, Fs);  // the routed experts or a shared one
+    add(b.device, {4, 3, H, Fmax});        // one expert's weights, fp32
+    add(b.device, {4, 3, H, Fmax});        // and their gradients
+    add(b.device, {2, T, H, 4});           // out, dx
     // A chunk of one expert's rows: at most 2 GiB of activations (kernels/cuda/reference.cu).
     add(b.device, {int64_t(2) << 30});
   }

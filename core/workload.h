@@ -21,7 +21,9 @@ enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
 // Which phases of the step run beside others: a schedule, never a change of the work or of any
 // result. kDispatchBwd: dispatch_bwd (dx back to its tokens' ranks, and the unpermute) runs on the
-// backend's side lane beside experts_bwd's weight gradients, which it does not touch.
+// backend's side lane beside experts_bwd's weight gradients, which it does not touch (and beside
+// shared_bwd); with shared experts, any overlap runs shared_fwd on the side lane beside
+// dispatch_fwd.
 enum class Overlap { kNone, kDispatchBwd };
 // The CUDA backend's expert GEMMs: kAuto chooses per workload in warm-up (app/gemm_choice.h);
 // kLtMultistream is a cuBLASLt call per expert over gemm.streams side streams; kGroupedBatched one
@@ -48,6 +50,10 @@ struct ModelShape {
   int64_t ffn = 0;      // F (per expert; w_in is [H, 2F])
   int64_t experts = 0;  // E
   int64_t topk = 0;     // K
+  // Shared experts (MATH.md "Shared experts"): S dense SwiGLU FFNs of width F_sh that every token
+  // passes through with weight 1. shared_ffn is read only when shared_experts > 0.
+  int64_t shared_experts = 0;  // S
+  int64_t shared_ffn = 0;      // F_sh
 };
 
 struct RouterConfig {
@@ -113,6 +119,9 @@ struct Workload {
 // The most timed or warm-up steps a run takes (10^7: over 13 hours at 5 ms a step), so that step
 // counts and their sums never overflow.
 constexpr int64_t kMaxSteps = 10000000;
+// The most shared experts a workload may have: published models have 1 to 8 (a bound that keeps
+// every product of shapes far from overflow).
+constexpr int64_t kMaxSharedExperts = 64;
 
 // Parses JSON text into a workload. Throws UserError naming the key (unknown keys, wrong types,
 // bad enum values) or, for malformed JSON, the line and column.

@@ -165,6 +165,12 @@ const std::vector<KeySpec>& schema() {
                        "F, each expert's FFN width (w_in is [H, 2F], w_out [F, H])"),
       required_int_key("model.experts", MOE_FIELD(model.experts), "E, number of experts"),
       required_int_key("model.topk", MOE_FIELD(model.topk), "K, experts per token"),
+      int_key("model.shared_experts", MOE_FIELD(model.shared_experts),
+              "S, shared experts: dense SwiGLU FFNs every token passes through with weight 1, "
+              "added to the routed output (DeepSeek-V3: 1); 0 = none"),
+      int_key("model.shared_ffn", MOE_FIELD(model.shared_ffn),
+              "F_sh, each shared expert's FFN width (w_sh_in is [S, H, 2F_sh], w_sh_out "
+              "[S, F_sh, H]); needed when model.shared_experts > 0"),
       enum_key("router.score", MOE_FIELD(router.score), "score function over the router logits"),
       plain_key("router.softmax_after_topk", Kind::kBool, MOE_FIELD(router.softmax_after_topk),
                 "Mixtral style: p = softmax of the K selected logits (softmax only)"),
@@ -218,7 +224,8 @@ const std::vector<KeySpec>& schema() {
       how(enum_key("overlap", MOE_FIELD(overlap),
                    "which phases run beside others (a schedule; results stay bitwise equal): "
                    "dispatch_bwd runs the backward all-to-all of dx and the unpermute beside the "
-                   "weight-gradient GEMMs")),
+                   "weight-gradient GEMMs (and the shared experts' backward), and the shared "
+                   "experts' forward beside dispatch_fwd")),
       how(enum_key("gemm.method", MOE_FIELD(gemm.method),
                    "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
                    "cuBLASLt call per expert over side streams; grouped_batched one "

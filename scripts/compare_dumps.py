@@ -20,6 +20,7 @@ from verify_dump import Malformed, load_dump, route  # noqa: E402  (the same loa
 NEAR_TIE = 1e-3
 INPUTS = ("x", "dout", "w_gate", "w_in", "w_out")
 TENSORS = ("out", "dx", "p", "dw_gate", "dw_in", "dw_out")
+SHARED_INPUTS, SHARED_TENSORS = ("w_sh_in", "w_sh_out"), ("dw_sh_in", "dw_sh_out")  # with shared experts
 
 
 
@@ -37,7 +38,8 @@ def compare(dir_a, dir_b, log=print):
         diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
         raise Malformed(f"the dumps are of different workloads or meshes: {diff}")
     ok = True
-    for name in INPUTS + (("expert_bias",) if ca["expert_bias"] else ()):
+    shared = ca["S"] > 0
+    for name in INPUTS + (("expert_bias",) if ca["expert_bias"] else ()) + (SHARED_INPUTS if shared else ()):
         same = all(np.array_equal(x[name], y[name]) for x, y in zip(ra, rb))
         log(f"{'input ' + name:<18} {'bitwise equal' if same else 'DIFFERENT':>26}  "
             f"{'PASS' if same else 'FAIL'}")
@@ -67,7 +69,7 @@ def compare(dir_a, dir_b, log=print):
         p = np.concatenate([r["p"] for r in ranks])
         return np.take_along_axis(p, np.argsort(idx, axis=1, kind="stable"), axis=1)
 
-    for name in TENSORS:
+    for name in TENSORS + (SHARED_TENSORS if shared else ()):
         if name == "p":
             a, b = p_sorted(ra)[~differ], p_sorted(rb)[~differ]
         else:

@@ -3,11 +3,12 @@
 
   verify_dump.py DIR [--tol-scale S]    exit 0: every check passes, 1: a check fails, 2: malformed dump
   verify_dump.py --self-test            builds tiny dumps with a separate per-token implementation
+                                        (scripts/verify_dump_selftest.py)
 
 DIR/rank<R>/ holds meta.json and float32 .npy files (idx int32) written by rank R after the checked step.
 Everything is recomputed in float64 from the dumped (already rounded) inputs; only numpy + stdlib.
 """
-import argparse, json, os, re, shutil, sys, tempfile  # noqa: E401 (stdlib only, plus numpy)
+import argparse, json, os, re, sys  # noqa: E401 (stdlib only, plus numpy)
 
 import numpy as np
 
@@ -18,6 +19,7 @@ META_KEYS = ("rank", "world", "ep", "fsdp", "ep_rank", "fsdp_rank", "experts_beg
              "T", "H", "F", "E", "K", "dtype", "router", "loss", "aux", "z")
 # The tensors whose check tolerance the dump carries (meta.json "tolerances").
 TOLERANCES = ("out", "dx", "p", "aux", "z", "dw_gate", "dw_in", "dw_out")
+SHARED_GRADS = ("dw_sh_in", "dw_sh_out")  # with shared experts: gradients every rank holds whole
 ROUTER_KEYS = ("score", "softmax_after_topk", "normalize_topk", "scaling", "groups", "group_topk",
                "expert_bias", "aux_coeff", "z_coeff")
 
@@ -80,8 +82,24 @@ def route(logits, bias, c):
                 else np.full(N, np.inf))
 
 
-def model(X, DOUT, Wg, Win, Wout, idx, c, grad=True):
-    """Forward, losses and (grad=True) the full backward of MATH.md for fixed routing idx [N, K]."""
+def swiglu_ffn(x, wi, wo, F):
+    """MATH.md step 7 for rows x [n, H]: y [n, H], and back(dy) -> (dx, dw_in, dw_out)."""
+    h = x @ wi
+    g, u = h[:, :F], h[:, F:]
+    sg = sigmoid(g)
+    silu = g * sg
+    a = silu * u                           # a = silu(gate) * up
+
+    def back(dy):
+        da = dy @ wo.T
+        dh = np.concatenate([da * u * sg * (1.0 + g * (1.0 - sg)), da * silu], axis=1)  # silu' = sg (1 + g (1 - sg))
+        return dh @ wi.T, x.T @ dh, a.T @ dy
+    return a @ wo, back
+
+
+def model(X, DOUT, Wg, Win, Wout, idx, c, grad=True, shared=None):
+    """Forward, losses and (grad=True) the full backward of MATH.md for fixed routing idx [N, K];
+    shared = (w_sh_in [S, H, 2F_sh], w_sh_out [S, F_sh, H]) adds the shared experts."""
     N, H = X.shape
     E, K, F = c["E"], c["K"], c["F"]
     logits = X @ Wg
@@ -100,24 +118,22 @@ def model(X, DOUT, Wg, Win, Wout, idx, c, grad=True):
         t, k = np.nonzero(idx == e)       # each token at most once per expert: t has no repeats
         if t.size == 0:
             continue
-        xe, wi, wo = X[t], Win[e].astype(f64), Wout[e].astype(f64)
-        h = xe @ wi
-        g, u = h[:, :F], h[:, F:]
-        sg = sigmoid(g)
-        silu = g * sg
-        a = silu * u                       # a = silu(gate) * up
-        y = a @ wo
+        y, back = swiglu_ffn(X[t], Win[e].astype(f64), Wout[e].astype(f64), F)
         out[t] += p[t, k, None] * y
         dp[t, k] = np.einsum("nh,nh->n", y, DOUT[t])
         if grad:
-            dy = p[t, k, None] * DOUT[t]
-            da = dy @ wo.T
-            dWout[e] = a.T @ dy
-            dg = da * u * sg * (1.0 + g * (1.0 - sg))   # silu'(g) = sig(g) (1 + g (1 - sig(g)))
-            du = da * silu
-            dh = np.concatenate([dg, du], axis=1)
-            dX[t] += dh @ wi.T
-            dWin[e] = xe.T @ dh
+            dxe, dWin[e], dWout[e] = back(p[t, k, None] * DOUT[t])
+            dX[t] += dxe
+    # Shared experts: every token at weight 1 (dy = dout); their gradients over all N tokens.
+    dWsi, dWso = [], []
+    for wi, wo in zip(*shared) if shared is not None else ():
+        y, back = swiglu_ffn(X, wi.astype(f64), wo.astype(f64), c["Fs"])
+        out += y
+        if grad:
+            dxs, dwi, dwo = back(DOUT)
+            dX += dxs
+            dWsi.append(dwi)
+            dWso.append(dwo)
 
     counts = np.bincount(idx.ravel(), minlength=E).astype(f64)   # c_e: constants for the gradient
     ssum = s.sum(axis=1, keepdims=True)
@@ -151,6 +167,8 @@ def model(X, DOUT, Wg, Win, Wout, idx, c, grad=True):
     dlog += (2.0 * c["z_coeff"] / N) * lse[:, None] * softmax(logits)   # d lse / d logits = softmax
     dX += dlog @ Wg.T
     res.update(dx=dX, dw_gate=X.T @ dlog, dw_in=dWin, dw_out=dWout)
+    if shared is not None:
+        res.update(dw_sh_in=np.array(dWsi), dw_sh_out=np.array(dWso))
     return res
 
 
@@ -202,6 +220,8 @@ def load_dump(d, allow_controls=False):
                           "layer only (the in-process reference checks the routing controls); dump a run "
                           "with routing.mode=learned and capacity_factor=null")
     c = dict(m0["router"], **{k: m0[k] for k in ("world", "ep", "fsdp", "T", "H", "F", "E", "K", "dtype")})
+    # Shared experts (dumps from before them have none).
+    c["S"], c["Fs"] = m0.get("shared_experts", 0), m0.get("shared_ffn", 0)
     E, K, G, Gk, ep = c["E"], c["K"], c["groups"], c["group_topk"], c["ep"]
     bad = [why for cond, why in [
         (world == ep * c["fsdp"], "world != ep * fsdp"), (E % ep == 0, "E % ep != 0"),
@@ -209,7 +229,9 @@ def load_dump(d, allow_controls=False):
         (1 <= Gk <= G and K % Gk == 0, "group_topk must divide K and be <= groups"),
         (K // Gk <= E // G and K <= Gk * (E // G), "K too large for the kept groups"),
         (c["score"] in ("softmax", "sigmoid"), "router.score"), (c["dtype"] in ("bf16", "fp32"), "dtype"),
-        (not c["softmax_after_topk"] or c["score"] == "softmax", "softmax_after_topk needs softmax")] if not cond]
+        (not c["softmax_after_topk"] or c["score"] == "softmax", "softmax_after_topk needs softmax"),
+        (isinstance(c["S"], int) and isinstance(c["Fs"], int) and c["S"] >= 0 and (c["S"] == 0 or c["Fs"] > 0),
+         "shared_experts / shared_ffn")] if not cond]
     if bad:
         raise Malformed(f"{d}: bad metadata: {bad}")
     T, H, F, El = c["T"], c["H"], c["F"], E // ep
@@ -218,6 +240,9 @@ def load_dump(d, allow_controls=False):
                   dw_in=(El, H, 2 * F), dw_out=(El, F, H))
     if c["expert_bias"]:
         shapes["expert_bias"] = (E,)
+    S, Fs = c["S"], c["Fs"]
+    if S:
+        shapes.update(w_sh_in=(S, H, 2 * Fs), w_sh_out=(S, Fs, H), dw_sh_in=(S, H, 2 * Fs), dw_sh_out=(S, Fs, H))
     ranks = []
     for rk in range(world):
         m = metas[rk]
@@ -229,7 +254,8 @@ def load_dump(d, allow_controls=False):
         if not all(isinstance(m[k], (int, float)) for k in ("loss", "aux", "z")):
             raise Malformed(f"rank{rk}/meta.json: loss, aux and z must be numbers")
         tols = m.get("tolerances")
-        if not isinstance(tols, dict) or not all(isinstance(tols.get(t), (int, float)) for t in TOLERANCES):
+        if not isinstance(tols, dict) or not all(isinstance(tols.get(t), (int, float))
+                                                 for t in TOLERANCES + (SHARED_GRADS if S else ())):
             raise Malformed(f"rank{rk}/meta.json: no tolerances for {list(TOLERANCES)} (moebench "
                             f"writes the check's into every dump; this one is older): dump again")
         a = dict(meta=m)
@@ -294,6 +320,9 @@ def verify(d, tol_scale=1.0, log=print):
     if c["expert_bias"]:
         rw.append(spread([a["expert_bias"] for a in ranks]))
     rep.row("router replicas", "-", max(rw), 0.0, max(rw) == 0.0, "w_gate/expert_bias on all ranks")
+    if c["S"]:
+        rs = max(spread([a[w] for a in ranks]) for w in ("w_sh_in", "w_sh_out"))
+        rep.row("shared replicas", "-", rs, 0.0, rs == 0.0, "w_sh_in/w_sh_out on all ranks")
     sw = [spread([ranks[f * ep + j][w] for f in range(c["fsdp"])]) for j in range(ep)
           for w in ("w_in", "w_out")]
     rep.row("fsdp replicas", "-", max(sw), 0.0, max(sw) == 0.0, "w_in/w_out on FSDP peers")
@@ -304,7 +333,8 @@ def verify(d, tol_scale=1.0, log=print):
     bias = ranks[0]["expert_bias"].astype(f64) if c["expert_bias"] else None
     Win = np.concatenate([ranks[j]["w_in"] for j in range(ep)])    # expert e on ep_rank e // El
     Wout = np.concatenate([ranks[j]["w_out"] for j in range(ep)])
-    fin = all(np.all(np.isfinite(v)) for v in (X, DOUT, Wg, Win, Wout))
+    shared = (ranks[0]["w_sh_in"], ranks[0]["w_sh_out"]) if c["S"] else None
+    fin = all(np.all(np.isfinite(v)) for v in (X, DOUT, Wg, Win, Wout) + (shared or ()))
     rep.row("inputs finite", "-", "-", "-", fin, "x, dout, w_gate, w_in, w_out")
     if not fin:
         log(f"verify_dump: {sum(ok for _, ok in rep.rows)}/{len(rep.rows)} FAIL")
@@ -341,7 +371,7 @@ def verify(d, tol_scale=1.0, log=print):
         log(f"    token {t} (rank {t // T}): dumped {dumped[t].tolist()} reference {rt['idx'][t].tolist()} "
             f"expert gap {rt['expert_gap'][t]:.2e} group gap {rt['group_gap'][t]:.2e}")
 
-    ref = model(X, DOUT, Wg, Win, Wout, idx, c)
+    ref = model(X, DOUT, Wg, Win, Wout, idx, c, shared=shared)
     # The check's own tolerances (MATH.md), as moebench wrote them into the dump.
     tol = {t: v * tol_scale for t, v in ranks[0]["meta"]["tolerances"].items()}
     tok = [slice(r * T, r * T + T) for r in range(world)]
@@ -351,6 +381,8 @@ def verify(d, tol_scale=1.0, log=print):
     rep.compare("dw_gate", [a["dw_gate"] for a in ranks], [ref["dw_gate"]] * world, tol["dw_gate"])
     for name in ("dw_in", "dw_out"):
         rep.compare(name, [a[name] for a in ranks], [ref[name][s] for s in exp], tol[name])
+    for name in SHARED_GRADS if c["S"] else ():
+        rep.compare(name, [a[name] for a in ranks], [ref[name]] * world, tol[name])
     for name in ("aux", "z", "loss"):
         rep.compare(name, [np.float64(a["meta"][name]) for a in ranks], [np.float64(ref[name])] * world,
                     tol.get(name, tol["out"]))
@@ -360,227 +392,6 @@ def verify(d, tol_scale=1.0, log=print):
     return all_ok, rep
 
 
-# ----------------------------------------------------------------------------------------------------
-# Self-test: a deliberately different "backend" (per-token loops with explicit Jacobians), dumped in
-# the moebench format, must pass; corrupted dumps must fail.
-
-def loop_backend(X, DOUT, Wg, bias, Win, Wout, c, tie_high=False):
-    """Straight from MATH.md, one token at a time. tie_high breaks exact ties towards the HIGHER id,
-    which MATH.md allows as a near-tie flip, so the verifier's adoption path gets exercised."""
-    N, H = X.shape
-    E, K, F, G, Gk = c["E"], c["K"], c["F"], c["groups"], c["group_topk"]
-    softmax_score = c["score"] == "softmax"
-    logits = [Wg.T @ X[t] for t in range(N)]
-    routes = []
-    for t in range(N):
-        s = softmax(logits[t]) if softmax_score else 1.0 / (1.0 + np.exp(-logits[t]))
-        q = [s[e] + (bias[e] if bias is not None else 0.0) for e in range(E)]
-        allowed = list(range(E))
-        if G > 1:
-            size = E // G
-            gsc = [sum(sorted(q[g * size:(g + 1) * size], reverse=True)[:K // Gk]) for g in range(G)]
-            kept = sorted(range(G), key=lambda g: (-gsc[g], g))[:Gk]
-            allowed = [e for e in allowed if e // size in kept]
-        routes.append(sorted(allowed, key=lambda e: (-q[e], -e if tie_high else e))[:K])
-    counts = np.bincount(np.ravel(routes), minlength=E).astype(f64)
-    coef = c["aux_coeff"] * E / (K * N * N)
-    out, dx, p_all, dWg = np.zeros((N, H)), np.zeros((N, H)), np.zeros((N, K)), np.zeros(Wg.shape)
-    dWin, dWout = np.zeros(Win.shape), np.zeros(Wout.shape)
-    aux = z = 0.0
-    for t in range(N):
-        l, ex = logits[t], routes[t]
-        if softmax_score:
-            s = softmax(l)
-            Js = np.diag(s) - np.outer(s, s)                     # ds/dl
-        else:
-            s = 1.0 / (1.0 + np.exp(-l))
-            Js = np.diag(s * (1.0 - s))
-        if c["softmax_after_topk"]:
-            pr = softmax(l[ex])
-            Jp = np.zeros((K, E))
-            Jp[:, ex] = np.diag(pr) - np.outer(pr, pr)
-        else:
-            pr, Jp = s[ex], Js[ex, :]
-        if c["normalize_topk"]:
-            S = pr.sum() + 1e-20
-            Jn, pn = np.eye(K) / S - np.outer(pr, np.ones(K)) / S ** 2, pr / S
-        else:
-            Jn, pn = np.eye(K), pr
-        p = c["scaling"] * pn
-        Jfull = c["scaling"] * Jn @ Jp                          # dp/dl, [K, E]
-        p_all[t] = p
-        dp = np.zeros(K)
-        for k, e in enumerate(ex):
-            h = X[t] @ Win[e]
-            g, u = h[:F], h[F:]
-            sg = 1.0 / (1.0 + np.exp(-g))
-            a = g * sg * u
-            y = a @ Wout[e]
-            out[t] += p[k] * y
-            dp[k], dy = y @ DOUT[t], p[k] * DOUT[t]
-            da = Wout[e] @ dy
-            dWout[e] += np.outer(a, dy)
-            dh = np.concatenate([da * u * (sg + g * sg * (1.0 - sg)), da * g * sg])
-            dx[t] += Win[e] @ dh
-            dWin[e] += np.outer(X[t], dh)
-        dl = Jfull.T @ dp
-        if softmax_score:
-            r, Jr = s, Js
-        else:
-            S2 = s.sum()
-            r, Jr = s / S2, (np.eye(E) / S2 - np.outer(s, np.ones(E)) / S2 ** 2) @ Js
-        aux += coef * (counts @ r)
-        dl += Jr.T @ (coef * counts)
-        lse = np.log(np.sum(np.exp(l)))
-        z += c["z_coeff"] / N * lse ** 2
-        dl += c["z_coeff"] / N * 2.0 * lse * np.exp(l) / np.sum(np.exp(l))
-        dx[t] += Wg @ dl
-        dWg += np.outer(X[t], dl)
-    loss = float(np.sum(out * DOUT)) + aux + z
-    return dict(idx=np.array(routes), p=p_all, out=out, dx=dx, dw_gate=dWg, dw_in=dWin, dw_out=dWout,
-                aux=aux, z=z, loss=loss)
-
-
-def to_bf16(a):
-    """Round float32 values to the nearest bf16 (ties to even), kept as float32."""
-    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-    return u.astype(np.uint32).view(np.float32)
-
-
-def make_case(d, router, dtype, seed, world=4, ep=2, T=6, H=16, F=8, E=8, K=2, tie=False):
-    """Random inputs, loop_backend results, written as DIR/rank<R>/ the way moebench dumps them."""
-    rng = np.random.default_rng(seed)
-    c = dict(router, E=E, K=K, F=F, T=T)
-    N, El = world * T, E // ep
-    rnd = (lambda a: to_bf16(a)) if dtype == "bf16" else (lambda a: np.asarray(a, np.float32))
-    X, DOUT = rnd(rng.standard_normal((N, H))), rnd(rng.standard_normal((N, H)))
-    Wg = rng.standard_normal((H, E)) / np.sqrt(H)
-    if tie:
-        Wg[:, E - 1] = Wg[:, E - 2]          # experts E-2 and E-1 tie exactly on every token
-    Wg = rnd(Wg)
-    bias = rnd(0.1 * rng.standard_normal(E)) if router["expert_bias"] else None
-    Win = rnd(rng.standard_normal((E, H, 2 * F)) / np.sqrt(H))
-    Wout = rnd(rng.standard_normal((E, F, H)) / np.sqrt(F))
-    b = loop_backend(*(v.astype(f64) if v is not None else None for v in (X, DOUT, Wg, bias, Win, Wout)),
-                     c, tie_high=tie)
-    outs = (lambda a: to_bf16(a)) if dtype == "bf16" else (lambda a: np.asarray(a, np.float32))
-    for r in range(world):
-        er, fr = r % ep, r // ep                 # rank = fsdp_rank * ep + ep_rank
-        ts, es = slice(r * T, r * T + T), slice(er * El, er * El + El)
-        rd = os.path.join(d, f"rank{r}")
-        os.makedirs(rd)
-        meta = dict(rank=r, world=world, ep=ep, fsdp=world // ep, ep_rank=er, fsdp_rank=fr,
-                    experts_begin=er * El, experts_end=er * El + El, T=T, H=H, F=F, E=E, K=K,
-                    dtype=dtype, router=router, loss=b["loss"], aux=b["aux"], z=b["z"],
-                    # As moebench writes them (core/check.cpp's tolerance_for, MATH.md).
-                    tolerances={t: (1e-5 if dtype == "fp32" else 2e-2 if t.startswith("dw") else 1e-2)
-                                for t in TOLERANCES})
-        with open(os.path.join(rd, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=1)
-        arrays = dict(x=X[ts], dout=DOUT[ts], w_gate=Wg, w_in=Win[es], w_out=Wout[es],
-                      idx=b["idx"][ts].astype(np.int32), p=np.float32(b["p"][ts]), out=outs(b["out"][ts]),
-                      dx=outs(b["dx"][ts]), dw_gate=np.float32(b["dw_gate"]),
-                      dw_in=np.float32(b["dw_in"][es]), dw_out=np.float32(b["dw_out"][es]))
-        if bias is not None:
-            arrays["expert_bias"] = bias
-        for name, arr in arrays.items():
-            np.save(os.path.join(rd, name + ".npy"), arr)
-    return c, dict(X=X, DOUT=DOUT, Wg=Wg, bias=bias, Win=Win, Wout=Wout)
-
-
-def fd_check(inp, c, rng, per_tensor=4):
-    """Central differences of the verifier's loss (routing fixed) against its analytic gradient."""
-    v = {k: (a.astype(f64) if a is not None else None) for k, a in inp.items()}
-    idx = route(v["X"] @ v["Wg"], v["bias"], c)["idx"]
-    loss = lambda: model(v["X"], v["DOUT"], v["Wg"], v["Win"], v["Wout"], idx, c, grad=False)["loss"]
-    ref = model(v["X"], v["DOUT"], v["Wg"], v["Win"], v["Wout"], idx, c)
-    worst = 0.0
-    for key, gname in (("X", "dx"), ("Wg", "dw_gate"), ("Win", "dw_in"), ("Wout", "dw_out")):
-        g, arr = ref[gname], v[key]
-        cand = np.argwhere(np.abs(g) > 0.1 * np.abs(g).max())   # entries with a real gradient
-        for i in cand[rng.choice(len(cand), size=min(per_tensor, len(cand)), replace=False)]:
-            i = tuple(i)
-            old, eps = arr[i], 1e-6
-            arr[i] = old + eps
-            lp = loss()
-            arr[i] = old - eps
-            lm = loss()
-            arr[i] = old
-            fd = (lp - lm) / (2 * eps)
-            worst = max(worst, abs(fd - g[i]) / max(abs(g[i]), 1e-3 * np.abs(g).max()))
-    return worst
-
-
-def self_test():
-    base = dict(score="softmax", softmax_after_topk=False, normalize_topk=False, scaling=1.0, groups=1,
-                group_topk=1, expert_bias=False, aux_coeff=0.0, z_coeff=0.0)
-    cases = [("softmax, exact ties flipped", base, "fp32", True),
-             ("sigmoid groups bias aux z", dict(base, score="sigmoid", groups=4, group_topk=2,
-                                                normalize_topk=True, scaling=2.5, expert_bias=True,
-                                                aux_coeff=0.01, z_coeff=0.001), "bf16", False),
-             ("softmax_after_topk groups", dict(base, softmax_after_topk=True, normalize_topk=True, groups=2,
-                                                group_topk=1, aux_coeff=0.01, z_coeff=0.001), "fp32", False)]
-    quiet = lambda *a: None
-    failures = []
-
-    def expect(what, got, want):
-        print(f"self-test: {what}: {got} (expected {want}) {'ok' if got == want else 'WRONG'}")
-        if got != want:
-            failures.append(what)
-
-    def run(d):
-        try:
-            return 0 if verify(d, log=quiet)[0] else 1
-        except Malformed:
-            return 2
-
-    tmp = tempfile.mkdtemp(prefix="verify_dump_selftest_")
-    try:
-        for n, (label, router, dtype, tie) in enumerate(cases):
-            d = os.path.join(tmp, f"case{n}")
-            c, inp = make_case(d, router, dtype, seed=100 + n, tie=tie)
-            print(f"\n=== self-test case {n}: {label} ({dtype}) ===")
-            worst = fd_check(inp, c, np.random.default_rng(n))
-            expect(f"finite-difference gradient check (worst rel err {worst:.1e} <= 1e-5)", worst <= 1e-5, True)
-            ok, rep = verify(d)
-            expect("clean dump passes", ok, True)
-            if tie:
-                expect("exact ties broken to the higher id were adopted", rep.adopted > 0, True)
-
-            def corrupt(name, rank, flat_index, value):   # a copy of the dump with one value changed
-                dd = os.path.join(tmp, f"case{n}_{name}")
-                shutil.copytree(d, dd)
-                path = os.path.join(dd, f"rank{rank}", name + ".npy")
-                a = np.load(path)
-                a.flat[flat_index] = value(a.flat[flat_index], a)
-                np.save(path, a)
-                return dd
-
-            dd = corrupt("dw_in", 1, 77, lambda v, a: v + 1.0 + 10.0 * np.abs(a).max())
-            expect("one dw_in value corrupted on rank 1 -> exit", run(dd), 1)
-            expect("NaN in out on rank 2 -> exit", run(corrupt("out", 2, 0, lambda v, a: np.nan)), 1)
-            # Routing: on the token furthest from any tie, swap in the expert with the lowest score.
-            X, Wg = inp["X"].astype(f64), inp["Wg"].astype(f64)
-            rt = route(X @ Wg, None if inp["bias"] is None else inp["bias"].astype(f64), c)
-            t = int(np.argmax(np.minimum(rt["expert_gap"], rt["group_gap"])))
-            low = [e for e in np.argsort(rt["q"][t]) if e not in rt["idx"][t]][0]
-
-            T, K = c["T"], c["K"]
-            dd = corrupt("idx", t // T, (t % T) * K + K - 1, lambda v, a: low)
-            ok, rep = verify(dd, log=quiet)
-            expect(f"token {t} routed to expert {low}: exit 1, routing row FAIL naming token {t}",
-                   (ok, dict(rep.rows)["routing"], rep.mismatched), (False, False, [t]))
-            os.remove(os.path.join(dd, "rank3", "dw_out.npy"))
-            expect("missing rank3/dw_out.npy -> exit", run(dd), 2)
-            shutil.rmtree(os.path.join(dd, "rank3"))
-            expect("missing rank3 directory -> exit", run(dd), 2)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nself-test: {'PASS' if not failures else 'FAIL: ' + '; '.join(failures)}")
-    return 0 if not failures else 1
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", nargs="?", help="dump directory holding rank<R>/ subdirectories")
@@ -588,6 +399,9 @@ def main(argv=None):
     ap.add_argument("--self-test", action="store_true", help="run the built-in self-test")
     a = ap.parse_args(argv)
     if a.self_test:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        sys.dont_write_bytecode = True  # leaves no __pycache__ in the checkout
+        from verify_dump_selftest import self_test
         return self_test()
     if not a.dir or not a.tol_scale > 0:
         ap.error("need DIR and a positive --tol-scale")

@@ -9,6 +9,7 @@
 #include "kernels/cpu/layout.h"
 #include "kernels/cpu/permute.h"
 #include "kernels/cpu/router.h"
+#include "kernels/cpu/shared_sum.h"
 
 namespace moe {
 namespace {
@@ -112,6 +113,14 @@ void CpuOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
 void CpuOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                            float* dx_acc) {
   cpu::unpermute_sum(F(dx_send), send_pos, d.T, d.K, d.H, dx_acc);
+}
+
+void CpuOps::shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) {
+  cpu::shared_sum_out(F(y_sh), S, d.T * d.H, d.dtype, F(out));
+}
+
+void CpuOps::shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) {
+  cpu::shared_sum_dx(F(dx_sh), S, d.T * d.H, dx_acc);
 }
 
 }  // namespace moe

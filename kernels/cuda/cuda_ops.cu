@@ -11,6 +11,7 @@
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/router.h"
+#include "kernels/cuda/shared_sum.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace moe {
@@ -238,6 +239,14 @@ void CudaOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
 void CudaOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                             float* dx_acc) {
   cuda::unpermute_sum(dx_send, send_pos, d.T, d.K, d.H, d.dtype, dx_acc, stream());
+}
+
+void CudaOps::shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) {
+  cuda::shared_sum_out(y_sh, S, d.T * d.H, d.dtype, out, stream());
+}
+
+void CudaOps::shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) {
+  cuda::shared_sum_dx(dx_sh, S, d.T * d.H, d.dtype, dx_acc, stream());
 }
 
 }  // namespace moe

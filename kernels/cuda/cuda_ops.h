@@ -68,6 +68,8 @@ class CudaOps : public Ops {
                    const float* p, void* dy_send, float* dp) override;
   void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                      float* dx_acc) override;
+  void shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) override;
+  void shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) override;
 
  private:
   // Grow-only device scratch owned by the ops (sized in warm-up, reused after).

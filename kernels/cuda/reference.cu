@@ -176,8 +176,12 @@ class GpuMath : public ReferenceMath {
         F_(w.model.ffn),
         E_(w.model.experts),
         K_(w.model.topk),
+        S_(w.model.shared_experts),
+        Fs_(w.model.shared_ffn),
         w_in_rule_(w_in_rule(w)),
-        w_out_rule_(w_out_rule(w)) {
+        w_out_rule_(w_out_rule(w)),
+        w_sh_in_rule_(w_sh_in_rule(w)),
+        w_sh_out_rule_(w_sh_out_rule(w)) {
     MOE_CHECK(int64_t(prob.x.size()) == N_ * H_ && int64_t(prob.dout.size()) == N_ * H_,
               "the GPU reference needs the world's x and dout");
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -220,25 +224,7 @@ class GpuMath : public ReferenceMath {
     }
     int64_t most = 0;
     for (const auto& v : tok) most = std::max<int64_t>(most, int64_t(v.size()));
-    // Rows per chunk: bounded so that the chunk's activations stay near 2 GiB.
-    const int64_t row_bytes = (3 * H + 6 * F) * 4;
-    const int64_t chunk =
-        std::max<int64_t>(1, std::min<int64_t>(most, (int64_t(2) << 30) / row_bytes));
-
-    w_in_.ensure(H * 2 * F, "expert weights");
-    w_out_.ensure(F * H, "expert weights");
-    dw_in_.ensure(H * 2 * F, "expert weight gradients");
-    dw_out_.ensure(F * H, "expert weight gradients");
-    xr_.ensure(chunk * H, "expert activations");
-    dr_.ensure(chunk * H, "expert activations");
-    yr_.ensure(chunk * H, "expert activations");
-    hr_.ensure(chunk * 2 * F, "expert activations");
-    dhr_.ensure(chunk * 2 * F, "expert activations");
-    ar_.ensure(chunk * F, "expert activations");
-    dar_.ensure(chunk * F, "expert activations");
-    rows_tok_.ensure(chunk, "row lists");
-    rows_slot_.ensure(chunk, "row lists");
-    rows_p_.ensure(chunk, "row lists");
+    const int64_t chunk = ensure_expert(most, F);
     DeviceBuffer out, dp, dx;
     out.ensure(T * H, "out");
     dp.ensure(T * K, "dp");
@@ -260,8 +246,8 @@ class GpuMath : public ReferenceMath {
       }
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = std::min(chunk, rows - r0);
-        run_chunk(&tok[e][r0], &slot[e][r0], &pr[e][r0], n, local, ps.backward, out.ptr, dp.ptr,
-                  dx.ptr);
+        run_chunk(F, K, &tok[e][r0], &slot[e][r0], &pr[e][r0], n, local, ps.backward, out.ptr,
+                  dp.ptr, dx.ptr);
       }
       if (local) {
         const int64_t el = e - ps.expert_begin;
@@ -296,11 +282,70 @@ class GpuMath : public ReferenceMath {
     add_to(download_f(dwg.ptr, H * E), dw_gate);
   }
 
+  void shared_experts(const ExpertsPass& ps) override {
+    const int64_t H = H_, F = Fs_, T = ps.token_end - ps.token_begin;
+    if (S_ == 0 || T == 0) return;
+    // Every own token is a row of weight 1 of each shared expert: out[slot] += y, as a routed
+    // row's with K = 1.
+    std::vector<int32_t> tok(T), slot(T);
+    const std::vector<float> ones(T, 1.0f);
+    for (int64_t r = 0; r < T; ++r) {
+      tok[r] = int32_t(ps.token_begin + r);
+      slot[r] = int32_t(r);
+    }
+    const int64_t chunk = ensure_expert(T, F);
+    DeviceBuffer out, dp, dx;
+    out.ensure(T * H, "out");
+    dp.ensure(T, "dp");
+    dx.ensure(T * H, "dx");
+    CUDA_CHECK(cudaMemsetAsync(out.ptr, 0, T * H * 4, stream_));
+    CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0, T * H * 4, stream_));
+    for (int64_t s = 0; s < S_; ++s) {
+      generate_weights(w_sh_in_rule_, s * H * 2 * F, H * 2 * F, w_in_.ptr, stream_);
+      generate_weights(w_sh_out_rule_, s * F * H, F * H, w_out_.ptr, stream_);
+      CUDA_CHECK(cudaMemsetAsync(dw_in_.ptr, 0, H * 2 * F * 4, stream_));
+      CUDA_CHECK(cudaMemsetAsync(dw_out_.ptr, 0, F * H * 4, stream_));
+      for (int64_t r0 = 0; r0 < T; r0 += chunk)
+        run_chunk(F, 1, &tok[r0], &slot[r0], &ones[r0], std::min(chunk, T - r0), ps.backward,
+                  ps.backward, out.ptr, dp.ptr, dx.ptr);
+      if (ps.backward && ps.dw_in)
+        add_to(download_f(dw_in_.ptr, H * 2 * F), ps.dw_in + s * H * 2 * F);
+      if (ps.backward && ps.dw_out) add_to(download_f(dw_out_.ptr, F * H), ps.dw_out + s * F * H);
+    }
+    if (ps.out) add_to(download_f(out.ptr, T * H), ps.out);
+    if (ps.backward && ps.dx) add_to(download_f(dx.ptr, T * H), ps.dx);
+  }
+
  private:
-  // One chunk of n rows of the expert whose weights are in w_in_ / w_out_.
-  void run_chunk(const int32_t* tok, const int32_t* slot, const float* p, int64_t n, bool local,
-                 bool backward, float* out, float* dp, float* dx) {
-    const int64_t H = H_, F = F_, F2 = 2 * F_;
+  // Sizes the buffers of one expert of width F (weights, gradients) and of a chunk of its rows,
+  // for up to `rows` rows; returns the chunk's rows, bounded so that its activations stay near
+  // 2 GiB.
+  int64_t ensure_expert(int64_t rows, int64_t F) {
+    const int64_t H = H_, row_bytes = (3 * H + 6 * F) * 4;
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t(2) << 30) / row_bytes));
+    w_in_.ensure(H * 2 * F, "expert weights");
+    w_out_.ensure(F * H, "expert weights");
+    dw_in_.ensure(H * 2 * F, "expert weight gradients");
+    dw_out_.ensure(F * H, "expert weight gradients");
+    xr_.ensure(chunk * H, "expert activations");
+    dr_.ensure(chunk * H, "expert activations");
+    yr_.ensure(chunk * H, "expert activations");
+    hr_.ensure(chunk * 2 * F, "expert activations");
+    dhr_.ensure(chunk * 2 * F, "expert activations");
+    ar_.ensure(chunk * F, "expert activations");
+    dar_.ensure(chunk * F, "expert activations");
+    rows_tok_.ensure(chunk, "row lists");
+    rows_slot_.ensure(chunk, "row lists");
+    rows_p_.ensure(chunk, "row lists");
+    return chunk;
+  }
+
+  // One chunk of n rows of the expert of width F whose weights are in w_in_ / w_out_; an own row
+  // adds to the token slot[r] / K of out and dx, and sets dp[slot[r]].
+  void run_chunk(int64_t F, int64_t K, const int32_t* tok, const int32_t* slot, const float* p,
+                 int64_t n, bool local, bool backward, float* out, float* dp, float* dx) {
+    const int64_t H = H_, F2 = 2 * F;
     int32_t* d_tok = rows_tok_.ptr;
     int32_t* d_slot = rows_slot_.ptr;
     CUDA_CHECK(cudaMemcpyAsync(d_tok, tok, n * 4, cudaMemcpyHostToDevice, stream_));
@@ -317,7 +362,7 @@ class GpuMath : public ReferenceMath {
     reference_sgemm(false, false, n, H, F, ar_.ptr, F, w_out_.ptr, H, false, yr_.ptr, H, stream_);
     // out += p * y and dp = <y, dout> for own rows; yr_ then holds dy = p * dout.
     combine_rows_kernel<<<grid, kThreads, 0, stream_>>>(yr_.ptr, dr_.ptr, rows_p_.ptr, d_slot, n, H,
-                                                        K_, out, dp);
+                                                        K, out, dp);
     CUDA_CHECK(cudaGetLastError());
     if (!backward) return;
     // da = dy @ w_out^T;  dw_out += a^T dy;  dh = swiglu'(h) da;  dw_in += x^T dh;  dx += dh
@@ -332,7 +377,7 @@ class GpuMath : public ReferenceMath {
       reference_sgemm(true, false, H, F2, n, xr_.ptr, H, dhr_.ptr, F2, true, dw_in_.ptr, F2,
                       stream_);
     reference_sgemm(false, true, n, H, F2, dhr_.ptr, F2, w_in_.ptr, F2, false, xr_.ptr, H, stream_);
-    scatter_add_rows_kernel<<<grid, kThreads, 0, stream_>>>(xr_.ptr, d_slot, n, H, K_, dx);
+    scatter_add_rows_kernel<<<grid, kThreads, 0, stream_>>>(xr_.ptr, d_slot, n, H, K, dx);
     CUDA_CHECK(cudaGetLastError());
   }
 
@@ -355,8 +400,8 @@ class GpuMath : public ReferenceMath {
     for (size_t i = 0; i < v.size(); ++i) dst[i] += v[i];
   }
 
-  int64_t N_, H_, F_, E_, K_;
-  InitRule w_in_rule_, w_out_rule_;
+  int64_t N_, H_, F_, E_, K_, S_, Fs_;
+  InitRule w_in_rule_, w_out_rule_, w_sh_in_rule_, w_sh_out_rule_;
   cudaStream_t stream_ = nullptr;
   DeviceBuffer x_, dout_, w_gate_;
   DeviceBuffer w_in_, w_out_, dw_in_, dw_out_;

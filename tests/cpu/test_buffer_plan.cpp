@@ -58,6 +58,19 @@ TEST(BufferPlan, EstimateIsWhatTheStepAllocates) {
   }
 }
 
+TEST(BufferPlan, SharedExpertsAreInTheEstimate) {
+  for (const std::string& extra :
+       {std::string(), std::string(R"(, "expert_grad_dtype": "bf16", "dtype": "bf16")")}) {
+    SCOPED_TRACE(extra);
+    Workload w = balanced(extra);
+    const int64_t without = estimate_rank_bytes(w, 1);
+    apply_override(w, "model.shared_experts=2");
+    apply_override(w, "model.shared_ffn=6");
+    EXPECT_EQ(bytes_a_step_holds(w), estimate_rank_bytes(w, 1));
+    EXPECT_GT(estimate_rank_bytes(w, 1), without);
+  }
+}
+
 TEST(BufferPlan, ForcedRoutingHoldsItsIndices) {
   const Workload w = balanced("");
   const BufferPlan plan = plan_step_buffers(w, 4, 4);

@@ -220,6 +220,22 @@ TEST(Compare, AllowsDifferentNameStepsWarmupCheck) {
   EXPECT_NO_THROW(check_same_work(runs_of({make_result(), b})));
 }
 
+// Results from before the shared experts did none (make_result lacks their keys); a run with them
+// did other work.
+TEST(Compare, ResultsBeforeSharedExpertsHadNone) {
+  json none = make_result();
+  none["config"]["model"]["shared_experts"] = 0;
+  none["config"]["model"]["shared_ffn"] = 0;
+  EXPECT_NO_THROW(check_same_work(runs_of({make_result(), none})));
+  json one = none;
+  one["config"]["model"]["shared_experts"] = 1;
+  one["config"]["model"]["shared_ffn"] = 32;
+  const std::vector<std::string> diffs =
+      work_differences(runs_of({make_result(), one})[0], runs_of({make_result(), one})[1]);
+  ASSERT_EQ(diffs.size(), 2u);
+  EXPECT_EQ(diffs[0], "config.model.shared_experts: 0 (a.json) vs 1 (b.json)");
+}
+
 TEST(Compare, RooflineKeyIsNotWork) {
   // A run with the calibration off, and one from before the key existed (make_result lacks it).
   json off = make_result();

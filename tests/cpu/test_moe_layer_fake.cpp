@@ -163,6 +163,12 @@ class FakeOps : public Ops {
   void unpermute_sum(const Dims&, const void* dx_send, const int32_t*, float* dx_acc) override {
     r_.add("unpermute_sum", {dx_send, dx_acc});
   }
+  void shared_sum_out(const Dims&, int64_t, const void* y_sh, void* out) override {
+    r_.add("shared_sum_out", {y_sh, out});
+  }
+  void shared_sum_dx(const Dims&, int64_t, const void* dx_sh, float* dx_acc) override {
+    r_.add("shared_sum_dx", {dx_sh, dx_acc});
+  }
 
  private:
   Recorder& r_;
@@ -205,11 +211,14 @@ struct FakeStep {
   Mesh mesh;
   std::unique_ptr<MoeLayer> layer;
 
-  explicit FakeStep(const std::string& sets) {
+  // shared: how many shared experts (of width 12).
+  explicit FakeStep(const std::string& sets, int64_t shared = 0) {
     w = workload_from_json_text(R"({"model": {"hidden": 16, "ffn": 8, "experts": 4, "topk": 2},
                                     "tokens_per_rank": 8, "check": "off")" +
                                     sets + "}",
                                 "fake");
+    w.model.shared_experts = shared;
+    w.model.shared_ffn = 12;
     resolve_and_validate(w, 1);
     mesh = make_mesh(1, 0, 1, 1, w.model.experts);
     layer = std::make_unique<MoeLayer>(w, mesh, device, ops, comm);
@@ -332,14 +341,88 @@ TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
   for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;
 }
 
-TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
-  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)"}) {
-    FakeStep f(sets);
-    f.step(0);
-    const Recorder& r = f.step(1);
-    EXPECT_TRUE(r.at("alloc").empty()) << sets;
-    EXPECT_TRUE(r.at("release").empty()) << sets;
+// The shared experts' calls: one "expert" per Ops call, whose rows are the rank's 8 tokens (the
+// routed experts' first block has 4 rows).
+std::vector<size_t> shared_calls(const Recorder& r, const std::string& name) {
+  std::vector<size_t> out;
+  for (size_t i : r.at(name))
+    if (r.calls[i].offsets && r.calls[i].offsets[0] == 0 && r.calls[i].offsets[1] == 8)
+      out.push_back(i);
+  return out;
+}
+
+TEST(MoeLayerFake, SharedExpertsTakeEveryTokenAndJoinTheSums) {
+  FakeStep f("", 2);
+  const Recorder& r = f.step();
+  const std::vector<size_t> fwd = shared_calls(r, "expert_ffn_fwd");
+  const std::vector<size_t> data = shared_calls(r, "expert_ffn_bwd_data");
+  const std::vector<size_t> wgrad = shared_calls(r, "expert_ffn_bwd_weights");
+  ASSERT_EQ(fwd.size(), 2u);
+  ASSERT_EQ(data.size(), 2u);
+  ASSERT_EQ(wgrad.size(), 2u);
+  EXPECT_EQ(r.at("expert_ffn_fwd").size(), 3u);  // and the routed experts' one
+  const void* x = r.only("router_fwd").buffers[0];
+  const void* dout = r.only("combine_bwd").buffers[0];
+  for (size_t s = 0; s < 2; ++s) {
+    const Call &fw = r.calls[fwd[s]], &bd = r.calls[data[s]], &bw = r.calls[wgrad[s]];
+    EXPECT_EQ(fw.buffers[0], x);              // every token, not the dispatched rows
+    EXPECT_EQ(bd.buffers[0], dout);           // weight 1: dy = dout
+    EXPECT_EQ(bd.buffers[1], fw.buffers[1]);  // its own h
+    EXPECT_EQ(bw.buffers[1], x);
+    EXPECT_EQ(bw.buffers[2], fw.buffers[2]);  // its own a
+    EXPECT_EQ(bw.buffers[3], bd.buffers[3]);  // dh of the data half
+    EXPECT_EQ(bd.buffers[4], fw.buffers[3]);  // dx into y's buffer, free since the forward
+    EXPECT_LT(data[s], wgrad[s]);
   }
+  // The expert after the first: the next [T, H] rows of y.
+  EXPECT_EQ(static_cast<const char*>(r.calls[fwd[1]].buffers[3]) -
+                static_cast<const char*>(r.calls[fwd[0]].buffers[3]),
+            8 * 16 * 4);
+  // out gains the shared outputs after the combine; dx_acc their dx after the routed dx is back.
+  const Call& sum_out = r.only("shared_sum_out");
+  EXPECT_TRUE(before(r, "combine_fwd", "shared_sum_out"));
+  EXPECT_EQ(sum_out.buffers[0], r.calls[fwd[0]].buffers[3]);
+  EXPECT_EQ(sum_out.buffers[1], r.only("combine_fwd").buffers[1]);
+  const Call& sum_dx = r.only("shared_sum_dx");
+  EXPECT_TRUE(before(r, "unpermute_sum", "shared_sum_dx"));
+  EXPECT_TRUE(before(r, "shared_sum_dx", "router_bwd"));
+  EXPECT_EQ(sum_dx.buffers[0], r.calls[data[0]].buffers[4]);
+  EXPECT_EQ(sum_dx.buffers[1], r.only("unpermute_sum").buffers[1]);
+  // Without the overlap everything stays on the main lane.
+  EXPECT_TRUE(r.at("fork_side").empty());
+  FakeStep none("");
+  EXPECT_TRUE(none.step().at("shared_sum_out").empty());
+}
+
+TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
+  FakeStep f(R"(, "overlap": "dispatch_bwd")", 1);
+  const Recorder& r = f.step();
+  const size_t shared_fwd = shared_calls(r, "expert_ffn_fwd").at(0);
+  const std::vector<size_t> fork = r.at("fork_side"), main = r.at("to_main"),
+                            join = r.at("join_side");
+  ASSERT_EQ(fork.size(), 2u);  // the shared forward, then dispatch_bwd
+  EXPECT_LT(fork[0], shared_fwd);
+  EXPECT_LT(shared_fwd, main[0]);
+  EXPECT_LT(main[0], r.at("permute")[0]);
+  EXPECT_LT(r.at("permute")[0], join[0]);
+  const std::vector<size_t> all_fwd = r.at("expert_ffn_fwd");
+  EXPECT_LT(join[0], all_fwd.back());  // the routed experts wait for both
+  // Backward: the shared experts on the main lane, beside dispatch_bwd on the side lane.
+  const size_t shared_data = shared_calls(r, "expert_ffn_bwd_data").at(0);
+  EXPECT_LT(main[1], shared_data);
+  EXPECT_LT(shared_calls(r, "expert_ffn_bwd_weights").at(0), join[1]);
+  EXPECT_TRUE(before(r, "join_side", "shared_sum_dx"));
+}
+
+TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
+  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)"})
+    for (int64_t shared : {0, 2}) {
+      FakeStep f(sets, shared);
+      f.step(0);
+      const Recorder& r = f.step(1);
+      EXPECT_TRUE(r.at("alloc").empty()) << sets << " shared " << shared;
+      EXPECT_TRUE(r.at("release").empty()) << sets << " shared " << shared;
+    }
 }
 
 }  // namespace

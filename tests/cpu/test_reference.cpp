@@ -147,6 +147,56 @@ TEST(ReferenceGrad, CapacityDropsByProbability) {
   check_fd(prob, prob.w_out, res.dw_out, idx, "dw_out", 16, any(E * F * H), drops);
 }
 
+// Shared experts: every token through each at weight 1, added to out. With the routing fixed, the
+// gradients of x and of the shared weights are those of reference_loss; the shared part of out is
+// the SwiGLU FFN written out here; and the own tokens' dw_sh of two halves sum to the whole's.
+TEST(ReferenceGrad, SharedExperts) {
+  RouterConfig rc;
+  rc.normalize_topk = true;
+  rc.aux_coeff = 0.01;
+  const int64_t N = 5, H = 8, F = 6, E = 8, K = 2, S = 2, Fs = 5;
+  ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 45);
+  ReferenceResult routed_only = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+  EXPECT_TRUE(routed_only.dw_sh_in.empty());
+  std::mt19937_64 rng(46);
+  prob.model.shared_experts = S;
+  prob.model.shared_ffn = Fs;
+  prob.w_sh_in = uniform(rng, S * H * 2 * Fs, 1.0 / std::sqrt(double(H)));
+  prob.w_sh_out = uniform(rng, S * Fs * H, 1.0 / std::sqrt(double(Fs)));
+  ReferenceResult res = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+  ASSERT_EQ(int64_t(res.dw_sh_in.size()), S * H * 2 * Fs);
+  ASSERT_EQ(int64_t(res.dw_sh_out.size()), S * Fs * H);
+  EXPECT_EQ(res.idx, routed_only.idx);
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t o = 0; o < H; ++o) {
+      double y = 0;
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t f = 0; f < Fs; ++f) {
+          double g = 0, u = 0;
+          for (int64_t i = 0; i < H; ++i) {
+            g += prob.x[t * H + i] * prob.w_sh_in[(s * H + i) * 2 * Fs + f];
+            u += prob.x[t * H + i] * prob.w_sh_in[(s * H + i) * 2 * Fs + Fs + f];
+          }
+          y += g / (1 + std::exp(-g)) * u * prob.w_sh_out[(s * Fs + f) * H + o];
+        }
+      EXPECT_NEAR(res.out[t * H + o], routed_only.out[t * H + o] + y, 1e-12) << t << ", " << o;
+    }
+  const std::vector<int32_t> idx = res.idx;
+  EXPECT_NEAR(reference_loss(prob, idx.data()), res.loss,
+              1e-12 * std::max(1.0, std::fabs(res.loss)));
+  auto any = [&](int64_t n) { return [&rng, n](int) { return int64_t(rng() % uint64_t(n)); }; };
+  check_fd(prob, prob.x, res.dx, idx, "dx", 16, any(N * H));
+  check_fd(prob, prob.w_sh_in, res.dw_sh_in, idx, "dw_sh_in", 16, any(S * H * 2 * Fs));
+  check_fd(prob, prob.w_sh_out, res.dw_sh_out, idx, "dw_sh_out", 16, any(S * Fs * H));
+  check_fd(prob, prob.w_gate, res.dw_gate, idx, "dw_gate", 8, any(H * E));
+  const ReferenceResult a = reference_step(prob, nullptr, nullptr, 0, 2, 0, E);
+  const ReferenceResult b = reference_step(prob, nullptr, nullptr, 2, N, 0, E);
+  for (int64_t i = 0; i < S * H * 2 * Fs; ++i)
+    EXPECT_NEAR(a.dw_sh_in[i] + b.dw_sh_in[i], res.dw_sh_in[i], 1e-12);
+  for (int64_t i = 0; i < S * Fs * H; ++i)
+    EXPECT_NEAR(a.dw_sh_out[i] + b.dw_sh_out[i], res.dw_sh_out[i], 1e-12);
+}
+
 // The backend's drops are adopted only where they differ at a near tie in p; by position there
 // are no ties, and any difference is an error.
 TEST(ReferenceCapacity, BackendDropsAdoptedOnlyAtNearTies) {

@@ -1,7 +1,7 @@
 // The GPU reference math (kernels/cuda/reference.h) against its CPU twin, the float64 loops of
 // core/reference.cpp: the seeded weights bit for bit, the SGEMM in every transpose, and whole
-// reference steps (routing variants, capacity drops, own tokens and local experts a strict subset)
-// within fp32 rounding.
+// reference steps (routing variants, capacity drops, shared experts, own tokens and local experts a
+// strict subset) within fp32 rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +94,7 @@ struct StepCase {
   RouterConfig router;
   int64_t E, K, capacity;
   bool by_position;
+  int64_t shared_experts = 0, shared_ffn = 0;
 };
 
 TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
@@ -105,12 +106,17 @@ TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
       {"sigmoid_groups_capacity", sigmoid_groups, 16, 4, 5, false},
       {"softmax_capacity_position", make_cfg("softmax", false, true, 1.0, 1, 1, 0.01, 0.001), 8, 3,
        4, true},
+      {"sigmoid_groups_2_shared", sigmoid_groups, 16, 4, 0, false, 2, 24},
+      {"softmax_1_shared_wider", make_cfg("softmax", false, true, 1.0, 1, 1, 0.0, 0.0), 8, 2, 0,
+       false, 1, 56},
   };
   const int64_t N = 48, H = 72, F = 40;
   for (const StepCase& c : cases) {
     SCOPED_TRACE(c.name);
     Workload w = small_workload(DType::kBf16, H, F, c.E, c.K);
     w.router = c.router;
+    w.model.shared_experts = c.shared_experts;
+    w.model.shared_ffn = c.shared_ffn;
     ReferenceProblem prob;
     prob.tokens = N;
     prob.model = w.model;
@@ -148,6 +154,9 @@ TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
     EXPECT_LT(rel_l2_d(b.dw_gate, a.dw_gate), 1e-5);
     EXPECT_LT(rel_l2_d(b.dw_in, a.dw_in), 1e-5);
     EXPECT_LT(rel_l2_d(b.dw_out, a.dw_out), 1e-5);
+    EXPECT_EQ(int64_t(a.dw_sh_in.size()), c.shared_experts * H * 2 * c.shared_ffn);
+    EXPECT_LT(rel_l2_d(b.dw_sh_in, a.dw_sh_in), 1e-5);
+    EXPECT_LT(rel_l2_d(b.dw_sh_out, a.dw_sh_out), 1e-5);
     EXPECT_LT(rel_l2_d(b.p, a.p), 1e-5);
     EXPECT_NEAR(b.aux, a.aux, 1e-5 * std::fabs(a.aux) + 1e-9);
     EXPECT_NEAR(b.z, a.z, 1e-5 * std::fabs(a.z) + 1e-9);

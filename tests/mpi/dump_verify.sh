@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A dump of a 4-rank ep=2 x fsdp=2 step is reproduced by the independent numpy verifier, for two
-# router variants; a corrupted dump is rejected.
+# router variants and with shared experts; a corrupted dump is rejected.
 source "$(dirname "$0")/common.sh"
 PY=/usr/bin/python3
 "$PY" -c "import numpy" || fail "numpy for /usr/bin/python3 is missing (apt-get install python3-numpy)"
@@ -42,6 +42,34 @@ PYEOF
 if "$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d6" "$WORK/d6b" >/dev/null; then
   fail "a loss off by 1e-3 relative passed compare_dumps"
 fi
+# Shared experts: the dump holds each rank's full copy of their weights and their summed
+# gradients, with the shapes of the layer ([S, H, 2F_sh], [S, F_sh, H]); the verifier recomputes
+# them, compare_dumps compares them, and a wrong shared gradient fails the verifier.
+SH=(--set mesh.ep=2 --set mesh.fsdp=2 --set model.shared_experts=2 --set model.shared_ffn=24)
+mpi 4 run --config "$TINY" -q "${SH[@]}" --dump "$WORK/d7" >/dev/null
+mpi 4 run --config "$TINY" -q "${SH[@]}" --set overlap=dispatch_bwd --dump "$WORK/d7b" >/dev/null
+"$PY" - "$WORK/d7" <<'PYEOF'
+import json, os, sys, numpy as np
+for r in range(4):
+    d = os.path.join(sys.argv[1], f"rank{r}")
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert (meta["shared_experts"], meta["shared_ffn"]) == (2, 24), meta
+    for name, shape in (("w_sh_in", (2, 64, 48)), ("w_sh_out", (2, 24, 64)),
+                        ("dw_sh_in", (2, 64, 48)), ("dw_sh_out", (2, 24, 64))):
+        a = np.load(os.path.join(d, name + ".npy"))
+        assert a.shape == shape and a.dtype == np.float32, (r, name, a.shape, a.dtype)
+        assert np.abs(a).max() > 0, (r, name, "all zero")
+PYEOF
+"$PY" "$SRC/scripts/verify_dump.py" "$WORK/d7" >"$WORK/v7.txt" || { cat "$WORK/v7.txt"; fail "shared dump"; }
+grep -q "^dw_sh_in .*PASS" "$WORK/v7.txt" || { cat "$WORK/v7.txt"; fail "no dw_sh_in row"; }
+"$PY" "$SRC/scripts/compare_dumps.py" "$WORK/d7" "$WORK/d7b" >"$WORK/c7.txt" ||
+  { cat "$WORK/c7.txt"; fail "shared dumps disagree"; }
+grep -q "^input w_sh_in .*bitwise equal" "$WORK/c7.txt" || { cat "$WORK/c7.txt"; fail "w_sh_in"; }
+"$PY" - "$WORK/d7/rank2/dw_sh_in.npy" <<'PYEOF'
+import sys, numpy as np
+a = np.load(sys.argv[1]); a.flat[3] += 10.0 * (abs(a).max() + 1); np.save(sys.argv[1], a)
+PYEOF
+if "$PY" "$SRC/scripts/verify_dump.py" "$WORK/d7" >/dev/null; then fail "corrupted dw_sh_in passed"; fi
 # Corrupt one gradient value: the verifier must fail.
 "$PY" - "$WORK/d2/rank1/dw_out.npy" <<'PYEOF'
 import sys, numpy as np

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # overlap=dispatch_bwd changes the schedule, not the work: on ep 2 x fsdp 2 the check passes,
 # the digests equal those of the plain schedule, the result's config names the overlap, dispatch_bwd is
-# marked as running beside experts_bwd (JSON and text), compare takes the two runs side by side,
+# marked as running beside experts_bwd (JSON and text), with shared experts their forward beside
+# dispatch_fwd (same bits again), compare takes the two runs side by side,
 # and a bad value is refused on every rank with exit status 2.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --set mesh.ep=2 --set mesh.fsdp=2 --steps 2 --warmup 1
@@ -25,6 +26,25 @@ check(a["config"]["overlap"] == "none", "plain run's overlap is not none")
 check(b["config"]["overlap"] == "dispatch_bwd", "overlap not in the result's config")
 check(b["timing"]["phases"]["dispatch_bwd"].get("beside") == "experts_bwd", "dispatch_bwd not beside")
 check("beside" not in a["timing"]["phases"]["dispatch_bwd"], "plain run marks an overlap")
+PY
+# With shared experts the overlap also runs their forward beside dispatch_fwd: still the same
+# bits, the shared gradients' digests included.
+sh=(--set model.shared_experts=1 --set model.shared_ffn=40)
+mpi 4 "${args[@]}" "${sh[@]}" --out "$WORK/sh_plain.json" >/dev/null
+mpi 4 "${args[@]}" "${sh[@]}" --set overlap=dispatch_bwd --out "$WORK/sh_beside.json" \
+  >"$WORK/sh_beside.txt" || { cat "$WORK/sh_beside.txt"; fail "shared experts beside: the run failed"; }
+grep -q "^# overlap: shared_fwd runs beside dispatch_fwd" "$WORK/sh_beside.txt" ||
+  { cat "$WORK/sh_beside.txt"; fail "no '# overlap: shared_fwd' line"; }
+/usr/bin/python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+a, b = (json.load(open(f"{work}/{n}.json")) for n in ("sh_plain", "sh_beside"))
+if a["digests"] != b["digests"] or "dw_sh_in" not in a["digests"]:
+    sys.exit(f"FAIL: shared digests {a['digests']} vs {b['digests']}")
+if b["timing"]["phases"]["shared_fwd"].get("beside") != "dispatch_fwd":
+    sys.exit("FAIL: shared_fwd not beside dispatch_fwd")
+if "shared_fwd" in json.load(open(f"{work}/plain.json"))["timing"]["phases"]:
+    sys.exit("FAIL: a run without shared experts reports shared_fwd")
 PY
 "$MOEBENCH" compare "$WORK/plain.json" "$WORK/beside.json" >"$WORK/cmp.txt" 2>&1 ||
   { cat "$WORK/cmp.txt"; fail "compare refused runs that differ only in schedule"; }
