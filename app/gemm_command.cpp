@@ -69,7 +69,7 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.F = w.model.ffn;
   shape.rows = balanced_expert_rows(w, ep);
   shape.grad_dtype = w.expert_grad_dtype;
-  shape.sm90_cluster = int(w.gemm.sm90_cluster);
+  shape.sm90 = {int(w.gemm.sm90_cluster), w.gemm.sm90_schedule == Sm90Schedule::kPingpong};
   const std::vector<cuda::ExpertGemmBenchRow> rows =
       cuda::bench_expert_gemms(shape, opt.methods, opt.iters);
   double dense_tflops = 0;
@@ -77,10 +77,10 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
     if (r.gemm == "dense") dense_tflops = r.flops / (r.median_ms * 1e9);
   std::printf(
       "# %s at ep %lld: %lld local experts x %lld rows (balanced), H %lld, F %lld, "
-      "expert_grad_dtype %s, gemm.sm90_cluster %d; median of %d calls\n",
+      "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s; median of %d calls\n",
       w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)shape.rows.front(),
-      (long long)shape.H, (long long)shape.F, dtype_name(shape.grad_dtype), shape.sm90_cluster,
-      opt.iters);
+      (long long)shape.H, (long long)shape.F, dtype_name(shape.grad_dtype), shape.sm90.cluster,
+      name_of(w.gemm.sm90_schedule), opt.iters);
   std::printf("# %-10s %-16s %7s %7s %7s %10s %9s %7s\n", "gemm", "method", "M", "N", "K",
               "median ms", "TFLOP/s", "%dense");
   nlohmann::json j = {{"workload", w.name},
@@ -88,7 +88,8 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
                       {"experts_local", shape.E_local},
                       {"rows", shape.rows},
                       {"iters", opt.iters},
-                      {"sm90_cluster", shape.sm90_cluster},
+                      {"sm90_cluster", shape.sm90.cluster},
+                      {"sm90_schedule", name_of(w.gemm.sm90_schedule)},
                       {"gemms", nlohmann::json::array()}};
   for (const auto& r : rows) {
     const double tflops = r.flops / (r.median_ms * 1e9);

@@ -161,6 +161,10 @@ void resolve_and_validate(Workload& w, int world_size) {
                  "gemm.sm90_cluster = " << w.gemm.sm90_cluster
                                         << " must be 1 or 2 (CTAs per cluster of the grouped "
                                            "sm90 kernel)");
+  MOE_USER_CHECK(w.gemm.sm90_schedule == Sm90Schedule::kCooperative || w.gemm.sm90_cluster == 1,
+                 "gemm.sm90_schedule = pingpong runs single CTAs, and gemm.sm90_cluster = "
+                     << w.gemm.sm90_cluster << "; set gemm.sm90_cluster = 1 or "
+                     << "gemm.sm90_schedule = cooperative");
   MOE_USER_CHECK(w.gemm.streams >= 1 && w.gemm.streams <= 32,
                  "gemm.streams = " << w.gemm.streams << " must be between 1 and 32 (side streams "
                                    << "of the per-expert GEMM loop; 4 is the default)");

@@ -32,6 +32,9 @@ enum class GemmMethod { kAuto, kLtMultistream, kGroupedBatched, kGroupedSm90 };
 // How cuBLASLt algorithms are chosen for new GEMM shapes: kAuto by GEMM size, kBucket one query per
 // bucket of row counts, kExact one per shape (kernels/cuda/gemm_cublaslt.h).
 enum class GemmAlgo { kAuto, kBucket, kExact };
+// How the grouped sm90 kernel's two MMA warpgroups share work: one tile together, or a tile each
+// taking turns (kernels/cuda/grouped_gemm.h, GroupedSchedule).
+enum class Sm90Schedule { kCooperative, kPingpong };
 
 const char* name_of(DType value);
 const char* name_of(RouterScore value);
@@ -43,6 +46,7 @@ const char* name_of(ReferenceDevice value);
 const char* name_of(Overlap value);
 const char* name_of(GemmMethod value);
 const char* name_of(GemmAlgo value);
+const char* name_of(Sm90Schedule value);
 inline const char* dtype_name(DType d) { return name_of(d); }
 
 struct ModelShape {
@@ -89,6 +93,7 @@ struct GemmConfig {
   GemmAlgo algo = GemmAlgo::kAuto;
   int64_t sm90_cluster = 1;       // CTAs per cluster of the grouped sm90 kernel
   bool sm90_fuse_swiglu = false;  // SwiGLU and its backward in the grouped kernel's epilogues
+  Sm90Schedule sm90_schedule = Sm90Schedule::kCooperative;
 };
 
 // Each field's key, type, default and meaning are in one table (core/workload_keys.cpp), from

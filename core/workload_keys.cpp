@@ -43,6 +43,7 @@ MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd")
 MOE_ENUM_NAMES(GemmMethod, "auto", "lt_multistream", "grouped_batched", "grouped_sm90")
 MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact")
+MOE_ENUM_NAMES(Sm90Schedule, "cooperative", "pingpong")
 #undef MOE_ENUM_NAMES
 
 namespace {
@@ -238,6 +239,11 @@ const std::vector<KeySpec>& schema() {
                   "CUDA grouped_sm90: CTAs per cluster, 1 or 2 (2: neighbouring row tiles share "
                   "each weight tile's load by TMA multicast, halving its traffic from L2; "
                   "results are bitwise equal)")),
+      how(enum_key("gemm.sm90_schedule", MOE_FIELD(gemm.sm90_schedule),
+                   "CUDA grouped_sm90: cooperative (both MMA warpgroups on one 128 x 256 or "
+                   "128 x 128 tile) or pingpong (a 128 x 128 tile each, taking turns at the "
+                   "tensor cores so that one's epilogue runs beside the other's MMAs; needs "
+                   "gemm.sm90_cluster 1; results are bitwise equal)")),
       how(plain_key("gemm.sm90_fuse_swiglu", Kind::kBool, MOE_FIELD(gemm.sm90_fuse_swiglu),
                     "CUDA grouped_sm90: SwiGLU in the up projection's epilogue and its backward "
                     "in the data gradient's, instead of separate kernels (bitwise equal)")),

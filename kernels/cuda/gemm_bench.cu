@@ -104,7 +104,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
 
   std::vector<ExpertGemmBenchRow> out;
   GemmRunner runner;
-  runner.set_sm90_cluster(shape.sm90_cluster);
+  runner.set_sm90_schedule(shape.sm90);
   std::vector<GemmProblem> list;
   const ExpertRows rows{off.data(), static_cast<const int64_t*>(off_dev.ptr)};
   for (const std::string& name : methods) {

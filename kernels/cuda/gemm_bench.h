@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/workload.h"
+#include "kernels/cuda/grouped_gemm.h"
 
 namespace moe::cuda {
 
@@ -14,7 +15,7 @@ struct ExpertGemmBenchShape {
   int64_t E_local = 0, H = 0, F = 0;
   std::vector<int64_t> rows;  // per expert
   DType grad_dtype = DType::kFp32;
-  int sm90_cluster = 1;  // gemm.sm90_cluster
+  GroupedSchedule sm90;  // gemm.sm90_cluster, gemm.sm90_schedule
 };
 
 struct ExpertGemmBenchRow {

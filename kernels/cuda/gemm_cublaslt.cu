@@ -344,16 +344,18 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
   }
   if (!grouped_sm90_) {
     grouped_sm90_ = std::make_unique<GroupedGemm>();
-    grouped_sm90_->set_cluster(sm90_cluster_);
+    grouped_sm90_->set_schedule(sm90_schedule_);
   }
   grouped_sm90_->run_fused(epi, s, offsets_dev, A, B, C, aux, in, out, stream);
   return true;
 }
 
-void GemmRunner::set_sm90_cluster(int n) {
-  MOE_CHECK(n == 1 || n == 2, "grouped sm90 GEMM: cluster of " << n << " CTAs (1 or 2)");
-  sm90_cluster_ = n;
-  if (grouped_sm90_) grouped_sm90_->set_cluster(n);
+void GemmRunner::set_sm90_schedule(const GroupedSchedule& s) {
+  MOE_CHECK(s.cluster == 1 || s.cluster == 2,
+            "grouped sm90 GEMM: cluster of " << s.cluster << " CTAs (1 or 2)");
+  MOE_CHECK(!s.pingpong || s.cluster == 1, "grouped sm90 GEMM: ping-pong in clusters");
+  sm90_schedule_ = s;
+  if (grouped_sm90_) grouped_sm90_->set_schedule(s);
 }
 
 void GemmRunner::grouped(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,

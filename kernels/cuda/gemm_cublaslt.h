@@ -82,8 +82,8 @@ class GemmRunner {
                     GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
 
   void set_method(GemmMethod m) { method_ = m; }
-  // CTAs per cluster of the grouped sm90 kernel (GroupedGemm::set_cluster).
-  void set_sm90_cluster(int n);
+  // The grouped sm90 kernel's schedule (GroupedGemm::set_schedule).
+  void set_sm90_schedule(const GroupedSchedule& s);
   // Whether grouped_sm90() takes fused epilogues (gemm.sm90_fuse_swiglu); when not, it answers
   // false for them, and the caller runs the plain GEMM and the separate SwiGLU kernel.
   void set_sm90_fuse_swiglu(bool on) { sm90_fuse_swiglu_ = on; }
@@ -164,7 +164,7 @@ class GemmRunner {
   std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
   std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)
-  int sm90_cluster_ = 1;
+  GroupedSchedule sm90_schedule_;
   bool sm90_fuse_swiglu_ = false;
   std::set<std::string> sm90_fallbacks_logged_;
   int64_t heuristic_queries_ = 0;

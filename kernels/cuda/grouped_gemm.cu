@@ -22,6 +22,9 @@ constexpr int kProducerRegs = 40;         // the loader needs few registers ...
 constexpr int kConsumerRegs = 232;        // ... the MMA warpgroups' accumulators many
 constexpr uint32_t kBothConsumers = 256;  // threads of the two MMA warpgroups
 constexpr uint32_t kTailBarrier = 1;      // named barrier id for the zeroed K tail
+// Named barriers 2 and 3 are each MMA warpgroup's own; with ping-pong, warpgroup c waits on
+// kTurnBarrier + c for its turn to issue MMAs.
+constexpr uint32_t kTurnBarrier = 4;
 
 template <GroupedLayout L, int BN>
 struct TileConfig {
@@ -265,8 +268,13 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // kCluster 2: pairs of CTAs on neighbouring M tiles, each loading half of every B stage and
 // multicasting it to both, which halves B's traffic from L2 (the weights, in the forward and the
 // data gradients). A stage is then free only when the consumers of both CTAs have released it.
+//
+// kPingpong (BN 128, single CTAs): each MMA warpgroup takes every other tile of the CTA whole,
+// both 64-row halves, and the two take turns issuing MMAs, so that one's epilogue runs while the
+// other's MMAs keep the tensor cores busy. The producer and the stages are the same; each stage
+// has one consumer.
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
-          int kCluster = 1>
+          int kCluster = 1, bool kPingpong = false>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
@@ -277,6 +285,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
   constexpr int kTransA = kRowsK ? 1 : 0;    // A is M-major only in the weight gradients
   constexpr int kTransB = kBKMajor ? 0 : 1;  // B is N-major but in the data gradients
+  // 64-row halves of a tile per MMA warpgroup: both with ping-pong (2 x 64 accumulators).
+  constexpr int kHalves = kPingpong ? 2 : 1;
+  static_assert(!kPingpong || (BN == 128 && kCluster == 1 && !kSwiGLU),
+                "ping-pong: 128-column tiles, single CTAs, no SwiGLU forward epilogue");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -289,8 +301,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbar_init(&full[s], 1);              // the producer's expect_tx arrival (+ the TMA bytes)
-      mbar_init(&empty[s], 2 * kCluster);  // one arrival per MMA warpgroup of the cluster
+      mbar_init(&full[s], 1);  // the producer's expect_tx arrival (+ the TMA bytes)
+      // One arrival per consuming MMA warpgroup of the cluster.
+      mbar_init(&empty[s], kPingpong ? 1 : 2 * kCluster);
     }
     mbar_fence_init();
     prefix[0] = 0;
@@ -371,26 +384,42 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  // ---- consumers: warpgroup c multiplies rows [64c, 64c + 64) of each tile ----
+  // ---- consumers: warpgroup c multiplies rows [64c, 64c + 64) of each tile (cooperative), or
+  // every other tile whole (ping-pong) ----
   setmaxnreg_inc<kConsumerRegs>();
   const int c = tid / 128 - 1;
   const int t128 = tid % 128, warp = t128 / 32, lane = t128 % 32;
   const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
   uint8_t* boxes_c = epilogue + c * Cfg::kEpilogueBoxes * Cfg::kBoxBytes;
-  float acc[BN / 2];
+  float acc[kHalves][BN / 2];
   // A stage's buffers go back to the producers of every CTA that writes into them.
   auto release = [&](int s) {
     if (t128 != 0) return;
     mbar_arrive(&empty[s]);
     if constexpr (kCluster > 1) mbar_arrive_cluster(&empty[s], uint32_t(rank ^ 1));
   };
-  int it = 0, boxes_stored = 0;
-  for (int t = first_unit; t < total; t += units_step) {
+  auto k_tiles_of = [&](int t) {
+    return decode_tile<L, kTileN, kCluster>(p, prefix, t, rank).k_tiles;
+  };
+  // Ping-pong: this warpgroup's tiles are the CTA's c-th, (c + 2)-th, ...; `it` (the stage
+  // iteration, which fixes each stage's slot and phase) skips the other warpgroup's stages.
+  int it = kPingpong && c == 1 && first_unit < total ? k_tiles_of(first_unit) : 0;
+  int boxes_stored = 0;
+  const int my_step = kPingpong ? 2 * units_step : units_step;
+  for (int t = first_unit + (kPingpong ? c * units_step : 0); t < total; t += my_step) {
     const Tile tile = decode_tile<L, kTileN, kCluster>(p, prefix, t, rank);
+    const bool other_next = kPingpong && t + units_step < total;  // the other's next tile
     if (tile.k_tiles == 0) {
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+      for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
     }
+    // Wait for this warpgroup's turn: the other has issued its last tile's MMAs. The turns are
+    // also what makes the stage waits sound: a full barrier's parity tells only two rounds of the
+    // ring apart, and without them a warpgroup could wait on a stage a round or more ahead of
+    // the producer and take the other's stage for its own (a build without them faulted).
+    if (kPingpong && t != first_unit) named_barrier_sync(kTurnBarrier + c, 256);
     int prev = -1;  // the stage whose MMAs may still run
     for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
       const int s = it % Cfg::kStages;
@@ -399,31 +428,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint8_t* sb = sa + Cfg::kABytes;
       if constexpr (kRowsK) {
         // The group's last K stage may hold the next group's rows: zero them in both operands
-        // (0 * x must not meet a NaN either), each warpgroup its own A half and half of B's boxes.
+        // (0 * x must not meet a NaN either), each warpgroup its own A half and half of B's boxes
+        // (ping-pong: the stage's one consumer all of them).
         const int valid = tile.rows - kt * kBK;
         if (valid < kBK) {
           const int bytes = (kBK - valid) * 128;
           const uint4 zero = make_uint4(0, 0, 0, 0);
-          for (int j = c; j < kBM / 64 + BN / 64; j += 2) {
+          for (int j = kPingpong ? 0 : c; j < kBM / 64 + BN / 64; j += kPingpong ? 1 : 2) {
             uint8_t* box = j < kBM / 64 ? sa + j * kBoxBytes : sb + (j - kBM / 64) * kBoxBytes;
             for (int b = t128 * 16; b < bytes; b += 128 * 16)
               *reinterpret_cast<uint4*>(box + valid * 128 + b) = zero;
           }
           fence_proxy_async_smem();
-          named_barrier_sync(kTailBarrier, kBothConsumers);
+          if constexpr (kPingpong)
+            named_barrier_sync(wg_barrier, 128);
+          else
+            named_barrier_sync(kTailBarrier, kBothConsumers);
         }
       }
-      const uint32_t a_base = smem_addr(sa) + c * kBoxBytes;
       const uint32_t b_base = smem_addr(sb);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
         // K-major: the next 16 K are 32 bytes along the swizzled row; MN-major: 16 rows down.
-        const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, kBoxBytes, 1024)
-                                    : smem_desc(a_base + kk * 32, 16, 1024);
         const uint64_t db = kTransB ? smem_desc(b_base + kk * 2048, kBoxBytes, 1024)
                                     : smem_desc(b_base + kk * 32, 16, 1024);
-        wgmma_tile_k16<kTransA, kTransB, BN>(acc, da, db, (kt > 0 || kk > 0) ? 1 : 0);
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          // The 64-row half's A: rows [64 (h or c), + 64) of the stage's 128.
+          const uint32_t a_base = smem_addr(sa) + (kPingpong ? h : c) * kBoxBytes;
+          const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, kBoxBytes, 1024)
+                                      : smem_desc(a_base + kk * 32, 16, 1024);
+          wgmma_tile_k16<kTransA, kTransB, BN>(acc[h], da, db, (kt > 0 || kk > 0) ? 1 : 0);
+        }
       }
       wgmma_commit();
       // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
@@ -432,60 +469,69 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (prev >= 0) release(prev);
       prev = s;
     }
+    // The other warpgroup's turn (its MMAs queue behind ours), while this one finishes.
+    if (other_next) named_barrier_arrive(kTurnBarrier + (1 - c), 256);
     wgmma_wait<0>();
-    fence_accumulators(acc);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) fence_accumulators(acc[h]);
     if (prev >= 0) release(prev);
+    if (other_next) it += k_tiles_of(t + units_step);
 
     // ---- epilogue: 64 x (128 bytes) boxes of C through this warpgroup's staging buffer (the
     // swizzle keeps the fragment's writes free of bank conflicts), then to global memory: by TMA
     // for the dense per-expert gradients, by 16-byte row stores for rows, which must stop at the
-    // group's last row. ----
+    // group's last row. One 64-row half at a time. ----
     constexpr int kBoxCols = 128 / int(sizeof(OutT));
-    const int row0 = tile.m0 + c * 64;  // the warpgroup's first row in the group's C
-    if constexpr (kSwiGLU) {
-      swiglu_epilogue(p, tile, row0, acc, boxes_c, wg_barrier, t128, warp, lane);
-    } else if constexpr (kEpi == GroupedEpilogue::kSwiGLUBackward) {
-      swiglu_bwd_epilogue<BN>(p, tile, row0, acc, boxes_c, wg_barrier, t128, warp, lane);
-    } else {
 #pragma unroll
-      for (int q = 0; q < BN / kBoxCols; ++q) {
-        const int col0 = tile.n0 + q * kBoxCols;
-        // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The staging
-        // box alternates by boxes stored, not by q, so that a skip never puts a box into the
-        // buffer the last store may still read.
-        if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
-        uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
-        if constexpr (kRowsK) {
-          if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
-        }
-        named_barrier_sync(wg_barrier, 128);
+    for (int half = 0; half < kHalves; ++half) {
+      // The warpgroup's first row of this half in the group's C.
+      const int row0 = tile.m0 + (kPingpong ? half : c) * 64;
+      float(&frag)[BN / 2] = acc[half];
+      if constexpr (kSwiGLU) {
+        swiglu_epilogue(p, tile, row0, frag, boxes_c, wg_barrier, t128, warp, lane);
+      } else if constexpr (kEpi == GroupedEpilogue::kSwiGLUBackward) {
+        swiglu_bwd_epilogue<BN>(p, tile, row0, frag, boxes_c, wg_barrier, t128, warp, lane);
+      } else {
 #pragma unroll
-        for (int jj = 0; jj < kBoxCols / 8; ++jj) {
-          const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
-          const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = warp * 16 + lane / 4 + 8 * h;
-            store_pair_smem(stage_c + swizzled(r, byte), OutT{}, acc[4 * j + 2 * h],
-                            acc[4 * j + 2 * h + 1]);
+        for (int q = 0; q < BN / kBoxCols; ++q) {
+          const int col0 = tile.n0 + q * kBoxCols;
+          // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The
+          // staging box alternates by boxes stored, not by q, so that a skip never puts a box
+          // into the buffer the last store may still read.
+          if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
+          uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
+          if constexpr (kRowsK) {
+            if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
           }
-        }
-        ++boxes_stored;
-        if constexpr (kRowsK) {
-          fence_proxy_async_smem();
           named_barrier_sync(wg_barrier, 128);
-          if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
-        } else {
-          named_barrier_sync(wg_barrier, 128);
-          OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
-          const int chunk = t128 % 8;
-          const int col = col0 + chunk * (16 / int(sizeof(OutT)));
 #pragma unroll
-          for (int pass = 0; pass < 4; ++pass) {
-            const int r = pass * 16 + t128 / 8;
-            if (row0 + r < tile.rows && col < p.N)
-              *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
-                  *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
+          for (int jj = 0; jj < kBoxCols / 8; ++jj) {
+            const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
+            const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = warp * 16 + lane / 4 + 8 * h;
+              store_pair_smem(stage_c + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
+                              frag[4 * j + 2 * h + 1]);
+            }
+          }
+          ++boxes_stored;
+          if constexpr (kRowsK) {
+            fence_proxy_async_smem();
+            named_barrier_sync(wg_barrier, 128);
+            if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+          } else {
+            named_barrier_sync(wg_barrier, 128);
+            OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
+            const int chunk = t128 % 8;
+            const int col = col0 + chunk * (16 / int(sizeof(OutT)));
+#pragma unroll
+            for (int pass = 0; pass < 4; ++pass) {
+              const int r = pass * 16 + t128 / 8;
+              if (row0 + r < tile.rows && col < p.N)
+                *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
+                    *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
+            }
           }
         }
       }
@@ -547,7 +593,7 @@ int resident_ctas(Kernel kernel, int smem, int cluster, int num_sms) {
   return clusters * cluster;
 }
 
-template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster>
+template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster, bool kPingpong>
 void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
             const void* A, const void* B, void* C, cudaStream_t stream, void* aux) {
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
@@ -583,7 +629,7 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   }
   const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
   const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), tile_cols, C, aux};
-  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster>;
+  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong>;
   constexpr int kSmem = TileConfig<L, BN>::kSmemBytes;
   static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
   ClusterAttr cluster(kCluster);
@@ -597,15 +643,20 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, p));
 }
 
-// launch() with the cluster size chosen at run time.
+// launch() with the schedule chosen at run time: ping-pong (128-column tiles only; the caller
+// picks those), else cooperative in clusters of `cluster` CTAs.
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore>
-void launch_clustered(int cluster, void* encode, int num_sms, const GroupedGemmShape& s,
-                      const int64_t* offsets, const void* A, const void* B, void* C,
-                      cudaStream_t stream, void* aux = nullptr) {
-  if (cluster == 2)
-    launch<L, BN, OutT, kEpi, 2>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+void launch_scheduled(const GroupedSchedule& sched, void* encode, int num_sms,
+                      const GroupedGemmShape& s, const int64_t* offsets, const void* A,
+                      const void* B, void* C, cudaStream_t stream, void* aux = nullptr) {
+  if constexpr (BN == 128 && kEpi != GroupedEpilogue::kSwiGLU) {
+    if (sched.pingpong)
+      return launch<L, BN, OutT, kEpi, 1, true>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+  }
+  if (sched.cluster == 2)
+    launch<L, BN, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
   else
-    launch<L, BN, OutT, kEpi, 1>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    launch<L, BN, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
 }
 
 }  // namespace
@@ -678,26 +729,32 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
   if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
   using T = __nv_bfloat16;
   if (epi == GroupedEpilogue::kSwiGLU) {
-    launch_clustered<GroupedLayout::kRowsTimesWeight, 256, T, GroupedEpilogue::kSwiGLU>(
-        cluster_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
+    launch_scheduled<GroupedLayout::kRowsTimesWeight, 256, T, GroupedEpilogue::kSwiGLU>(
+        sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
     return;
   }
   constexpr GroupedLayout L = GroupedLayout::kRowsTimesWeightT;
   constexpr GroupedEpilogue kBwd = GroupedEpilogue::kSwiGLUBackward;
-  if ((forced_tile_n_ ? forced_tile_n_ : tile_n_for(s)) == 256)
-    launch_clustered<L, 256, T, kBwd>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream,
-                                      aux);
+  if (tile_n(s) == 256)
+    launch_scheduled<L, 256, T, kBwd>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
   else
-    launch_clustered<L, 128, T, kBwd>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream,
-                                      aux);
+    launch_scheduled<L, 128, T, kBwd>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
 }
 
-void GroupedGemm::set_cluster(int n) {
-  MOE_CHECK(n == 1 || n == 2, "grouped sm90 GEMM: cluster of " << n << " CTAs (1 or 2)");
-  cluster_ = n;
+void GroupedGemm::set_schedule(const GroupedSchedule& sched) {
+  MOE_CHECK(sched.cluster == 1 || sched.cluster == 2,
+            "grouped sm90 GEMM: cluster of " << sched.cluster << " CTAs (1 or 2)");
+  MOE_CHECK(!sched.pingpong || sched.cluster == 1,
+            "grouped sm90 GEMM: ping-pong runs single CTAs, not clusters of " << sched.cluster);
+  sched_ = sched;
 }
 
 int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128 : 256; }
+
+int GroupedGemm::tile_n(const GroupedGemmShape& s) const {
+  if (sched_.pingpong) return 128;  // two 64 x 128 accumulators per warpgroup
+  return forced_tile_n_ ? forced_tile_n_ : tile_n_for(s);
+}
 
 void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const void* A,
                       const void* B, void* C, DType in, DType out, cudaStream_t stream) const {
@@ -708,15 +765,15 @@ void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const v
     MOE_CHECK(s.K > 0 || s.total_rows == 0, "grouped sm90 GEMM: K == 0 with rows");
     return;
   }
-  const int bn = forced_tile_n_ ? forced_tile_n_ : tile_n_for(s);
+  const int bn = tile_n(s);
   MOE_CHECK(bn == 128 || bn == 256, "grouped sm90 GEMM: tile width " << bn);
   auto go = [&](auto layout_tag, auto out_tag) {
     constexpr GroupedLayout L = decltype(layout_tag)::value;
     using OutT = std::remove_pointer_t<decltype(out_tag)>;
     if (bn == 256)
-      launch_clustered<L, 256, OutT>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream);
+      launch_scheduled<L, 256, OutT>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream);
     else
-      launch_clustered<L, 128, OutT>(cluster_, encode_, num_sms_, s, offsets, A, B, C, stream);
+      launch_scheduled<L, 128, OutT>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream);
   };
   auto with_out = [&](auto layout_tag) {
     if (out == DType::kBf16)

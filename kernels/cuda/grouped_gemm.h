@@ -35,6 +35,18 @@ struct GroupedGemmShape {
 //   separate SwiGLU backward kernel computes it from a stored da.
 enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward };
 
+// How the kernel's two MMA warpgroups share the work (gemm.sm90_cluster, gemm.sm90_schedule):
+// - cooperative: both on one 128-row tile, 64 rows each, 256 or 128 columns; in clusters of
+//   `cluster` CTAs (2: neighbouring row tiles share B's loads by TMA multicast, halving B's
+//   traffic from L2);
+// - pingpong: each warpgroup a whole 128 x 128 tile, taking turns at the tensor cores, so that
+//   one's epilogue runs beside the other's MMAs; single CTAs. The fused SwiGLU forward stays
+//   cooperative (its tile pairs 128 gate columns with their up partners).
+struct GroupedSchedule {
+  int cluster = 1;
+  bool pingpong = false;
+};
+
 class GroupedGemm {
  public:
   // Most groups one launch takes (the tile schedule's prefix sums live in shared memory).
@@ -72,15 +84,17 @@ class GroupedGemm {
   static int tile_n_for(const GroupedGemmShape& s);
   // Forces the tile width (0: by shape). For tests.
   void force_tile_n(int n) { forced_tile_n_ = n; }
-  // CTAs per cluster: 1, or 2 (pairs of CTAs on neighbouring M tiles share B's loads by TMA
-  // multicast, halving B's traffic from L2).
-  void set_cluster(int n);
-  int cluster() const { return cluster_; }
+  // Throws for a cluster other than 1 or 2, or ping-pong in clusters.
+  void set_schedule(const GroupedSchedule& sched);
+  const GroupedSchedule& schedule() const { return sched_; }
 
  private:
+  // The tile width this runner uses for a shape: 128 with ping-pong, else forced or by shape.
+  int tile_n(const GroupedGemmShape& s) const;
+
   int num_sms_ = 0;
   int forced_tile_n_ = 0;
-  int cluster_ = 1;
+  GroupedSchedule sched_;
   void* encode_ = nullptr;  // the driver's cuTensorMapEncodeTiled
 };
 

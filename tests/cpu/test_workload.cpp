@@ -620,6 +620,11 @@ TEST(WorkloadValidate, FieldsSetInCodeAreCheckedToo) {
     EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
                                 {"gemm.sm90_cluster = " + std::to_string(cluster), "1 or 2"}));
   }
+  Workload w = minimal();
+  w.gemm.sm90_cluster = 2;
+  w.gemm.sm90_schedule = Sm90Schedule::kPingpong;
+  EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                              {"gemm.sm90_schedule = pingpong", "gemm.sm90_cluster = 1"}));
 }
 
 TEST(WorkloadValidate, RowCountMustFitInt32) {

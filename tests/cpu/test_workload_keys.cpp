@@ -47,8 +47,10 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(w.gemm.algo, GemmAlgo::kAuto);
   EXPECT_EQ(w.gemm.sm90_cluster, 1);
   EXPECT_FALSE(w.gemm.sm90_fuse_swiglu);
+  EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kCooperative);
   for (const char* s : {"overlap=dispatch_bwd", "gemm.method=grouped_batched", "gemm.streams=8",
-                        "gemm.sm90_cluster=2", "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact"})
+                        "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong",
+                        "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact"})
     apply_override(w, s);
   EXPECT_EQ(w.overlap, Overlap::kDispatchBwd);
   EXPECT_EQ(w.gemm.method, GemmMethod::kGroupedBatched);
@@ -56,13 +58,14 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(w.gemm.algo, GemmAlgo::kExact);
   EXPECT_EQ(w.gemm.sm90_cluster, 2);
   EXPECT_TRUE(w.gemm.sm90_fuse_swiglu);
+  EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kPingpong);
   const nlohmann::json j = workload_to_json(w);
   EXPECT_EQ(j.at("overlap"), "dispatch_bwd");
   EXPECT_EQ(j.at("gemm").at("method"), "grouped_batched");
   EXPECT_EQ(j.at("gemm").at("streams"), 8);
   EXPECT_EQ(describe_how_keys(w),
             "overlap=dispatch_bwd gemm.method=grouped_batched gemm.streams=8 gemm.sm90_cluster=2 "
-            "gemm.sm90_fuse_swiglu=true gemm.algo=exact");
+            "gemm.sm90_schedule=pingpong gemm.sm90_fuse_swiglu=true gemm.algo=exact");
   // The JSON form reads back to the same workload.
   EXPECT_EQ(workload_to_json(workload_from_json_text(j.dump(), "j")), j);
   EXPECT_NE(user_error_of([&] {

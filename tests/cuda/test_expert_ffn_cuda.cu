@@ -17,13 +17,14 @@ namespace {
 
 using cuda::GemmMethod;
 
-// fuse: gemm.sm90_fuse_swiglu (SwiGLU in the grouped sm90 kernel's epilogues).
-void check_expert_ffn(GemmMethod method, bool fuse, const std::vector<int64_t>& rows, int64_t H,
-                      int64_t F, DType grad_dtype, uint64_t seed) {
+// fuse: gemm.sm90_fuse_swiglu (SwiGLU in the grouped sm90 kernel's epilogues); pingpong:
+// gemm.sm90_schedule.
+void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::vector<int64_t>& rows,
+                      int64_t H, int64_t F, DType grad_dtype, uint64_t seed) {
   const DType dt = DType::kBf16;
   const std::string what = std::string(cuda::gemm_method_name(method)) + (fuse ? " fused" : "") +
-                           " H=" + std::to_string(H) + " F=" + std::to_string(F) +
-                           " grad=" + dtype_name(grad_dtype);
+                           (pingpong ? " pingpong" : "") + " H=" + std::to_string(H) +
+                           " F=" + std::to_string(F) + " grad=" + dtype_name(grad_dtype);
   SCOPED_TRACE(what);
   const int64_t El = int64_t(rows.size());
   std::vector<int64_t> off(El + 1, 0);
@@ -50,6 +51,7 @@ void check_expert_ffn(GemmMethod method, bool fuse, const std::vector<int64_t>& 
   cuda::GemmRunner runner;
   runner.set_method(method);
   runner.set_sm90_fuse_swiglu(fuse);
+  runner.set_sm90_schedule({1, pingpong});
   cuda::ExpertGemmLists lists;
   const cuda::ExpertRows er{off.data(), d_off.ptr};
   cuda::expert_ffn_fwd(d_xe.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, dt, d_h.ptr, d_a.ptr,
@@ -78,15 +80,17 @@ TEST(ExpertFfnCuda, EveryMethodMatchesCpu) {
   if (cuda::GroupedGemm::runs_on_current_device()) methods.push_back(GemmMethod::kGroupedSm90);
   uint64_t seed = 42;
   for (GemmMethod m : methods)
-    for (bool fuse : {false, true}) {
-      if (fuse && m != GemmMethod::kGroupedSm90) continue;  // only that kernel fuses
-      for (DType grad : {DType::kFp32, DType::kBf16}) {
-        check_expert_ffn(m, fuse, {0, 130, 1, 0, 257, 64}, 256, 192, grad, seed += 10);
-        check_expert_ffn(m, fuse, {40}, 128, 64, grad, seed += 10);
-        // F a multiple of 128: fused, SwiGLU runs in the up projection's epilogue too.
-        check_expert_ffn(m, fuse, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
+    for (bool fuse : {false, true})
+      for (bool pingpong : {false, true}) {
+        // Only that kernel fuses and has schedules.
+        if ((fuse || pingpong) && m != GemmMethod::kGroupedSm90) continue;
+        for (DType grad : {DType::kFp32, DType::kBf16}) {
+          check_expert_ffn(m, fuse, pingpong, {0, 130, 1, 0, 257, 64}, 256, 192, grad, seed += 10);
+          check_expert_ffn(m, fuse, pingpong, {40}, 128, 64, grad, seed += 10);
+          // F a multiple of 128: fused, SwiGLU runs in the up projection's epilogue too.
+          check_expert_ffn(m, fuse, pingpong, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
+        }
       }
-    }
 }
 
 }  // namespace

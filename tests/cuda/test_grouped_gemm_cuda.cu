@@ -18,6 +18,7 @@ namespace {
 
 using cuda::GroupedGemm;
 using cuda::GroupedGemmShape;
+using cuda::GroupedSchedule;
 
 const char* layout_name(GroupedLayout l) {
   switch (l) {
@@ -36,17 +37,23 @@ struct Case {
   std::vector<int64_t> rows;  // per group
   int64_t M, N, K;            // the group-dependent one is ignored
   DType out;
-  int tile_n;              // 0: the kernel's choice
-  int64_t spare_rows = 0;  // NaN rows after the last group (inside the TMA extent)
-  int cluster = 2;         // CTAs per cluster (GroupedGemm::set_cluster)
+  int tile_n;                       // 0: the kernel's choice
+  int64_t spare_rows = 0;           // NaN rows after the last group (inside the TMA extent)
+  GroupedSchedule sched{2, false};  // GroupedGemm::set_schedule
 };
+
+// Every schedule the kernel has: single CTAs, pairs, ping-pong.
+const GroupedSchedule kSchedules[] = {{1, false}, {2, false}, {1, true}};
+
+std::string schedule_name(const GroupedSchedule& s) {
+  return s.pingpong ? "pingpong" : "cluster=" + std::to_string(s.cluster);
+}
 
 std::string label(const Case& c) {
   std::string s = std::string(layout_name(c.layout)) + " G=" + std::to_string(c.rows.size()) +
                   " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
                   " K=" + std::to_string(c.K) + " out=" + dtype_name(c.out) +
-                  " tile_n=" + std::to_string(c.tile_n) + " cluster=" + std::to_string(c.cluster) +
-                  " rows=";
+                  " tile_n=" + std::to_string(c.tile_n) + " " + schedule_name(c.sched) + " rows=";
   for (size_t i = 0; i < c.rows.size() && i < 8; ++i) s += std::to_string(c.rows[i]) + ",";
   return s;
 }
@@ -82,7 +89,7 @@ std::vector<float> check_case(GroupedGemm& gg, const Case& c, uint64_t seed) {
   s.K = c.K;
   EXPECT_EQ(GroupedGemm::unsupported_reason(s, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out), "");
   gg.force_tile_n(c.tile_n);
-  gg.set_cluster(c.cluster);
+  gg.set_schedule(c.sched);
   gg.run(s, doff.ptr, da.ptr, db.ptr, dc.ptr, DType::kBf16, c.out, nullptr);
   CUDA_CHECK(cudaGetLastError());
   std::vector<float> got = dc.host();
@@ -105,9 +112,9 @@ TEST(GroupedGemmSm90, LayoutsTilesAndOutputs) {
   for (GroupedLayout l : kLayouts)
     for (int tile_n : {128, 256})
       for (DType out : {DType::kBf16, DType::kFp32})
-        for (int cluster : {1, 2}) {
+        for (const GroupedSchedule& sched : kSchedules) {
           if (out == DType::kFp32 && l != GroupedLayout::kRowsTTimesRows) continue;
-          check_case(gg, {l, rows, 200, 264, 200, out, tile_n, 0, cluster}, seed++);
+          check_case(gg, {l, rows, 200, 264, 200, out, tile_n, 0, sched}, seed++);
         }
 }
 
@@ -118,9 +125,9 @@ TEST(GroupedGemmSm90, OneGroupAndManyGroups) {
   std::vector<int64_t> many(300);
   for (size_t i = 0; i < many.size(); ++i) many[i] = int64_t((i * 37) % 23);  // 0..22 rows
   for (GroupedLayout l : kLayouts)
-    for (int cluster : {1, 2}) {
-      check_case(gg, {l, {517}, 136, 512, 328, DType::kBf16, 0, 0, cluster}, seed++);
-      check_case(gg, {l, many, 64, 128, 64, DType::kBf16, 0, 0, cluster}, seed++);
+    for (const GroupedSchedule& sched : kSchedules) {
+      check_case(gg, {l, {517}, 136, 512, 328, DType::kBf16, 0, 0, sched}, seed++);
+      check_case(gg, {l, many, 64, 128, 64, DType::kBf16, 0, 0, sched}, seed++);
     }
 }
 
@@ -130,9 +137,8 @@ TEST(GroupedGemmSm90, WeightGradientsIgnoreRowsPastTheGroup) {
   // NaN rows right after the last group, inside the tensor the kernel reads: a K stage that
   // reaches them must zero them, or every gradient of that group turns NaN.
   for (DType out : {DType::kBf16, DType::kFp32})
-    for (int cluster : {1, 2})
-      check_case(gg,
-                 {GroupedLayout::kRowsTTimesRows, {70, 5, 33}, 128, 256, 0, out, 0, 100, cluster},
+    for (const GroupedSchedule& sched : kSchedules)
+      check_case(gg, {GroupedLayout::kRowsTTimesRows, {70, 5, 33}, 128, 256, 0, out, 0, 100, sched},
                  300);
   // In the forward they only feed rows of C that are not written.
   check_case(gg, {GroupedLayout::kRowsTimesWeight, {70, 5, 33}, 0, 256, 128, DType::kBf16, 0, 100},
@@ -173,10 +179,14 @@ TEST(GroupedGemmSm90, Deterministic) {
     const std::vector<float> first = check_case(gg, cb, 600);
     const std::vector<float> second = check_case(gg, cb, 600);
     expect_identical(second, first, std::string("second run ") + layout_name(l));
-    // A pair sharing B's stages multiplies each tile in the same order as a lone CTA.
-    cb.cluster = 1;
+    // A pair sharing B's stages multiplies each tile in the same order as a lone CTA, and so
+    // does a ping-pong warpgroup on its 128-column tiles.
+    cb.sched = {1, false};
     const std::vector<float> alone = check_case(gg, cb, 600);
     expect_identical(alone, first, std::string("cluster 1 against 2 ") + layout_name(l));
+    cb.sched = {1, true};
+    const std::vector<float> pingpong = check_case(gg, cb, 600);
+    expect_identical(pingpong, first, std::string("ping-pong against cluster 2 ") + layout_name(l));
   }
 }
 
@@ -205,9 +215,9 @@ TEST(GroupedGemmSm90, SwigluEpilogueMatchesTheSeparateKernel) {
   ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kBf16), "");
   gg.run(s, doff.ptr, x.ptr, w.ptr, h1.ptr, DType::kBf16, DType::kBf16, nullptr);
   cuda::swiglu_fwd(h1.ptr, R, F, DType::kBf16, a1.ptr, nullptr);
-  for (int cluster : {1, 2}) {
-    SCOPED_TRACE("cluster " + std::to_string(cluster));
-    gg.set_cluster(cluster);
+  for (const GroupedSchedule& sched : kSchedules) {  // ping-pong: the cooperative kernel
+    SCOPED_TRACE(schedule_name(sched));
+    gg.set_schedule(sched);
     gg.run_fused(kFused, s, doff.ptr, x.ptr, w.ptr, h2.ptr, a2.ptr, DType::kBf16, DType::kBf16,
                  nullptr);
     expect_identical(h2.host(), h1.host(), "h");
@@ -231,11 +241,12 @@ TEST(GroupedGemmSm90, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   const auto kFused = cuda::GroupedEpilogue::kSwiGLUBackward;
   uint64_t seed = 710;
   for (int64_t F : {int64_t(384), int64_t(200), int64_t(104)})
-    for (int tile_n : {128, 256}) {
-      const int cluster = tile_n == 256 ? 2 : 1;
-      SCOPED_TRACE("F=" + std::to_string(F) + " tile_n=" + std::to_string(tile_n) +
-                   " cluster=" + std::to_string(cluster));
-      gg.set_cluster(cluster);
+    for (int tile_n : {128, 256, 0}) {
+      // 0: 128-column tiles by ping-pong.
+      const GroupedSchedule sched{tile_n == 256 ? 2 : 1, tile_n == 0};
+      SCOPED_TRACE("F=" + std::to_string(F) + " tile_n=" + std::to_string(tile_n) + " " +
+                   schedule_name(sched));
+      gg.set_schedule(sched);
       StorageBuf dy(DType::kBf16, random_values(R * H, DType::kBf16, seed++));
       StorageBuf w(DType::kBf16, random_values(G * F * H, DType::kBf16, seed++));
       StorageBuf h(DType::kBf16, random_values(R * 2 * F, DType::kBf16, seed++));
