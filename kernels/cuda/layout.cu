@@ -176,7 +176,85 @@ __global__ void expert_major_positions_kernel(const int32_t* send_pos, const int
   }
 }
 
+// ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
+// tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
+// as on the CPU. ----
+
+// Whether EP rank r's experts (El of them) take any of token t's kept rows.
+__device__ __forceinline__ bool rank_takes(const int32_t* idx, const int32_t* send_pos, int64_t t,
+                                           int64_t K, int64_t El, int64_t r) {
+  for (int64_t k = 0; k < K; ++k)
+    if (send_pos[t * K + k] >= 0 && idx[t * K + k] / El == r) return true;
+  return false;
+}
+
+__global__ void dedup_count_kernel(const int32_t* idx, const int32_t* send_pos, int64_t T,
+                                   int64_t K, int64_t El, int32_t* wire_counts) {
+  using Reduce = cub::BlockReduce<int, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const int64_t r = blockIdx.x;
+  int c = 0;
+  for (int64_t t = threadIdx.x; t < T; t += kThreads) c += rank_takes(idx, send_pos, t, K, El, r);
+  c = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0) wire_counts[r] = c;
+}
+
+// Rank r's wire rows start after the wire rows of ranks before it; its slots count send positions
+// from its first expert's block.
+__global__ void dedup_position_kernel(const int32_t* idx, const float* p,
+                                      const int32_t* expert_counts, const int32_t* send_pos,
+                                      int64_t T, int64_t K, int64_t El, const int32_t* wire_counts,
+                                      int64_t ep, int32_t* wire_pos, int32_t* slots,
+                                      float* weights) {
+  __shared__ int s_wire, s_rank_begin;
+  const int r = blockIdx.x;
+  const int wire0 = block_prefix(wire_counts, r);
+  const int rank_begin = block_prefix(expert_counts, int(r * El));
+  if (threadIdx.x == 0) {
+    s_wire = wire0;
+    s_rank_begin = rank_begin;
+  }
+  __syncthreads();
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int seen;
+  if (threadIdx.x == 0) seen = 0;
+  __syncthreads();
+  for (int64_t start = 0; start < T; start += kThreads) {
+    const int64_t t = start + threadIdx.x;
+    const int mine = (t < T && rank_takes(idx, send_pos, t, K, El, r)) ? 1 : 0;
+    int before = 0, total = 0;
+    Scan(tmp).ExclusiveSum(mine, before, total);
+    if (t < T) {
+      const int32_t w = mine ? s_wire + seen + before : -1;
+      wire_pos[t * ep + r] = w;
+      for (int64_t k = 0; mine && k < K; ++k) {
+        const int32_t sp = send_pos[t * K + k];
+        const bool ours = sp >= 0 && idx[t * K + k] / El == r;
+        slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
+        weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) seen += total;
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
+                  const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
+                  int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights,
+                  cudaStream_t stream) {
+  MOE_CHECK(ep >= 1 && E % ep == 0, "dedup_layout: " << E << " experts over ep " << ep);
+  MOE_CHECK(T * K < (int64_t(1) << 31), "dedup_layout: T*K = " << T * K << " overflows int32");
+  dedup_count_kernel<<<int(ep), kThreads, 0, stream>>>(idx, send_pos, T, K, E / ep, wire_counts);
+  CUDA_CHECK(cudaGetLastError());
+  dedup_position_kernel<<<int(ep), kThreads, 0, stream>>>(
+      idx, p, expert_counts, send_pos, T, K, E / ep, wire_counts, ep, wire_pos, slots, weights);
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
                             int64_t sources, int64_t rows_per_source, int64_t E_local, int32_t* pos,

@@ -99,6 +99,31 @@ inline std::vector<float> alltoall_rows(const GroupCase& c, const std::vector<So
   return alltoall_expert_major(c, src, send_order(c, src, &Source::x), d);
 }
 
+// The all-to-all's way back: rank d's expert-major rows (per_rank[d]) regrouped and returned to
+// their sources, each source's rows in its send order [T*K, H] (dropped rows' places zero).
+inline std::vector<std::vector<float>> alltoall_send_order(
+    const GroupCase& c, const std::vector<Source>& src,
+    const std::vector<std::vector<float>>& per_rank) {
+  std::vector<std::vector<float>> send(c.ep, std::vector<float>(c.T * c.K * c.H, 0.0f));
+  for (int64_t d = 0; d < c.ep; ++d) {
+    std::vector<int32_t> counts(c.ep * c.El);
+    for (int64_t s = 0; s < c.ep; ++s)
+      std::copy_n(src[s].counts.begin() + d * c.El, c.El, counts.begin() + s * c.El);
+    std::vector<float> rank_major(std::accumulate(counts.begin(), counts.end(), int64_t(0)) * c.H);
+    cpu::regroup_rows(per_rank[d].data(), counts.data(), c.ep, c.El, c.H, c.align, false,
+                      rank_major.data());
+    int64_t at = 0;
+    for (int64_t s = 0; s < c.ep; ++s) {
+      const auto first = src[s].counts.begin() + d * c.El;
+      const int64_t begin = std::accumulate(src[s].counts.begin(), first, int64_t(0));
+      const int64_t n = std::accumulate(first, first + c.El, int64_t(0));
+      std::copy_n(rank_major.begin() + at * c.H, n * c.H, send[s].begin() + begin * c.H);
+      at += n;
+    }
+  }
+  return send;
+}
+
 // Zeros in the padding rows of a rank's expert-major rows [offsets[E_local], H]: those after
 // local expert l's received rows (the sum over sources of counts [ep, E_local]) up to
 // offsets[l + 1].

@@ -126,6 +126,10 @@ class FakeOps : public Ops {
                               int32_t*) override {
     r_.add("expert_major_positions");
   }
+  void dedup_layout(const Dims&, const int32_t*, const float*, const int32_t*, const int32_t*,
+                    int32_t*, int32_t*, int32_t*, float*) override {
+    r_.add("dedup_layout");
+  }
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }
@@ -162,6 +166,9 @@ class FakeOps : public Ops {
   }
   void unpermute_sum(const Dims&, const void* dx_send, const int32_t*, float* dx_acc) override {
     r_.add("unpermute_sum", {dx_send, dx_acc});
+  }
+  void unpermute_sum_storage(const Dims&, const void* src, const int32_t*, void* dst) override {
+    r_.add("unpermute_sum_storage", {src, dst});
   }
   void shared_sum_out(const Dims&, int64_t, const void* y_sh, void* out) override {
     r_.add("shared_sum_out", {y_sh, out});
