@@ -348,6 +348,22 @@ TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
   for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;
 }
 
+// dispatch alltoall_dedup at ep 1: nothing crosses a wire, and the step is alltoall's call for
+// call (so every result is alltoall's, bitwise).
+TEST(MoeLayerFake, AlltoallDedupAtEp1IsAlltoall) {
+  for (const std::string align : {"", R"(, "align": 16)"}) {
+    FakeStep a2a(align), dedup(R"(, "dispatch": "alltoall_dedup")" + align);
+    auto names = [](const Recorder& r) {
+      std::vector<std::string> out;
+      for (const Call& c : r.calls) out.push_back(c.name);
+      return out;
+    };
+    const std::vector<std::string> want = names(a2a.step());
+    EXPECT_EQ(names(dedup.step()), want) << align;
+    EXPECT_TRUE(std::find(want.begin(), want.end(), "dedup_layout") == want.end());
+  }
+}
+
 // The shared experts' calls: one "expert" per Ops call, whose rows are the rank's 8 tokens (the
 // routed experts' first block has 4 rows).
 std::vector<size_t> shared_calls(const Recorder& r, const std::string& name) {
@@ -422,7 +438,8 @@ TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
 }
 
 TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
-  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)"})
+  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)",
+                           R"(, "dispatch": "alltoall_dedup", "align": 16)"})
     for (int64_t shared : {0, 2}) {
       FakeStep f(sets, shared);
       f.step(0);
