@@ -50,10 +50,10 @@ __device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
   return (uint64_t(b) << 32) | (0xffffffffu - uint32_t(i));
 }
 
-// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
-// order, tile by tile; the whole block must call it.
-template <class Row>
-__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
+// Calls row(i, r) for each i in [0, n) that marked(i) holds for, r being its rank among those in
+// i order, tile by tile; the whole block must call it.
+template <class Marked, class Row>
+__device__ void for_each_marked(int64_t n, Marked marked, Row row) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int seen;
@@ -61,7 +61,7 @@ __device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row ro
   __syncthreads();
   for (int64_t start = 0; start < n; start += kThreads) {
     const int64_t i = start + threadIdx.x;
-    const int mine = (i < n && idx[i] == e) ? 1 : 0;
+    const int mine = (i < n && marked(i)) ? 1 : 0;
     int before = 0, total = 0;
     Scan(tmp).ExclusiveSum(mine, before, total);
     if (mine) row(int32_t(i), seen + before);
@@ -69,6 +69,14 @@ __device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row ro
     if (threadIdx.x == 0) seen += total;
     __syncthreads();
   }
+}
+
+// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
+// order.
+template <class Row>
+__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
+  for_each_marked(
+      n, [&](int64_t i) { return idx[i] == e; }, row);
 }
 
 // The key of the limit-th largest of the expert's rows rows[0..m), m > limit: a most-significant-
@@ -215,30 +223,19 @@ __global__ void dedup_position_kernel(const int32_t* idx, const float* p,
     s_rank_begin = rank_begin;
   }
   __syncthreads();
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ int seen;
-  if (threadIdx.x == 0) seen = 0;
-  __syncthreads();
-  for (int64_t start = 0; start < T; start += kThreads) {
-    const int64_t t = start + threadIdx.x;
-    const int mine = (t < T && rank_takes(idx, send_pos, t, K, El, r)) ? 1 : 0;
-    int before = 0, total = 0;
-    Scan(tmp).ExclusiveSum(mine, before, total);
-    if (t < T) {
-      const int32_t w = mine ? s_wire + seen + before : -1;
-      wire_pos[t * ep + r] = w;
-      for (int64_t k = 0; mine && k < K; ++k) {
-        const int32_t sp = send_pos[t * K + k];
-        const bool ours = sp >= 0 && idx[t * K + k] / El == r;
-        slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
-        weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
-      }
+  auto takes = [&](int64_t t) { return rank_takes(idx, send_pos, t, K, El, r); };
+  for (int64_t t = threadIdx.x; t < T; t += kThreads)
+    if (!takes(t)) wire_pos[t * ep + r] = -1;
+  for_each_marked(T, takes, [&](int32_t t, int n) {
+    const int32_t w = s_wire + n;
+    wire_pos[t * ep + r] = w;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t sp = send_pos[t * K + k];
+      const bool ours = sp >= 0 && idx[t * K + k] / El == r;
+      slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
+      weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) seen += total;
-    __syncthreads();
-  }
+  });
 }
 
 }  // namespace

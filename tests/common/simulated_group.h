@@ -24,6 +24,19 @@ struct GroupCase {
   int64_t silent_rank;  // whose experts no token picks (-1: none)
 };
 
+// The groups every dispatcher's test runs: a rank no token picks, drops by both policies with
+// align padding, one expert a rank, and ep 1 with padding or drops.
+inline std::vector<GroupCase> group_cases() {
+  return {
+      {"ep 3, rank 2 receives nothing", 3, 2, 9, 2, 12, 1, 0, false, 2},
+      {"ep 4, capacity by probability, align 8", 4, 3, 20, 4, 8, 8, 3, false, -1},
+      {"ep 2, capacity by position, align 4", 2, 4, 16, 3, 5, 4, 2, true, -1},
+      {"ep 8, one expert a rank", 8, 1, 6, 2, 4, 1, 0, false, -1},
+      {"ep 1, align 16", 1, 6, 13, 3, 7, 16, 0, false, -1},
+      {"ep 1, capacity", 1, 4, 10, 2, 3, 1, 3, false, -1},
+  };
+}
+
 // One source rank's tokens and its layout. x holds exact floats that name their source, token
 // and column, so that a row in the wrong place shows.
 struct Source {

@@ -132,16 +132,8 @@ void check_group(const GroupCase& c, uint64_t seed) {
 }
 
 TEST(DispatchAllgather, MatchesAlltoallRowForRow) {
-  const GroupCase cases[] = {
-      {"ep 3, rank 2 receives nothing", 3, 2, 9, 2, 12, 1, 0, false, 2},
-      {"ep 4, capacity by probability, align 8", 4, 3, 20, 4, 8, 8, 3, false, -1},
-      {"ep 2, capacity by position, align 4", 2, 4, 16, 3, 5, 4, 2, true, -1},
-      {"ep 8, one expert a rank", 8, 1, 6, 2, 4, 1, 0, false, -1},
-      {"ep 1, align 16", 1, 6, 13, 3, 7, 16, 0, false, -1},
-      {"ep 1, capacity", 1, 4, 10, 2, 3, 1, 3, false, -1},
-  };
   uint64_t seed = 900;
-  for (const GroupCase& c : cases) check_group(c, seed++);
+  for (const GroupCase& c : test::group_cases()) check_group(c, seed++);
 }
 
 // A worked example: rank 1 of ep 2 (experts 2 and 3), align 4.

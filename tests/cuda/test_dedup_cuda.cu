@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/combine.h"
@@ -57,34 +58,35 @@ TEST(DedupCuda, DedupLayoutMatchesCpu) {
   MOE_REQUIRE_GPU();
   cudaStream_t stream = nullptr;
   uint64_t seed = 1500;
-  for (int64_t ep : {1, 2, 4, 8})
-    for (int64_t El : {1, 3, 16})
-      for (int64_t capacity : {0, 2})
-        for (int64_t T : {1, 37, 700}) {  // one block's tile, and several
-          const int64_t E = ep * El, K = std::min<int64_t>(6, E);
-          const std::string what = "ep " + std::to_string(ep) + " E_local " + std::to_string(El) +
-                                   " capacity " + std::to_string(capacity) + " T " +
-                                   std::to_string(T);
-          SCOPED_TRACE(what);
-          const Routing r = routing(T, K, E, capacity, capacity > 0 && El == 3, seed++);
-          const int64_t W = T * std::min(K, ep);
-          std::vector<int32_t> pos(T * ep), counts(ep), slots(W * K, -7);
-          std::vector<float> weights(W * K, NAN);
-          cpu::dedup_layout(r.idx.data(), r.p.data(), r.counts.data(), r.send_pos.data(), T, K, E,
-                            ep, pos.data(), counts.data(), slots.data(), weights.data());
-          DevBuf<int32_t> d_idx(r.idx), d_counts(r.counts), d_send_pos(r.send_pos);
-          DevBuf<float> d_p(r.p);
-          DevBuf<int32_t> d_pos(std::vector<int32_t>(T * ep, -9)),
-              d_wire(std::vector<int32_t>(ep, -9));
-          DevBuf<int32_t> d_slots(std::vector<int32_t>(W * K, -7));
-          DevBuf<float> d_weights(std::vector<float>(W * K, NAN));
-          cuda::dedup_layout(d_idx.ptr, d_p.ptr, d_counts.ptr, d_send_pos.ptr, T, K, E, ep,
-                             d_pos.ptr, d_wire.ptr, d_slots.ptr, d_weights.ptr, stream);
-          EXPECT_EQ(differences(d_wire.host(), counts), 0) << what << ": wire counts";
-          EXPECT_EQ(differences(d_pos.host(), pos), 0) << what << ": wire positions";
-          EXPECT_EQ(differences(d_slots.host(), slots), 0) << what << ": slots";
-          EXPECT_EQ(differences(d_weights.host(), weights), 0) << what << ": weights";
-        }
+  // (ep, E_local): one expert a rank, a few, many; ep 1 to 8.
+  const std::pair<int64_t, int64_t> groups[] = {{1, 16}, {2, 3}, {4, 1}, {4, 16}, {8, 3}, {8, 1}};
+  for (const auto& [ep, El] : groups)
+    for (int64_t capacity : {0, 2})
+      for (int64_t T : {1, 37, 700}) {  // one block's tile, and several
+        const int64_t E = ep * El, K = std::min<int64_t>(6, E);
+        const std::string what = "ep " + std::to_string(ep) + " E_local " + std::to_string(El) +
+                                 " capacity " + std::to_string(capacity) + " T " +
+                                 std::to_string(T);
+        SCOPED_TRACE(what);
+        const Routing r = routing(T, K, E, capacity, capacity > 0 && El == 3, seed++);
+        const int64_t W = T * std::min(K, ep);
+        std::vector<int32_t> pos(T * ep), counts(ep), slots(W * K, -7);
+        std::vector<float> weights(W * K, NAN);
+        cpu::dedup_layout(r.idx.data(), r.p.data(), r.counts.data(), r.send_pos.data(), T, K, E, ep,
+                          pos.data(), counts.data(), slots.data(), weights.data());
+        DevBuf<int32_t> d_idx(r.idx), d_counts(r.counts), d_send_pos(r.send_pos);
+        DevBuf<float> d_p(r.p);
+        DevBuf<int32_t> d_pos(std::vector<int32_t>(T * ep, -9)),
+            d_wire(std::vector<int32_t>(ep, -9));
+        DevBuf<int32_t> d_slots(std::vector<int32_t>(W * K, -7));
+        DevBuf<float> d_weights(std::vector<float>(W * K, NAN));
+        cuda::dedup_layout(d_idx.ptr, d_p.ptr, d_counts.ptr, d_send_pos.ptr, T, K, E, ep, d_pos.ptr,
+                           d_wire.ptr, d_slots.ptr, d_weights.ptr, stream);
+        EXPECT_EQ(differences(d_wire.host(), counts), 0) << what << ": wire counts";
+        EXPECT_EQ(differences(d_pos.host(), pos), 0) << what << ": wire positions";
+        EXPECT_EQ(differences(d_slots.host(), slots), 0) << what << ": slots";
+        EXPECT_EQ(differences(d_weights.host(), weights), 0) << what << ": weights";
+      }
 }
 
 TEST(DedupCuda, UnpermuteSumStorageMatchesCpu) {
@@ -95,17 +97,10 @@ TEST(DedupCuda, UnpermuteSumStorageMatchesCpu) {
   const Routing r = routing(53, 4, 12, 3, false, 1600);
   const int64_t rows = r.T * r.K;
   DevBuf<int32_t> d_send_pos(r.send_pos);
-  uint64_t seed = 1610;
-  for (DType dtype : {DType::kBf16, DType::kFp32})
-    for (int64_t H : {256, 5})    // 16-byte moves, and the element loop
-      for (int shift : {0, 1}) {  // aligned and unaligned rows
-        const std::string what = std::string(dtype_name(dtype)) + " H " + std::to_string(H) +
-                                 " shift " + std::to_string(shift);
-        SCOPED_TRACE(what);
-        std::mt19937_64 rng(seed++);
-        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-        std::vector<float> src(rows * H);
-        for (float& v : src) v = dtype == DType::kBf16 ? round_to_bf16(unit(rng)) : unit(rng);
+  for_each_row_layout(
+      rows, 1610,
+      [&](DType dtype, int64_t H, int shift, const std::string& what,
+          const std::vector<float>& src) {
         std::vector<float> want(r.T * H);
         cpu::unpermute_sum_storage(src.data(), r.send_pos.data(), r.T, r.K, H, dtype, want.data());
         StorageBuf d_src(dtype, shifted_by(src, shift));
@@ -118,7 +113,7 @@ TEST(DedupCuda, UnpermuteSumStorageMatchesCpu) {
         got.erase(got.begin(), got.begin() + shift);
         got.resize(want.size());
         EXPECT_EQ(differences(got, want), 0) << what;
-      }
+      });
 }
 
 }  // namespace

@@ -11,25 +11,7 @@
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
-digest() {
-  /usr/bin/python3 -c "import json, sys
-d = json.load(open(sys.argv[1]))['digests']
-print(' '.join(k + '=' + d[k] for k in sys.argv[2:]))" "$@"
-}
-for mesh in "1 1 1 8" "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"; do
-  read -r np ep fsdp align <<<"$mesh"
-  m=(--set mesh.ep="$ep" --set mesh.fsdp="$fsdp" --set align="$align")
-  tag="np$np-ep$ep-align$align"
-  mpi "$np" "${args[@]}" "${m[@]}" --out "$WORK/a2a-$tag.json" >/dev/null
-  mpi "$np" "${args[@]}" "${m[@]}" --set dispatch=alltoall_dedup --out "$WORK/dd-$tag.json" \
-    >/dev/null
-  keys=(idx dw_gate dw_in dw_out)
-  [ "$ep" -eq 1 ] && keys+=(out dx)
-  a=$(digest "$WORK/a2a-$tag.json" "${keys[@]}")
-  b=$(digest "$WORK/dd-$tag.json" "${keys[@]}")
-  echo "$tag alltoall:       $a"; echo "$tag alltoall_dedup: $b"
-  [ "$a" = "$b" ] || fail "$tag: alltoall and alltoall_dedup digests differ"
-done
+same_digests_as_alltoall alltoall_dedup "1 1 1 8" "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"
 
 # out and dx against alltoall's at ep 2 and 4 (partial sums cross in the storage dtype): within
 # MATH.md's tolerances of each other, the figures printed.
@@ -60,7 +42,8 @@ for ep in 2 4; do
     >"$WORK/bal-plan-$ep.json"
   /usr/bin/python3 - "$WORK/bal-$ep.json" "$WORK/bal-plan-$ep.json" "$ep" <<'PY'
 import json, sys
-r, plan, ep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["dispatch"], int(sys.argv[3])
+r, plan = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["dispatch"]
+ep = int(sys.argv[3])
 ph, T, H, K = r["timing"]["phases"], 32, 64, 3
 ranks = {2: 1.5, 4: 2.0}[ep]  # distinct ranks of 3 consecutive experts, 8 / ep a rank
 wire_to_others = T * ranks * (ep - 1) / ep
