@@ -1,5 +1,7 @@
 #include "core/layout.h"
 
+#include <vector>
+
 namespace moe {
 
 void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
@@ -12,29 +14,41 @@ void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, in
   }
 }
 
-void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int64_t align,
-                     int32_t* recv, int64_t* offsets, int32_t* starts, int32_t* dest) {
+void block_layout(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
+                  const int32_t* base, int64_t* offsets, int32_t* starts, int32_t* dest) {
+  for (int64_t s = 0; s < ep; ++s) {
+    int32_t row = base ? base[s] : 0;
+    for (int64_t l = 0; l <= E_local; ++l) {
+      starts[s * (E_local + 1) + l] = row;
+      if (l < E_local) row += counts[s * E_local + l];
+    }
+  }
+  expert_major_offsets(counts, ep, E_local, align, offsets);
+  for (int64_t l = 0; l < E_local; ++l) {
+    int64_t at = offsets[l];
+    for (int64_t s = 0; s < ep; ++s) {
+      dest[s * E_local + l] = int32_t(at);
+      at += counts[s * E_local + l];
+    }
+  }
+}
+
+void gathered_counts(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int32_t* recv,
+                     int32_t* base) {
   const int64_t El = E / ep, first = rank * El;
   for (int64_t s = 0; s < ep; ++s) {
     const int32_t* c = counts_all + s * E;
-    int32_t row = 0;
-    for (int64_t e = 0; e < first; ++e) row += c[e];
-    for (int64_t l = 0; l <= El; ++l) {
-      starts[s * (El + 1) + l] = row;
-      if (l < El) {
-        recv[s * El + l] = c[first + l];
-        row += c[first + l];
-      }
-    }
+    base[s] = 0;
+    for (int64_t e = 0; e < first; ++e) base[s] += c[e];
+    for (int64_t l = 0; l < El; ++l) recv[s * El + l] = c[first + l];
   }
-  expert_major_offsets(recv, ep, El, align, offsets);
-  for (int64_t l = 0; l < El; ++l) {
-    int64_t at = offsets[l];
-    for (int64_t s = 0; s < ep; ++s) {
-      dest[s * El + l] = int32_t(at);
-      at += recv[s * El + l];
-    }
-  }
+}
+
+void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int64_t align,
+                     int32_t* recv, int64_t* offsets, int32_t* starts, int32_t* dest) {
+  std::vector<int32_t> base(ep);
+  gathered_counts(counts_all, ep, E, rank, recv, base.data());
+  block_layout(recv, ep, E / ep, align, base.data(), offsets, starts, dest);
 }
 
 }  // namespace moe

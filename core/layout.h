@@ -10,14 +10,26 @@ namespace moe {
 void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
                           int64_t* offsets);
 
-// The all-gather dispatcher's plan on EP rank `rank` of ep, from every source rank's
-// expert_counts, counts_all [ep, E] (rows kept per expert, after capacity drops):
-// - recv [ep, E_local]: the rows each source routes to this rank's experts (what an all-to-all
-//   would deliver), and offsets [E_local + 1] over them as expert_major_offsets;
-// - starts [ep, E_local + 1]: where local expert l's rows begin in source s's send order (by
-//   expert, then t*K + k); starts[s, E_local]: where this rank's rows end;
-// - dest [ep, E_local]: where block (s, l) begins in expert-major order, sources in rank order
-//   inside each expert, as the all-to-all's regroup places them.
+// Where each (source rank, local expert) block of a receiving rank's rows lands, from counts
+// [ep, E_local] (rows source s sends local expert l) and base [ep] (where source s's rows for this
+// rank begin in its own send order; nullptr: at 0). offsets [E_local + 1] as expert_major_offsets;
+// starts [ep, E_local + 1]: where local expert l's rows begin in source s's send order
+// ([s, E_local]: where this rank's rows end); dest [ep, E_local]: where block (s, l) begins in
+// expert-major order, sources in rank order inside each expert, as the all-to-all's regroup
+// places them.
+void block_layout(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
+                  const int32_t* base, int64_t* offsets, int32_t* starts, int32_t* dest);
+
+// The all-gather dispatcher's counts on EP rank `rank` of ep, from every source rank's
+// expert_counts, counts_all [ep, E] (rows kept per expert, after capacity drops): recv
+// [ep, E_local], the rows each source routes to this rank's experts (what an all-to-all would
+// deliver), and base [ep], where they begin in each source's send order (by expert, then
+// t*K + k).
+void gathered_counts(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int32_t* recv,
+                     int32_t* base);
+
+// The all-gather dispatcher's plan: gathered_counts, then block_layout over them (offsets
+// [E_local + 1], starts [ep, E_local + 1] in each source's send order, dest [ep, E_local]).
 void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int64_t align,
                      int32_t* recv, int64_t* offsets, int32_t* starts, int32_t* dest);
 

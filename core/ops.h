@@ -75,6 +75,15 @@ class Ops {
   // rank's rows end); dest [ep, E_local] i32: where block (s, l) begins in expert-major order.
   virtual void expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
                                       const int32_t* dest, int32_t* pos) = 0;
+  // The deduplicated dispatcher's send plan (dispatch/alltoall_dedup.h): one wire row per
+  // (token, EP rank) that takes at least one of the token's kept rows, by rank, then token. From
+  // idx [T,K] i32, p [T,K] fp32 and dispatch_layout's expert_counts [E] i32 and send_pos [T*K]
+  // i32: wire_pos [T, ep] i32 (the wire row of (t, r), -1 where none), wire_counts [ep] i32, and
+  // for each wire row its K slots [W, K] i32 and weights [W, K] fp32 (kernels/cpu/layout.h).
+  virtual void dedup_layout(const Dims& d, const int32_t* idx, const float* p,
+                            const int32_t* expert_counts, const int32_t* send_pos,
+                            int32_t* wire_pos, int32_t* wire_counts, int32_t* slots,
+                            float* weights) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
@@ -109,6 +118,10 @@ class Ops {
   // dx_acc [T,H] fp32 = sum over the K returned rows of dx_send [T*K, H] storage.
   virtual void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                              float* dx_acc) = 0;
+  // dst [T,H] storage = the fp32 sum over the K rows of src [., H] storage at send_pos (-1
+  // skipped), rounded once: unpermute_sum's sums stored in the storage dtype.
+  virtual void unpermute_sum_storage(const Dims& d, const void* src, const int32_t* send_pos,
+                                     void* dst) = 0;
   // The shared experts' part of a token's sums (kernels/cpu/shared_sum.h), rows [S, T, H]
   // storage, one shared expert after another: out [T,H] storage = out + sum_s y_sh[s] (fp32 sum
   // of the stored values, rounded once), and dx_acc [T,H] fp32 += sum_s dx_sh[s].

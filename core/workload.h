@@ -16,7 +16,7 @@ enum class DType { kBf16, kFp32 };
 enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
-enum class DispatchKind { kAlltoall, kAllgather };
+enum class DispatchKind { kAlltoall, kAllgather, kAlltoallDedup };
 enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
 // Which phases of the step run beside others: a schedule, never a change of the work or of any

@@ -37,7 +37,7 @@ MOE_ENUM_NAMES(DType, "bf16", "fp32")
 MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
-MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather")
+MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather", "alltoall_dedup")
 MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd")
@@ -211,10 +211,14 @@ const std::vector<KeySpec>& schema() {
           "fp32 either way; bf16 needs `dtype` bf16"),
       enum_key("dispatch", MOE_FIELD(dispatch),
                "how routed rows reach their experts: alltoall sends each (token, expert) row "
-               "to its expert's rank; allgather gives every EP rank every token (and the "
-               "routing), each rank's experts take theirs and a reduce-scatter returns the "
-               "weighted sums in fp32 (Megatron's allgather dispatcher); with bf16 it sends "
-               "fewer bytes than alltoall where mesh.ep < 2/3 model.topk (docs/layer.md)"),
+               "to its expert's rank; alltoall_dedup sends a token once to each rank its kept "
+               "experts are on (with their slots and weights), sums their weighted outputs there "
+               "and returns one row per (token, rank), the partial sums in the storage dtype "
+               "(DeepEP's deduplicated dispatch: never more rows than alltoall); allgather gives "
+               "every EP rank every token (and the routing), each rank's experts take theirs and "
+               "a reduce-scatter returns the weighted sums in fp32 (Megatron's allgather "
+               "dispatcher; with bf16 fewer bytes than alltoall where mesh.ep < 2/3 "
+               "model.topk); docs/layer.md compares them"),
       optional_number_key("capacity_factor", MOE_FIELD(capacity_factor),
                           "rows each source rank may send an expert: ceil(capacity_factor * T * "
                           "K / E), at most 10^6; null = dropless"),

@@ -8,20 +8,13 @@
 #include "core/saturating.h"
 
 namespace moe {
-namespace {
-
-// The layout table's int32 entries: starts [ep, E_local + 1], dest [ep, E_local], and room for
-// every padding row's position.
-int64_t table_entries(int64_t ep, int64_t E_local, int64_t align) {
-  return ep * (2 * E_local + 1) + E_local * (align - 1);
-}
-
-}  // namespace
 
 AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops,
                                          Comm& comm, PhaseTimer& timer,
                                          const DispatchPhases& phases)
-    : DispatcherBase(d, mesh, device, ops, comm, timer, phases), dg_(d) {
+    : DispatcherBase(d, mesh, device, ops, comm, timer, phases),
+      dg_(d),
+      blocks_(d, device, ops, buffers_) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
   dg_.T = ep * T;
   // Positions are int32, as the layout's send positions are.
@@ -36,9 +29,6 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
   counts_ = buffers_.alloc<int32_t>(4 * E);
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   pos_ = buffers_.alloc<int32_t>(4 * ep * T * K);
-  table_host_.resize(table_entries(ep, El, d_.align));
-  table_ = buffers_.alloc<int32_t>(4 * table_host_.size());
-  if (d_.align > 1) zero_row_ = buffers_.alloc(sb * H);  // allocations are zero-filled
   if (ep > 1) {
     counts_all_ = buffers_.alloc<int32_t>(4 * ep * E);
     send_pos_all_ = buffers_.alloc<int32_t>(4 * ep * T * K);
@@ -53,11 +43,11 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
   }
   counts_host_.resize(ep * E);
   recv_host_.resize(ep * El);
-  row_offsets_.assign(El + 1, 0);
+  base_host_.resize(ep);
 }
 
 void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
-  const int64_t T = d_.T, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
+  const int64_t T = d_.T, E = d_.E, K = d_.K, ep = d_.ep;
   // Each rank decides its own rows' drops, as alltoall's layout does (capacity per source rank).
   ops_.dispatch_layout(d_, idx, p, counts_, send_pos_);
   timer_.begin(phases_.counts_exchange);
@@ -70,34 +60,11 @@ void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
   device_.copy_to_host(counts_host_.data(), counts_all_, 4 * counts_host_.size());
   timer_.end(phases_.counts_exchange);
 
-  int32_t* starts = table_host_.data();
-  int32_t* dest = starts + ep * (El + 1);
-  int32_t* padding = dest + ep * El;
-  gathered_layout(counts_host_.data(), ep, E, ep_rank_, d_.align, recv_host_.data(),
-                  row_offsets_.data(), starts, dest);
+  gathered_counts(counts_host_.data(), ep, E, ep_rank_, recv_host_.data(), base_host_.data());
+  blocks_.plan(recv_host_.data(), base_host_.data());
   rows_kept_ = 0;
   for (int64_t e = 0; e < E; ++e) rows_kept_ += counts_host_[ep_rank_ * E + e];
-  rows_received_ = 0;
-  num_padding_ = 0;
-  for (int64_t l = 0; l < El; ++l) {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < ep; ++s) rows += recv_host_[s * El + l];
-    rows_received_ += rows;
-    for (int64_t r = row_offsets_[l] + rows; r < row_offsets_[l + 1]; ++r)
-      padding[num_padding_++] = int32_t(r);
-  }
-  device_.copy_to_device(table_, table_host_.data(), 4 * size_t(padding - starts + num_padding_));
-  ops_.expert_major_positions(d_, send_pos_all_, table_, table_ + ep * (El + 1), pos_);
-}
-
-// The GEMMs run over the padding rows and the weight gradients sum over them, so they must be
-// zeros; their places change every step. A permute of one zero row to each of them writes them.
-void AllgatherDispatcher::zero_padding(void* expert_major) {
-  if (num_padding_ == 0) return;
-  Dims one = d_;
-  one.T = 1;
-  one.K = num_padding_;
-  ops_.permute(one, zero_row_, table_ + d_.ep * (2 * d_.E_local + 1), expert_major);
+  ops_.expert_major_positions(d_, send_pos_all_, blocks_.starts(0), blocks_.dest(0), pos_);
 }
 
 void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
@@ -109,7 +76,7 @@ void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
     timer_.end(phases_.a2a_dispatch_fwd);
     ops_.permute(dg_, rows_all_, pos_, xe);
   }
-  zero_padding(xe);
+  blocks_.zero_padding(xe);
 }
 
 void AllgatherDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
@@ -137,7 +104,7 @@ void AllgatherDispatcher::combine_bwd(const void* dout, const float* p, void* dy
     ops_.combine_bwd(dg_, rows_all_, ye_used_, pos_, p_all_, dye, dp_all_);
     comm_.reduce_scatter(dp_all_, dp, size_t(d_.T * d_.K), DType::kFp32, Group::kEp);
   }
-  zero_padding(dye);
+  blocks_.zero_padding(dye);
 }
 
 void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
@@ -154,9 +121,9 @@ void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
 
 StepTraffic AllgatherDispatcher::traffic() const {
   StepTraffic t;
-  t.rows_received = rows_received_;
+  t.rows_received = blocks_.rows_received();
   t.rows_dropped = d_.T * d_.K - rows_kept_;
-  t.rows_padded = row_offsets_[d_.E_local] - rows_received_;
+  t.rows_padded = blocks_.offsets()[d_.E_local] - t.rows_received;
   if (d_.ep == 1) return t;
   // Each collective sends this rank's chunk (all-gather) or the other ranks' chunks of its
   // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
@@ -191,8 +158,9 @@ DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh&
 int64_t AllgatherDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, ep = w.mesh.ep, E_local = E / ep;
-  int64_t bytes = saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K}),
-                                                         table_entries(ep, E_local, w.align)})});
+  int64_t bytes =
+      saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K}),
+                                             ExpertBlocks::table_entries(ep, E_local, w.align)})});
   if (w.align > 1) bytes = saturating_sum({bytes, S * H});
   if (ep > 1)
     bytes = saturating_sum({bytes, 4 * ep * E, saturating_product({3 * 4, ep, T, K}),

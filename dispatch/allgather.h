@@ -8,8 +8,9 @@
 // Layout: each rank computes its own send positions with dispatch_layout (so the capacity drops
 // are the decisions alltoall makes: per source rank and expert), then all-gathers its counts per
 // expert, send positions and p. From the counts every rank knows where each source's rows for its
-// experts begin in that source's send order (core/layout.h gathered_layout); one kernel turns the
-// gathered send positions into positions in the expert-major buffer (-1: not this rank's).
+// experts begin in that source's send order (core/layout.h gathered_counts, then
+// dispatch/expert_blocks.h); one kernel turns the gathered send positions into positions in the
+// expert-major buffer (-1: not this rank's).
 // Inside an expert's block the rows come by source rank, then t*K + k: alltoall's expert-major
 // order row for row, so the experts see bitwise the same inputs (xe, dye) and produce the same h,
 // a, ye, dxe, dw_in, dw_out and dp (tests/mpi/allgather.sh compares the digests).
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "dispatch/dispatcher_base.h"
+#include "dispatch/expert_blocks.h"
 
 namespace moe {
 
@@ -48,7 +50,7 @@ class AllgatherDispatcher : public DispatcherBase {
 
   const char* name() const override { return "allgather"; }
   void layout(const int32_t* idx, const float* p) override;
-  const std::vector<int64_t>& expert_offsets() const override { return row_offsets_; }
+  const std::vector<int64_t>& expert_offsets() const override { return blocks_.offsets(); }
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
@@ -61,8 +63,6 @@ class AllgatherDispatcher : public DispatcherBase {
   static int64_t buffer_bytes(const Workload& w, int64_t storage_bytes);
 
  private:
-  void zero_padding(void* expert_major);
-
   Dims dg_;  // the EP group's gathered tokens: T = ep * d_.T
 
   // This rank's layout: counts per expert [E], send positions [T*K].
@@ -75,10 +75,7 @@ class AllgatherDispatcher : public DispatcherBase {
   float* p_all_ = nullptr;
   // [ep*T*K]: each gathered row's place in the expert-major buffer, -1 where not this rank's.
   int32_t* pos_ = nullptr;
-  // Uploaded once a step: starts [ep, E_local + 1], dest [ep, E_local], then the padding rows'
-  // positions (zero_padding's).
-  int32_t* table_ = nullptr;
-  void* zero_row_ = nullptr;  // [H] storage zeros (align > 1)
+  ExpertBlocks blocks_;
   // ep > 1: gathered rows [ep*T, H] storage (x, later dout); fp32 partial sums [ep*T, H] (out,
   // later dx); out's reduced sums [T, H] fp32; dp's partial values [ep*T*K] fp32.
   void* rows_all_ = nullptr;
@@ -88,10 +85,7 @@ class AllgatherDispatcher : public DispatcherBase {
 
   std::vector<int32_t> counts_host_;  // [ep, E]
   std::vector<int32_t> recv_host_;    // [ep, E_local]
-  std::vector<int32_t> table_host_;   // as table_
-  int64_t num_padding_ = 0;
-  std::vector<int64_t> row_offsets_;  // [E_local + 1]
-  int64_t rows_received_ = 0;         // before the align padding
+  std::vector<int32_t> base_host_;    // [ep]
   int64_t rows_kept_ = 0;             // this rank's (t, k) rows after the capacity
   const void* ye_used_ = nullptr;     // the forward's y, which the combine's backward reads
 };

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "dispatch/allgather.h"
 #include "dispatch/alltoall.h"
+#include "dispatch/alltoall_dedup.h"
 
 namespace moe {
 
@@ -14,6 +15,10 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
       return std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
     case DispatchKind::kAllgather:
       return std::make_unique<AllgatherDispatcher>(d, mesh, device, ops, comm, timer, phases);
+    case DispatchKind::kAlltoallDedup:
+      return std::make_unique<AlltoallDedupDispatcher>(
+          d, mesh, device, ops, comm, timer, phases,
+          mesh.ep > 1 ? AlltoallDedupDispatcher::planned_received_rows(w) : 0);
   }
   MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
   return nullptr;
@@ -26,6 +31,8 @@ DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_
       return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
     case DispatchKind::kAllgather:
       return AllgatherDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
+    case DispatchKind::kAlltoallDedup:
+      return AlltoallDedupDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   }
   return {};
 }
@@ -36,6 +43,8 @@ int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
       return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
     case DispatchKind::kAllgather:
       return AllgatherDispatcher::buffer_bytes(w, storage_bytes);
+    case DispatchKind::kAlltoallDedup:
+      return AlltoallDedupDispatcher::buffer_bytes(w, storage_bytes);
   }
   return 0;
 }

@@ -9,8 +9,9 @@
 #                             [--skip-tests] [--filter F]
 # --agree: the CPU and CUDA backends on the same workloads and seeds, dumps compared tensor by
 # tensor (scripts/compare_dumps.py). --controls: routing modes, capacity and align on the CUDA
-# backend with the check on, dispatch allgather (checked, and against the CPU backend), and the
-# two references (cpu, gpu) on one run. --models: every
+# backend with the check on, dispatch allgather and alltoall_dedup (checked, and against the CPU
+# backend; dedup's ep 1 digests against alltoall's), and the two references (cpu, gpu) on one
+# run. --models: every
 # committed model and bench workload with the check on (the GPU reference), on each mesh of
 # --meshes (EPxFSDP, default 4x1), at --model-tokens tokens per rank (default: the config's), for
 # --model-steps timed steps (default 5; the check follows the first). --configs LIST: only these
@@ -226,6 +227,22 @@ if [ $CONTROLS -eq 1 ]; then
     --set mesh.fsdp=2 $AG --set overlap=dispatch_bwd
   agree tiny_allgather_np1 1 --config $TINY $AG $SIGG
   agree tiny_allgather_ep2 2 --config $TINY --set mesh.ep=2 $AG --set routing.mode=powerlaw
+  # dispatch alltoall_dedup: at ep 1 (alltoall's step: the digests must be alltoall's), over
+  # NCCL's all-to-alls at ep 4 and 2x2 with the overlap, and against the CPU backend at ep 1 and 2.
+  DD="--set capacity_factor=1.0 --set align=16 --set model.topk=4"
+  run_case ctl_np1_dedup_capacity_align 1 --config $TINY $DD --set dispatch=alltoall_dedup $SIGG \
+    --set check=every --steps 3
+  run_case ctl_np1_alltoall_capacity_align 1 --config $TINY $DD $SIGG --set check=every --steps 3
+  if [ -f "$OUTDIR/ctl_np1_dedup_capacity_align.json" ]; then
+    note "dedup ep 1 vs alltoall: $("$BIN" compare "$OUTDIR/ctl_np1_alltoall_capacity_align.json" \
+      "$OUTDIR/ctl_np1_dedup_capacity_align.json" --allow-different-work 2>&1 | grep '^# digests')"
+  fi
+  DD="$DD --set dispatch=alltoall_dedup"
+  run_case ctl_np4_dedup_capacity_align 4 --config $TINY --set mesh.ep=4 $DD $SIGG
+  run_case ctl_np4_dedup_2x2_overlap 4 --config configs/quickstart.json --set mesh.ep=2 \
+    --set mesh.fsdp=2 $DD --set overlap=dispatch_bwd
+  agree tiny_dedup_np1 1 --config $TINY $DD $SIGG
+  agree tiny_dedup_ep2 2 --config $TINY --set mesh.ep=2 $DD --set routing.mode=powerlaw
 fi
 
 if [ $MODELS -eq 1 ]; then

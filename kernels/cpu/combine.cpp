@@ -56,4 +56,10 @@ void unpermute_sum(const float* dx_send, const int32_t* send_pos, int64_t T, int
   }
 }
 
+void unpermute_sum_storage(const float* dx_send, const int32_t* send_pos, int64_t T, int64_t K,
+                           int64_t H, DType out_dtype, float* out) {
+  unpermute_sum(dx_send, send_pos, T, K, H, out);
+  for (int64_t i = 0; i < T * H; ++i) out[i] = store_as(out_dtype, out[i]);
+}
+
 }  // namespace moe::cpu

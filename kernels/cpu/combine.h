@@ -23,4 +23,8 @@ void unpermute_combine_bwd(const float* dout, const float* y_send, const int32_t
 void unpermute_sum(const float* dx_send, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                    float* dx_acc);
 
+// out [T, H] = sum_k dx_send[send_pos[t*K + k]] in fp32, stored as out_dtype (rounded once).
+void unpermute_sum_storage(const float* dx_send, const int32_t* send_pos, int64_t T, int64_t K,
+                           int64_t H, DType out_dtype, float* out);
+
 }  // namespace moe::cpu

@@ -61,6 +61,13 @@ void CpuOps::expert_major_positions(const Dims& d, const int32_t* send_pos, cons
   cpu::expert_major_positions(send_pos, starts, dest, d.ep, d.T * d.K, d.E_local, pos);
 }
 
+void CpuOps::dedup_layout(const Dims& d, const int32_t* idx, const float* p,
+                          const int32_t* expert_counts, const int32_t* send_pos, int32_t* wire_pos,
+                          int32_t* wire_counts, int32_t* slots, float* weights) {
+  cpu::dedup_layout(idx, p, expert_counts, send_pos, d.T, d.K, d.E, d.ep, wire_pos, wire_counts,
+                    slots, weights);
+}
+
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
 }
@@ -113,6 +120,11 @@ void CpuOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
 void CpuOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                            float* dx_acc) {
   cpu::unpermute_sum(F(dx_send), send_pos, d.T, d.K, d.H, dx_acc);
+}
+
+void CpuOps::unpermute_sum_storage(const Dims& d, const void* src, const int32_t* send_pos,
+                                   void* dst) {
+  cpu::unpermute_sum_storage(F(src), send_pos, d.T, d.K, d.H, d.dtype, F(dst));
 }
 
 void CpuOps::shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) {

@@ -25,6 +25,9 @@ class CpuOps : public Ops {
                        int32_t* send_pos) override;
   void expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,
                               const int32_t* dest, int32_t* pos) override;
+  void dedup_layout(const Dims& d, const int32_t* idx, const float* p, const int32_t* expert_counts,
+                    const int32_t* send_pos, int32_t* wire_pos, int32_t* wire_counts,
+                    int32_t* slots, float* weights) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
                bool to_expert_major, void* dst) override;
@@ -45,6 +48,8 @@ class CpuOps : public Ops {
                    const float* p, void* dy_send, float* dp) override;
   void unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                      float* dx_acc) override;
+  void unpermute_sum_storage(const Dims& d, const void* src, const int32_t* send_pos,
+                             void* dst) override;
   void shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) override;
   void shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) override;
 

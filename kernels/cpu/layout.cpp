@@ -61,4 +61,31 @@ void expert_major_positions(const int32_t* send_pos, const int32_t* starts, cons
   }
 }
 
+void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
+                  const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
+                  int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights) {
+  const int64_t El = E / ep;
+  auto takes = [&](int64_t t, int64_t k, int64_t r) {
+    return send_pos[t * K + k] >= 0 && idx[t * K + k] / El == r;
+  };
+  int32_t wire = 0, rank_begin = 0;  // wire rows and send positions of the ranks before r
+  for (int64_t r = 0; r < ep; ++r) {
+    const int32_t first = wire;
+    for (int64_t t = 0; t < T; ++t) {
+      bool any = false;
+      for (int64_t k = 0; k < K; ++k) any = any || takes(t, k, r);
+      wire_pos[t * ep + r] = any ? wire : -1;
+      if (!any) continue;
+      for (int64_t k = 0; k < K; ++k) {
+        const bool mine = takes(t, k, r);
+        slots[int64_t(wire) * K + k] = mine ? send_pos[t * K + k] - rank_begin : -1;
+        weights[int64_t(wire) * K + k] = mine ? p[t * K + k] : 0.0f;
+      }
+      ++wire;
+    }
+    wire_counts[r] = wire - first;
+    for (int64_t e = r * El; e < (r + 1) * El; ++e) rank_begin += expert_counts[e];
+  }
+}
+
 }  // namespace moe::cpu

@@ -28,4 +28,17 @@ void expert_major_positions(const int32_t* send_pos, const int32_t* starts, cons
                             int64_t sources, int64_t rows_per_source, int64_t E_local,
                             int32_t* pos);
 
+// The deduplicated dispatcher's send plan on one source rank (dispatch/alltoall_dedup.h): one
+// wire row per (token t, EP rank r) where r's experts take at least one of t's kept rows
+// (send_pos >= 0), ordered by rank, then token; EP rank r holds experts [r*E/ep, (r+1)*E/ep).
+// wire_pos [T, ep]: the wire row of (t, r), -1 where none; wire_counts [ep]: wire rows per rank.
+// For wire row (t, r) and each k, slots [W, K] = send_pos[t*K + k] less the send positions of
+// the ranks before r (the row's place among what the all-to-all would send r, so that r finds
+// its local expert and its place inside that expert's block), -1 where (t, k) was dropped or goes
+// to another rank; weights [W, K] = p[t, k] where the slot is not -1, else 0. W =
+// sum(wire_counts) <= T * min(K, ep); expert_counts [E] and send_pos [T*K] are dispatch_layout's.
+void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
+                  const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
+                  int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights);
+
 }  // namespace moe::cpu

@@ -63,9 +63,10 @@ __global__ void unpermute_combine_bwd_kernel(const T* dout, const T* y_send,
   }
 }
 
-template <class T, int N>
+// O: float for dx's fp32 sums, or the storage type T (unpermute_sum_storage).
+template <class T, class O, int N>
 __global__ void unpermute_sum_kernel(const T* dx_send, const int32_t* send_pos, int64_t T_,
-                                     int64_t K, int64_t H, float* dx_acc) {
+                                     int64_t K, int64_t H, O* dx_acc) {
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
     for (int64_t h = threadIdx.x * int64_t(N); h < H; h += int64_t(blockDim.x) * N) {
       float acc[N] = {}, x[N];
@@ -91,6 +92,22 @@ void launch_combine(const void* y_send, const int32_t* send_pos, const float* p,
     auto* k = rows_take_pack16<S>(H, {y_send, out}) ? unpermute_combine_kernel<S, O, kPack16<S>>
                                                     : unpermute_combine_kernel<S, O, 1>;
     k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(y_send), send_pos, p, T, K, H,
+                                            static_cast<O*>(out));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// The sum's launch, its output in fp32 (f32_out) or in the storage type.
+template <bool f32_out>
+void launch_unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K,
+                          int64_t H, DType dtype, void* out, cudaStream_t stream) {
+  if (T == 0) return;
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    using O = std::conditional_t<f32_out, float, S>;
+    auto* k = rows_take_pack16<S>(H, {dx_send, out}) ? unpermute_sum_kernel<S, O, kPack16<S>>
+                                                     : unpermute_sum_kernel<S, O, 1>;
+    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send), send_pos, T, K, H,
                                             static_cast<O*>(out));
   });
   CUDA_CHECK(cudaGetLastError());
@@ -126,15 +143,12 @@ void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* 
 
 void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                    DType dtype, float* dx_acc, cudaStream_t stream) {
-  if (T == 0) return;
-  with_storage(dtype, [&](auto* tag) {
-    using S = std::remove_pointer_t<decltype(tag)>;
-    auto* k = rows_take_pack16<S>(H, {dx_send, dx_acc}) ? unpermute_sum_kernel<S, kPack16<S>>
-                                                        : unpermute_sum_kernel<S, 1>;
-    k<<<row_grid(T), kThreads, 0, stream>>>(static_cast<const S*>(dx_send), send_pos, T, K, H,
-                                            dx_acc);
-  });
-  CUDA_CHECK(cudaGetLastError());
+  launch_unpermute_sum<true>(dx_send, send_pos, T, K, H, dtype, dx_acc, stream);
+}
+
+void unpermute_sum_storage(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K,
+                           int64_t H, DType dtype, void* out, cudaStream_t stream) {
+  launch_unpermute_sum<false>(dx_send, send_pos, T, K, H, dtype, out, stream);
 }
 
 }  // namespace moe::cuda

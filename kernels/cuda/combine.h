@@ -25,4 +25,8 @@ void unpermute_combine_bwd(const void* dout, const void* y_send, const int32_t* 
 void unpermute_sum(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                    DType dtype, float* dx_acc, cudaStream_t stream);
 
+// unpermute_sum's fp32 sums stored in dtype (rounded once): out [T, H] storage.
+void unpermute_sum_storage(const void* dx_send, const int32_t* send_pos, int64_t T, int64_t K,
+                           int64_t H, DType dtype, void* out, cudaStream_t stream);
+
 }  // namespace moe::cuda

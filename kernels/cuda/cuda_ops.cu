@@ -183,6 +183,13 @@ void CudaOps::expert_major_positions(const Dims& d, const int32_t* send_pos, con
   cuda::expert_major_positions(send_pos, starts, dest, d.ep, d.T * d.K, d.E_local, pos, stream());
 }
 
+void CudaOps::dedup_layout(const Dims& d, const int32_t* idx, const float* p,
+                           const int32_t* expert_counts, const int32_t* send_pos, int32_t* wire_pos,
+                           int32_t* wire_counts, int32_t* slots, float* weights) {
+  cuda::dedup_layout(idx, p, expert_counts, send_pos, d.T, d.K, d.E, d.ep, wire_pos, wire_counts,
+                     slots, weights, stream());
+}
+
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream());
 }
@@ -239,6 +246,11 @@ void CudaOps::combine_bwd(const Dims& d, const void* dout, const void* y_send,
 void CudaOps::unpermute_sum(const Dims& d, const void* dx_send, const int32_t* send_pos,
                             float* dx_acc) {
   cuda::unpermute_sum(dx_send, send_pos, d.T, d.K, d.H, d.dtype, dx_acc, stream());
+}
+
+void CudaOps::unpermute_sum_storage(const Dims& d, const void* src, const int32_t* send_pos,
+                                    void* dst) {
+  cuda::unpermute_sum_storage(src, send_pos, d.T, d.K, d.H, d.dtype, dst, stream());
 }
 
 void CudaOps::shared_sum_out(const Dims& d, int64_t S, const void* y_sh, void* out) {

@@ -50,10 +50,10 @@ __device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
   return (uint64_t(b) << 32) | (0xffffffffu - uint32_t(i));
 }
 
-// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
-// order, tile by tile; the whole block must call it.
-template <class Row>
-__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
+// Calls row(i, r) for each i in [0, n) that marked(i) holds for, r being its rank among those in
+// i order, tile by tile; the whole block must call it.
+template <class Marked, class Row>
+__device__ void for_each_marked(int64_t n, Marked marked, Row row) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int seen;
@@ -61,7 +61,7 @@ __device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row ro
   __syncthreads();
   for (int64_t start = 0; start < n; start += kThreads) {
     const int64_t i = start + threadIdx.x;
-    const int mine = (i < n && idx[i] == e) ? 1 : 0;
+    const int mine = (i < n && marked(i)) ? 1 : 0;
     int before = 0, total = 0;
     Scan(tmp).ExclusiveSum(mine, before, total);
     if (mine) row(int32_t(i), seen + before);
@@ -69,6 +69,14 @@ __device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row ro
     if (threadIdx.x == 0) seen += total;
     __syncthreads();
   }
+}
+
+// Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
+// order.
+template <class Row>
+__device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
+  for_each_marked(
+      n, [&](int64_t i) { return idx[i] == e; }, row);
 }
 
 // The key of the limit-th largest of the expert's rows rows[0..m), m > limit: a most-significant-
@@ -176,7 +184,74 @@ __global__ void expert_major_positions_kernel(const int32_t* send_pos, const int
   }
 }
 
+// ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
+// tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
+// as on the CPU. ----
+
+// Whether EP rank r's experts (El of them) take any of token t's kept rows.
+__device__ __forceinline__ bool rank_takes(const int32_t* idx, const int32_t* send_pos, int64_t t,
+                                           int64_t K, int64_t El, int64_t r) {
+  for (int64_t k = 0; k < K; ++k)
+    if (send_pos[t * K + k] >= 0 && idx[t * K + k] / El == r) return true;
+  return false;
+}
+
+__global__ void dedup_count_kernel(const int32_t* idx, const int32_t* send_pos, int64_t T,
+                                   int64_t K, int64_t El, int32_t* wire_counts) {
+  using Reduce = cub::BlockReduce<int, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const int64_t r = blockIdx.x;
+  int c = 0;
+  for (int64_t t = threadIdx.x; t < T; t += kThreads) c += rank_takes(idx, send_pos, t, K, El, r);
+  c = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0) wire_counts[r] = c;
+}
+
+// Rank r's wire rows start after the wire rows of ranks before it; its slots count send positions
+// from its first expert's block.
+__global__ void dedup_position_kernel(const int32_t* idx, const float* p,
+                                      const int32_t* expert_counts, const int32_t* send_pos,
+                                      int64_t T, int64_t K, int64_t El, const int32_t* wire_counts,
+                                      int64_t ep, int32_t* wire_pos, int32_t* slots,
+                                      float* weights) {
+  __shared__ int s_wire, s_rank_begin;
+  const int r = blockIdx.x;
+  const int wire0 = block_prefix(wire_counts, r);
+  const int rank_begin = block_prefix(expert_counts, int(r * El));
+  if (threadIdx.x == 0) {
+    s_wire = wire0;
+    s_rank_begin = rank_begin;
+  }
+  __syncthreads();
+  auto takes = [&](int64_t t) { return rank_takes(idx, send_pos, t, K, El, r); };
+  for (int64_t t = threadIdx.x; t < T; t += kThreads)
+    if (!takes(t)) wire_pos[t * ep + r] = -1;
+  for_each_marked(T, takes, [&](int32_t t, int n) {
+    const int32_t w = s_wire + n;
+    wire_pos[t * ep + r] = w;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t sp = send_pos[t * K + k];
+      const bool ours = sp >= 0 && idx[t * K + k] / El == r;
+      slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
+      weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
+    }
+  });
+}
+
 }  // namespace
+
+void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
+                  const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
+                  int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights,
+                  cudaStream_t stream) {
+  MOE_CHECK(ep >= 1 && E % ep == 0, "dedup_layout: " << E << " experts over ep " << ep);
+  MOE_CHECK(T * K < (int64_t(1) << 31), "dedup_layout: T*K = " << T * K << " overflows int32");
+  dedup_count_kernel<<<int(ep), kThreads, 0, stream>>>(idx, send_pos, T, K, E / ep, wire_counts);
+  CUDA_CHECK(cudaGetLastError());
+  dedup_position_kernel<<<int(ep), kThreads, 0, stream>>>(
+      idx, p, expert_counts, send_pos, T, K, E / ep, wire_counts, ep, wire_pos, slots, weights);
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
                             int64_t sources, int64_t rows_per_source, int64_t E_local, int32_t* pos,

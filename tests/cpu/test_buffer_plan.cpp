@@ -51,7 +51,8 @@ TEST(BufferPlan, EstimateIsWhatTheStepAllocates) {
        {std::string(), std::string(R"(, "align": 4)"), std::string(R"(, "dtype": "fp32")"),
         std::string(R"(, "router": {"expert_bias": true}, "expert_grad_dtype": "bf16")"),
         std::string(R"(, "dispatch": "allgather")"),
-        std::string(R"(, "dispatch": "allgather", "align": 4)")}) {
+        std::string(R"(, "dispatch": "allgather", "align": 4)"),
+        std::string(R"(, "dispatch": "alltoall_dedup", "align": 4)")}) {
     SCOPED_TRACE(extra);
     const Workload w = balanced(extra);
     EXPECT_EQ(bytes_a_step_holds(w), estimate_rank_bytes(w, 1));

@@ -21,77 +21,20 @@
 #include "kernels/cpu/layout.h"
 #include "kernels/cpu/permute.h"
 #include "tests/common/expect_close.h"
+#include "tests/common/simulated_group.h"
 
 namespace moe {
 namespace {
 
+using test::alltoall_rows;
 using test::expect_close;
-
-struct GroupCase {
-  std::string name;
-  int64_t ep, El, T, K, H, align, capacity;
-  bool by_position;
-  int64_t silent_rank;  // whose experts no token picks (-1: none)
-};
-
-// One source rank's tokens and its layout. x holds exact floats that name their source, token
-// and column, so that a row in the wrong place shows.
-struct Source {
-  std::vector<int32_t> idx, counts, send_pos;
-  std::vector<float> p, x, dout;
-};
-
-std::vector<Source> make_sources(const GroupCase& c, uint64_t seed) {
-  const int64_t E = c.ep * c.El;
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> pool;
-  for (int32_t e = 0; e < E; ++e)
-    if (e / c.El != c.silent_rank) pool.push_back(e);
-  std::uniform_int_distribution<int> level(1, 4);  // p with ties, for the drop order
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::vector<Source> src(c.ep);
-  for (int64_t s = 0; s < c.ep; ++s) {
-    Source& r = src[s];
-    for (int64_t t = 0; t < c.T; ++t) {
-      std::shuffle(pool.begin(), pool.end(), rng);
-      r.idx.insert(r.idx.end(), pool.begin(), pool.begin() + c.K);
-      for (int64_t k = 0; k < c.K; ++k) r.p.push_back(0.25f * float(level(rng)));
-      for (int64_t h = 0; h < c.H; ++h) {
-        r.x.push_back(float(s * 4096 + t) + float(h) / 64.0f);
-        r.dout.push_back(unit(rng));
-      }
-    }
-    r.counts.resize(E);
-    r.send_pos.resize(c.T * c.K);
-    cpu::dispatch_layout(r.idx.data(), r.p.data(), c.T, c.K, E, c.capacity, c.by_position,
-                         r.counts.data(), r.send_pos.data());
-  }
-  return src;
-}
-
-// Rank d's expert-major rows as the all-to-all dispatcher builds them.
-std::vector<float> alltoall_rows(const GroupCase& c, const std::vector<Source>& src, int64_t d) {
-  std::vector<int32_t> counts(c.ep * c.El);
-  std::vector<float> recv;
-  for (int64_t s = 0; s < c.ep; ++s) {
-    const Source& r = src[s];
-    std::vector<float> send(c.T * c.K * c.H);
-    cpu::permute_rows(r.x.data(), r.send_pos.data(), c.T, c.K, c.H, send.data());
-    const auto first = r.counts.begin() + d * c.El;
-    const int64_t begin = std::accumulate(r.counts.begin(), first, int64_t(0));
-    const int64_t n = std::accumulate(first, first + c.El, int64_t(0));
-    recv.insert(recv.end(), send.begin() + begin * c.H, send.begin() + (begin + n) * c.H);
-    std::copy(first, first + c.El, counts.begin() + s * c.El);
-  }
-  std::vector<int64_t> offsets(c.El + 1);
-  expert_major_offsets(counts.data(), c.ep, c.El, c.align, offsets.data());
-  std::vector<float> xe(offsets[c.El] * c.H, std::numeric_limits<float>::quiet_NaN());
-  cpu::regroup_rows(recv.data(), counts.data(), c.ep, c.El, c.H, c.align, true, xe.data());
-  return xe;
-}
+using test::expert_scale;
+using test::GroupCase;
+using test::make_sources;
+using test::Source;
 
 // Rank d's side of the all-gather dispatcher: its positions, its experts' row offsets, and its
-// expert-major rows from the gathered tokens (padding written by a permute of a zero row).
+// expert-major rows from the gathered tokens (padding zeros).
 struct RankView {
   std::vector<int32_t> pos;
   std::vector<int64_t> offsets;
@@ -120,19 +63,9 @@ RankView allgather_rows(const GroupCase& c, const std::vector<Source>& src, int6
                               c.El, v.pos.data());
   v.xe.assign(v.offsets[c.El] * c.H, std::numeric_limits<float>::quiet_NaN());
   cpu::permute_rows(x_all.data(), v.pos.data(), c.ep * c.T, c.K, c.H, v.xe.data());
-  std::vector<int32_t> padding;
-  for (int64_t l = 0; l < c.El; ++l) {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < c.ep; ++s) rows += recv[s * c.El + l];
-    for (int64_t r = v.offsets[l] + rows; r < v.offsets[l + 1]; ++r) padding.push_back(int32_t(r));
-  }
-  const std::vector<float> zero(c.H, 0.0f);
-  cpu::permute_rows(zero.data(), padding.data(), 1, int64_t(padding.size()), c.H, v.xe.data());
+  test::zero_padding(c, recv.data(), v.offsets, v.xe);
   return v;
 }
-
-// Expert e's stand-in for its FFN: y = scale(e) * x.
-float expert_scale(int64_t e) { return 1.0f + 0.5f * float(e); }
 
 void check_group(const GroupCase& c, uint64_t seed) {
   SCOPED_TRACE(c.name);
@@ -199,16 +132,8 @@ void check_group(const GroupCase& c, uint64_t seed) {
 }
 
 TEST(DispatchAllgather, MatchesAlltoallRowForRow) {
-  const GroupCase cases[] = {
-      {"ep 3, rank 2 receives nothing", 3, 2, 9, 2, 12, 1, 0, false, 2},
-      {"ep 4, capacity by probability, align 8", 4, 3, 20, 4, 8, 8, 3, false, -1},
-      {"ep 2, capacity by position, align 4", 2, 4, 16, 3, 5, 4, 2, true, -1},
-      {"ep 8, one expert a rank", 8, 1, 6, 2, 4, 1, 0, false, -1},
-      {"ep 1, align 16", 1, 6, 13, 3, 7, 16, 0, false, -1},
-      {"ep 1, capacity", 1, 4, 10, 2, 3, 1, 3, false, -1},
-  };
   uint64_t seed = 900;
-  for (const GroupCase& c : cases) check_group(c, seed++);
+  for (const GroupCase& c : test::group_cases()) check_group(c, seed++);
 }
 
 // A worked example: rank 1 of ep 2 (experts 2 and 3), align 4.

@@ -126,6 +126,10 @@ class FakeOps : public Ops {
                               int32_t*) override {
     r_.add("expert_major_positions");
   }
+  void dedup_layout(const Dims&, const int32_t*, const float*, const int32_t*, const int32_t*,
+                    int32_t*, int32_t*, int32_t*, float*) override {
+    r_.add("dedup_layout");
+  }
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }
@@ -162,6 +166,9 @@ class FakeOps : public Ops {
   }
   void unpermute_sum(const Dims&, const void* dx_send, const int32_t*, float* dx_acc) override {
     r_.add("unpermute_sum", {dx_send, dx_acc});
+  }
+  void unpermute_sum_storage(const Dims&, const void* src, const int32_t*, void* dst) override {
+    r_.add("unpermute_sum_storage", {src, dst});
   }
   void shared_sum_out(const Dims&, int64_t, const void* y_sh, void* out) override {
     r_.add("shared_sum_out", {y_sh, out});
@@ -341,6 +348,22 @@ TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
   for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;
 }
 
+// dispatch alltoall_dedup at ep 1: nothing crosses a wire, and the step is alltoall's call for
+// call (so every result is alltoall's, bitwise).
+TEST(MoeLayerFake, AlltoallDedupAtEp1IsAlltoall) {
+  for (const std::string align : {"", R"(, "align": 16)"}) {
+    FakeStep a2a(align), dedup(R"(, "dispatch": "alltoall_dedup")" + align);
+    auto names = [](const Recorder& r) {
+      std::vector<std::string> out;
+      for (const Call& c : r.calls) out.push_back(c.name);
+      return out;
+    };
+    const std::vector<std::string> want = names(a2a.step());
+    EXPECT_EQ(names(dedup.step()), want) << align;
+    EXPECT_TRUE(std::find(want.begin(), want.end(), "dedup_layout") == want.end());
+  }
+}
+
 // The shared experts' calls: one "expert" per Ops call, whose rows are the rank's 8 tokens (the
 // routed experts' first block has 4 rows).
 std::vector<size_t> shared_calls(const Recorder& r, const std::string& name) {
@@ -415,7 +438,8 @@ TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
 }
 
 TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
-  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)"})
+  for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)",
+                           R"(, "dispatch": "alltoall_dedup", "align": 16)"})
     for (int64_t shared : {0, 2}) {
       FakeStep f(sets, shared);
       f.step(0);

@@ -245,10 +245,13 @@ TEST(WorkloadParse, BadEnumValuesListChoicesAndSuggest) {
                               {"'dtype'", "\"bf16\", \"fp32\"", "got \"fp16\""}));
   EXPECT_TRUE(ThrowsUserError([] { workload_from_json_text(with(R"("check": "always")"), "t"); },
                               {"'check'", "\"first\", \"every\", \"off\""}));
-  EXPECT_TRUE(ThrowsUserError([] { workload_from_json_text(with(R"("dispatch": "nvlink")"), "t"); },
-                              {"'dispatch'", "\"alltoall\", \"allgather\"", "got \"nvlink\""}));
+  EXPECT_TRUE(ThrowsUserError(
+      [] { workload_from_json_text(with(R"("dispatch": "nvlink")"), "t"); },
+      {"'dispatch'", "\"alltoall\", \"allgather\", \"alltoall_dedup\"", "got \"nvlink\""}));
   EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "allgather")"), "t").dispatch,
             DispatchKind::kAllgather);
+  EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "alltoall_dedup")"), "t").dispatch,
+            DispatchKind::kAlltoallDedup);
 }
 
 TEST(WorkloadParse, MalformedJsonReportsLineAndColumn) {

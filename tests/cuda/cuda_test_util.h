@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,25 @@ struct StorageBuf {
     return v;
   }
 };
+
+// The row layouts a row kernel must treat alike: fn(dtype, H, shift, what, values) for bf16 and
+// fp32 storage, H 256 (16-byte moves) and 5 (the element loop), and an aligned base or one
+// element past it (shift 0, 1), with rows * H seeded values in [-1, 1) already in dtype.
+template <class Fn>
+void for_each_row_layout(int64_t rows, uint64_t seed, Fn fn) {
+  for (DType dtype : {DType::kBf16, DType::kFp32})
+    for (int64_t H : {256, 5})
+      for (int shift : {0, 1}) {
+        const std::string what = std::string(dtype_name(dtype)) + " H " + std::to_string(H) +
+                                 " shift " + std::to_string(shift);
+        SCOPED_TRACE(what);
+        std::mt19937_64 rng(seed++);
+        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+        std::vector<float> values(rows * H);
+        for (float& v : values) v = dtype == DType::kBf16 ? round_to_bf16(unit(rng)) : unit(rng);
+        fn(dtype, H, shift, what, values);
+      }
+}
 
 // rel_l2 of got vs want (both float); prints the first mismatches beyond abs_tol when asked.
 inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {

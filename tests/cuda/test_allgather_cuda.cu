@@ -103,17 +103,9 @@ TEST(AllgatherCuda, PartialCombineMatchesCpu) {
   const int64_t tokens = g.ep * g.T;
   DevBuf<int32_t> d_pos(pos);
   DevBuf<float> d_p(g.p);
-  uint64_t seed = 810;
-  for (DType dtype : {DType::kBf16, DType::kFp32})
-    for (int64_t H : {256, 5})    // 16-byte moves, and the element loop
-      for (int shift : {0, 1}) {  // aligned and unaligned rows
-        const std::string what = std::string(dtype_name(dtype)) + " H " + std::to_string(H) +
-                                 " shift " + std::to_string(shift);
-        SCOPED_TRACE(what);
-        std::mt19937_64 rng(seed++);
-        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-        std::vector<float> y(g.rows * H);
-        for (float& v : y) v = dtype == DType::kBf16 ? round_to_bf16(unit(rng)) : unit(rng);
+  for_each_row_layout(
+      g.rows, 810,
+      [&](DType dtype, int64_t H, int shift, const std::string& what, const std::vector<float>& y) {
         std::vector<float> want(tokens * H);
         cpu::unpermute_combine(y.data(), pos.data(), g.p.data(), tokens, g.K, H, DType::kFp32,
                                want.data());
@@ -126,7 +118,7 @@ TEST(AllgatherCuda, PartialCombineMatchesCpu) {
         got.erase(got.begin(), got.begin() + shift);
         got.resize(want.size());
         EXPECT_EQ(count_mismatches(got, want, 1e-6, what.c_str()), 0) << what;
-      }
+      });
 }
 
 }  // namespace

@@ -10,24 +10,7 @@
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
-digest() {
-  /usr/bin/python3 -c "import json, sys
-d = json.load(open(sys.argv[1]))['digests']
-print(' '.join(k + '=' + d[k] for k in sys.argv[2:]))" "$@"
-}
-for mesh in "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"; do
-  read -r np ep fsdp align <<<"$mesh"
-  m=(--set mesh.ep="$ep" --set mesh.fsdp="$fsdp" --set align="$align")
-  tag="np$np-ep$ep-align$align"
-  mpi "$np" "${args[@]}" "${m[@]}" --out "$WORK/a2a-$tag.json" >/dev/null
-  mpi "$np" "${args[@]}" "${m[@]}" --set dispatch=allgather --out "$WORK/ag-$tag.json" >/dev/null
-  keys=(idx dw_gate dw_in dw_out)
-  [ "$ep" -eq 1 ] && keys+=(out dx)
-  a=$(digest "$WORK/a2a-$tag.json" "${keys[@]}")
-  b=$(digest "$WORK/ag-$tag.json" "${keys[@]}")
-  echo "$tag alltoall:  $a"; echo "$tag allgather: $b"
-  [ "$a" = "$b" ] || fail "$tag: alltoall and allgather digests differ"
-done
+same_digests_as_alltoall allgather "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"
 
 # The independent numpy float64 verifier on an allgather step at ep 2.
 mpi 2 "${args[@]}" --set mesh.ep=2 --set capacity_factor=null --set dispatch=allgather \
@@ -37,7 +20,7 @@ mpi 2 "${args[@]}" --set mesh.ep=2 --set capacity_factor=null --set dispatch=all
 # Bytes sent per phase and rows per token, measured and predicted, at ep 4 (4-byte CPU elements).
 "$MOEBENCH" run --config "$TINY" --dry-run --json --world 4 --backend cpu --set mesh.ep=4 \
   --set dispatch=allgather >"$WORK/plan.json"
-/usr/bin/python3 - "$WORK/ag-np4-ep4-align1.json" "$WORK/plan.json" <<'EOF'
+/usr/bin/python3 - "$WORK/allgather-np4-ep4-fsdp1-align1.json" "$WORK/plan.json" <<'EOF'
 import json, sys
 r, plan = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["dispatch"]
 ph, ep, T, H = r["timing"]["phases"], 4, 32, 64

@@ -69,16 +69,24 @@ moe_mpi_case(np4_bf16_grads_capacity_align 4 --set mesh.ep=2 --set mesh.fsdp=2
 moe_mpi_case(np8_ep4_fsdp2_bf16_grads 8 --set mesh.ep=4 --set mesh.fsdp=2 --set expert_grad_dtype=bf16
              ${MOE_SIGMOID_GROUPS})
 
+# moe_dispatch_mesh_cases(DISPATCH NP:EP:FSDP ...): the step with dispatch DISPATCH on each mesh,
+# K 4 and sigmoid group-limited routing with both losses; cases np<NP>_<DISPATCH>_ep<EP>_fsdp<FSDP>.
+function(moe_dispatch_mesh_cases dispatch)
+  foreach(mesh ${ARGN})
+    string(REPLACE ":" ";" mesh ${mesh})
+    list(GET mesh 0 np)
+    list(GET mesh 1 ep)
+    list(GET mesh 2 fsdp)
+    moe_mpi_case(np${np}_${dispatch}_ep${ep}_fsdp${fsdp} ${np} --set dispatch=${dispatch}
+                 --set mesh.ep=${ep} --set mesh.fsdp=${fsdp} --set model.topk=4
+                 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+  endforeach()
+endfunction()
+
 # dispatch allgather (dispatch/allgather.h) on 1, 2, 4 and 8 ranks over EP x FSDP meshes, then
 # with capacity drops by both policies, align padding, fp32, bf16 gradients and the overlap.
 set(MOE_ALLGATHER --set dispatch=allgather)
-foreach(mesh "1;1;1" "2;2;1" "2;1;2" "4;4;1" "4;2;2" "8;8;1" "8;4;2")
-  list(GET mesh 0 np)
-  list(GET mesh 1 ep)
-  list(GET mesh 2 fsdp)
-  moe_mpi_case(np${np}_allgather_ep${ep}_fsdp${fsdp} ${np} ${MOE_ALLGATHER} --set mesh.ep=${ep}
-               --set mesh.fsdp=${fsdp} --set model.topk=4 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
-endforeach()
+moe_dispatch_mesh_cases(allgather 1:1:1 2:2:1 2:1:2 4:4:1 4:2:2 8:8:1 8:4:2)
 moe_mpi_case(np1_allgather_capacity_align 1 ${MOE_ALLGATHER} --set align=8 --set capacity_factor=1.0)
 moe_mpi_case(np4_allgather_capacity_align 4 ${MOE_ALLGATHER} --set mesh.ep=4 --set align=16
              --set capacity_factor=1.25 --set routing.mode=powerlaw)
@@ -110,12 +118,38 @@ moe_mpi_case(np8_ep4_fsdp2_shared_bf16_grads 8 --set mesh.ep=4 --set mesh.fsdp=2
 moe_mpi_case(np8_ep2_fsdp4_shared_capacity 8 --set mesh.ep=2 --set mesh.fsdp=4
              --set capacity_factor=1.0 --set align=8 ${MOE_SHARED})
 
+# dispatch alltoall_dedup (dispatch/alltoall_dedup.h) on 1, 2, 4 and 8 ranks over EP x FSDP meshes,
+# then with capacity drops by both policies, align padding, fp32, bf16 gradients, the overlap and
+# shared experts; the tiny shape's 8 experts put 4, 2 or 1 of them on a rank, so a token's K rows
+# share ranks or not.
+set(MOE_DEDUP --set dispatch=alltoall_dedup)
+moe_dispatch_mesh_cases(alltoall_dedup 1:1:1 2:2:1 4:4:1 4:2:2 8:8:1 8:4:2)
+moe_mpi_case(np1_alltoall_dedup_capacity_align 1 ${MOE_DEDUP} --set align=8
+             --set capacity_factor=1.0)
+moe_mpi_case(np4_alltoall_dedup_capacity_align 4 ${MOE_DEDUP} --set mesh.ep=4 --set align=16
+             --set capacity_factor=1.25 --set routing.mode=powerlaw --set model.topk=3)
+moe_mpi_case(np4_alltoall_dedup_capacity_position_hot 4 ${MOE_DEDUP} --set mesh.ep=2
+             --set mesh.fsdp=2 --set capacity_factor=0.75 --set drop_policy=position
+             --set routing.mode=hot --set model.topk=4 --set expert_grad_dtype=bf16)
+moe_mpi_case(np8_alltoall_dedup_ep8_capacity_probability 8 ${MOE_DEDUP} --set mesh.ep=8
+             --set capacity_factor=1.0 --set model.topk=4 ${MOE_SIGMOID_GROUPS})
+moe_mpi_case(np2_alltoall_dedup_fp32_overlap 2 ${MOE_DEDUP} --set mesh.ep=2 --set dtype=fp32
+             --set overlap=dispatch_bwd --set capacity_factor=1.0 --set model.topk=4
+             ${MOE_SIGMOID_GROUPS})
+moe_mpi_case(np4_alltoall_dedup_sparse_tokens 4 ${MOE_DEDUP} --set mesh.ep=4
+             --set tokens_per_rank=3 --set model.experts=16 --set model.topk=4)
+moe_mpi_case(np4_alltoall_dedup_shared_overlap 4 ${MOE_DEDUP} --set mesh.ep=4
+             --set overlap=dispatch_bwd --set model.topk=4 ${MOE_SHARED})
+moe_mpi_case(np8_alltoall_dedup_ep4_fsdp2_shared_capacity_align 8 ${MOE_DEDUP} --set mesh.ep=4
+             --set mesh.fsdp=2 --set capacity_factor=1.0 --set drop_policy=position --set align=8
+             --set model.topk=3 --set model.shared_experts=2 --set model.shared_ffn=40)
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
-               allgather)
+               allgather alltoall_dedup)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
