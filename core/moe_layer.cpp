@@ -221,7 +221,7 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
     device_.to_main();
   }
   ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, offsets, dw_in_full_,
-                              dw_out_full_);
+                              dw_out_full_, false);
   t.end(kExpertsBwd);
   // On the main lane; with the overlap, still beside dispatch_bwd.
   if (shared_) {

@@ -142,8 +142,10 @@ class FakeOps : public Ops {
     r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off);
   }
   void expert_ffn_bwd_weights(const Dims&, const void* dye, const void* xe, const void* a,
-                              const void* dh, const int64_t* off, void*, void*) override {
-    r_.add("expert_ffn_bwd_weights", {dye, xe, a, dh}, off);
+                              const void* dh, const int64_t* off, void* dw_in, void*,
+                              bool accumulate) override {
+    r_.add(accumulate ? "expert_ffn_bwd_weights_add" : "expert_ffn_bwd_weights",
+           {dye, xe, a, dh, dw_in}, off);
   }
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {
