@@ -51,9 +51,11 @@ class NoTimer : public PhaseTimer {
   void begin(int) override {}
   void end(int) override {}
   std::vector<double> read() override { return std::vector<double>(n_, 0.0); }
+  const std::vector<PhaseInterval>& intervals() const override { return none_; }
 
  private:
   int n_;
+  std::vector<PhaseInterval> none_;
 };
 
 class FakeDevice : public Device {
