@@ -42,11 +42,15 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
   if (rows_per_expert < kMinRowsPerExpert) {
     std::ostringstream os;
     os << "about " << std::defaultfloat << std::setprecision(3) << rows_per_expert
-       << " rows per expert at balanced routing (tokens_per_rank " << w.tokens_per_rank
-       << " x mesh.ep " << m.ep << " x model.topk " << w.model.topk << " / model.experts "
-       << w.model.experts << "), under " << kMinRowsPerExpert
+       << (step_chunks(w) > 1 ? " rows per expert and chunk" : " rows per expert")
+       << " at balanced routing (tokens_per_rank " << w.tokens_per_rank << " x mesh.ep " << m.ep
+       << " x model.topk " << w.model.topk << " / model.experts " << w.model.experts
+       << (step_chunks(w) > 1 ? " / overlap_chunks " : "");
+    if (step_chunks(w) > 1) os << step_chunks(w);
+    os << "), under " << kMinRowsPerExpert
        << ": GEMMs this thin measure launch and planning overhead, not the math; raise "
-          "tokens_per_rank or mesh.ep";
+          "tokens_per_rank or mesh.ep"
+       << (step_chunks(w) > 1 ? ", or lower overlap_chunks" : "");
     out.push_back(os.str());
   }
   return out;
@@ -82,8 +86,10 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
   const int storage = storage_bytes_of(backend, w.dtype);
   // Each rank's experts see the rows of its EP group's tokens.
   const double El = double(m.experts_per_rank), rows_per_expert = T * m.ep * K / E;
-  const double flops = model_flops_per_step(w.model, N, N * K);             // dropless
-  const DispatchBytes a2a = dispatch_bytes_for_rows(w, m, storage, T * K);  // dropless
+  // A pipelined step runs each expert's GEMMs once per chunk, on the chunk's rows.
+  const double chunks = double(step_chunks(w)), chunk_rows = rows_per_expert / chunks;
+  const double flops = model_flops_per_step(w.model, N, N * K);         // dropless
+  const DispatchBytes a2a = step_dispatch_bytes(w, m, storage, T * K);  // dropless
   const std::vector<PhaseCost> costs = phase_costs(w, m, storage, storage, N * K);
   const MemoryNeed need = estimate_memory_need(w, world, backend);
   // The host holds the step's buffers on the CPU backend, and the float64 reference's on both.
@@ -102,10 +108,12 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
        {{"rows_per_local_expert", rows_per_expert},
         {"rows_per_rank", rows_per_expert * El},
         {"capacity_may_drop", w.capacity_factor > 0}}},
-      // Per local expert, forward: [rows x H] @ [H x 2F] and [rows x F] @ [F x H] (m x k @ k x n).
+      {"chunks", {{"count", chunks}, {"tokens_per_chunk", T / chunks}}},
+      // Per local expert (and chunk), forward: [rows x H] @ [H x 2F] and [rows x F] @ [F x H]
+      // (m x k @ k x n).
       {"expert_gemms",
-       {{{"m", rows_per_expert}, {"k", w.model.hidden}, {"n", 2 * w.model.ffn}},
-        {{"m", rows_per_expert}, {"k", w.model.ffn}, {"n", w.model.hidden}}}},
+       {{{"m", chunk_rows}, {"k", w.model.hidden}, {"n", 2 * w.model.ffn}},
+        {{"m", chunk_rows}, {"k", w.model.ffn}, {"n", w.model.hidden}}}},
       // Per shared expert, forward: [T x H] @ [H x 2F_sh] and [T x F_sh] @ [F_sh x H].
       {"shared_experts",
        {{"count", w.model.shared_experts},
@@ -156,7 +164,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
        << (w.check == CheckMode::kOff ? "" : ", or set check=off (the GPU reference's buffers)");
     warnings.push_back(os.str());
   }
-  for (std::string& s : shape_warnings(w, m, rows_per_expert)) warnings.push_back(std::move(s));
+  for (std::string& s : shape_warnings(w, m, chunk_rows)) warnings.push_back(std::move(s));
   plan["warnings"] = warnings;
   return plan;
 }
@@ -187,10 +195,17 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
   std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n", rows,
               br["rows_per_rank"].get<double>(),
               br["capacity_may_drop"].get<bool>() ? " (at most: the capacity may drop rows)" : "");
+  const json& chunks = plan["chunks"];
+  const double m_rows = plan["expert_gemms"][0]["m"];
+  if (chunks["count"].get<double>() > 1)
+    std::printf(
+        "# pipeline: %.0f chunks of %.0f tokens, each dispatched, run through the experts "
+        "and combined on its own (overlap pipeline)\n",
+        chunks["count"].get<double>(), chunks["tokens_per_chunk"].get<double>());
   std::printf(
-      "# expert GEMMs per local expert: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
+      "# expert GEMMs per local expert%s: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
       "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
-      rows, H, H, 2 * F, rows, F, F, H);
+      chunks["count"].get<double>() > 1 ? " and chunk" : "", m_rows, H, H, 2 * F, m_rows, F, F, H);
   const json& sh = plan["shared_experts"];
   if (sh["count"].get<int64_t>() > 0) {
     const double Fs = sh["ffn"], T = cfg["tokens_per_rank"];

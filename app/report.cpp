@@ -125,6 +125,32 @@ json roofline_json(const RunResult& r) {
 }
 
 // The table's floor and eff% cells (16 chars each), blank where there is no floor.
+const char* const kLaneFigureNames[kNumLaneFigures] = {"main_busy", "side_busy", "a2a",
+                                                       "a2a_exposed"};
+
+json lanes_json(const LaneReport& l) {
+  json j = json::object();
+  for (int i = 0; i < kNumLaneFigures; ++i) j[kLaneFigureNames[i]] = summary_json(l.figures[i]);
+  const double a2a = l.figures[kA2a].median;
+  j["a2a_exposed_share"] = a2a > 0 ? l.figures[kA2aExposed].median / a2a : 0.0;
+  return j;
+}
+
+// "# lanes:" the medians of each lane's busy time, and of the all-to-alls and their exposed part.
+void print_lanes(const LaneReport& l, std::FILE* out) {
+  const Summary* f = l.figures;
+  std::fprintf(out, "# lanes: main busy %.3f ms, side busy %.3f ms; ", f[kMainBusy].median,
+               f[kSideBusy].median);
+  if (f[kA2a].median > 0)
+    std::fprintf(out,
+                 "all-to-all %.3f ms, %.3f ms of it exposed (%.1f%%, the rest beside work "
+                 "on the other lane)\n",
+                 f[kA2a].median, f[kA2aExposed].median,
+                 100 * f[kA2aExposed].median / f[kA2a].median);
+  else
+    std::fprintf(out, "no all-to-all\n");
+}
+
 void floor_cells(double floor_ms, double ms, char* floor_cell, char* eff_cell) {
   if (floor_ms <= 0) return;
   std::snprintf(floor_cell, 16, "%.4f", floor_ms);
@@ -226,6 +252,7 @@ json result_to_json(const RunResult& r) {
                  {"timed_steps", r.timed_steps},
                  {"step", summary_json(r.step_ms)},
                  {"phases", phases},
+                 {"lanes", lanes_json(r.lanes)},
                  {"samples_ms", r.samples_ms}};
   j["throughput"] = {
       {"tokens_per_step", r.tokens_per_step},
@@ -335,8 +362,9 @@ void print_summary(const RunResult& r, std::FILE* out) {
     std::fprintf(out, " (%g of tokens to %ld hot experts)", w.routing.hot_fraction,
                  long(w.routing.hot_experts));
   if (w.capacity_factor > 0)
-    std::fprintf(out, ", capacity_factor %g (%ld rows per expert per rank, drop by %s)",
-                 w.capacity_factor, long(r.routing.capacity_rows), name_of(w.drop_policy));
+    std::fprintf(out, ", capacity_factor %g (%ld rows per expert per rank%s, drop by %s)",
+                 w.capacity_factor, long(r.routing.capacity_rows),
+                 step_chunks(w) > 1 ? " and chunk" : "", name_of(w.drop_policy));
   else
     std::fprintf(out, ", dropless");
   if (w.align > 1) std::fprintf(out, ", align %ld", long(w.align));
@@ -374,6 +402,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    "# overlap: %s runs beside %s (overlap key), so the shares add to more than "
                    "100%%\n",
                    p.name.c_str(), p.beside.c_str());
+  print_lanes(r.lanes, out);
   std::fprintf(out, "#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
                rate(r.tokens_per_step, r.step_ms.median),
                rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);

@@ -35,13 +35,18 @@ double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& p
     }
     own[p.name] = p.floor_ms;
   }
-  // A phase run beside another adds only what its floor exceeds the other's by.
+  // Phases run beside another (on the other lane) add only what their floors together exceed
+  // the other's by: the pipeline runs both dispatcher directions of a pass beside its experts.
   double step = 0;
+  std::map<std::string, double> beside;
   for (const PhaseResult& p : phases) {
     if (!p.in_step) continue;
-    const double other = p.beside.empty() ? 0.0 : own[p.beside];
-    step += std::max(0.0, p.floor_ms - other);
+    if (p.beside.empty())
+      step += p.floor_ms;
+    else
+      beside[p.beside] += p.floor_ms;
   }
+  for (const auto& [other, floor_ms] : beside) step += std::max(0.0, floor_ms - own[other]);
   return step;
 }
 

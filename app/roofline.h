@@ -10,7 +10,8 @@
 namespace moe {
 
 // Sets floor_ms on the phases that have one and returns the step's floor, the sum over the
-// phases that partition the step (of two that run beside each other, the larger floor):
+// phases that partition the step (of phases run beside another, the larger of their floors'
+// sum and the other's):
 // - a phase with FLOPs: its FLOPs per rank (flops / world) at the calibrated dense GEMM rate, or
 //   its memory bytes (mem_bytes) at the calibrated memory bandwidth where that takes longer
 //   (the experts at EP 1 on DeepSeek-V3: 256 experts' weights and fp32 gradients per step);

@@ -386,6 +386,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.warmup_steps = w.warmup;
   r.timed_steps = w.steps;
   std::vector<std::vector<double>> samples(kNumPhases);
+  // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part.
+  std::vector<std::vector<double>> lane_samples(kNumLaneFigures);
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
   double rows_dropped = 0, rows_padded = 0;  // world sums over the timed steps
   // Bytes this rank sent to other EP ranks per direction, and rows of its tokens the dispatch
@@ -450,6 +452,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     }
     if (timed) {
       for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
+      const LaneTimes& lt = layer.lanes();
+      double lanes[kNumLaneFigures] = {lt.busy_ms[kMainLane], lt.busy_ms[kSideLane], lt.comm_ms,
+                                       lt.exposed_comm_ms};
+      allreduce_bounded(lanes, kNumLaneFigures, MPI_DOUBLE, MPI_MAX, world,
+                        "the all-reduce of a step's lane times", opt.timeout_s);
+      for (int i = 0; i < kNumLaneFigures; ++i) lane_samples[i].push_back(lanes[i]);
       const StepTraffic tr = layer.traffic();
       for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += layer.global_expert_counts()[e];
       double mine = double(tr.rows_received);
@@ -517,9 +525,16 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     ph.ms = summarize(samples[p]);
     ph.in_step = p < kNumStepPhases;
     if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
-    if (p == kSharedFwd && w.overlap != Overlap::kNone) ph.beside = "dispatch_fwd";
+    if (p == kSharedFwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "dispatch_fwd";
+    // The pipeline runs every chunk's dispatcher directions on the side lane beside the chunks'
+    // expert GEMMs, and the shared experts on the main lane beside the first and last of them.
+    if (w.overlap == Overlap::kPipeline) {
+      if (p == kDispatchFwd || p == kCombineFwd) ph.beside = "experts_fwd";
+      if (p == kCombineBwd || p == kDispatchBwd) ph.beside = "experts_bwd";
+    }
     r.phases.push_back(ph);
   }
+  for (int i = 0; i < kNumLaneFigures; ++i) r.lanes.figures[i] = summarize(lane_samples[i]);
   const double steps = double(w.steps);
   r.routing.rows_routed_per_step = double(d.N * d.K);
   r.routing.rows_dropped_per_step = rows_dropped / steps;

@@ -24,7 +24,7 @@ struct PhaseResult {
   double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
   double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
   bool in_step = true;    // partitions the step (false: a part of another phase)
-  // The in-step phase this one runs beside (MOE_OVERLAP), "" if none: their times overlap, and
+  // The in-step phase this one runs beside (the overlap key), "" if none: their times overlap, and
   // the step's floor counts the larger of their floors.
   std::string beside;
   double floor_ms = 0;      // the least time on this machine (app/roofline.h); 0: no floor
@@ -63,6 +63,14 @@ struct GemmReport {
   GemmPlanCounts before_timed, timed;
 };
 
+// What the lanes did per step (core/lane_times.h): each lane's busy time, the dispatchers'
+// collectives (the a2a_* phases, whichever lane ran them) and the part of those no work on the
+// other lane hid. Each per step the maximum over ranks, summarised over the timed steps.
+enum LaneFigure { kMainBusy, kSideBusy, kA2a, kA2aExposed, kNumLaneFigures };
+struct LaneReport {
+  Summary figures[kNumLaneFigures];
+};
+
 // Per-step samples kept in a result (10^4 x 19 series at most: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 
@@ -81,6 +89,7 @@ struct RunResult {
   // evenly spaced: what compare's rank test reads.
   std::map<std::string, std::vector<double>> samples_ms;
   std::vector<PhaseResult> phases;
+  LaneReport lanes;
   Calibration calibration;          // done = false when the workload's roofline is off
   double step_floor_ms = 0;         // sum of the in-step phases' floors
   double model_flops_per_step = 0;  // whole world

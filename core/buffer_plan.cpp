@@ -79,7 +79,11 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.row_h = bytes({H, S});
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
-  p.balanced_rows = saturating_sum({bytes({T, K}), bytes({El, w.align - 1})});
+  const int64_t chunks = step_chunks(w);
+  const int64_t chunk_rows = saturating_sum({bytes({T / chunks, K}), bytes({El, w.align - 1})});
+  p.balanced_rows = chunk_rows;
+  for (int64_t c = 1; c < chunks; ++c)
+    p.balanced_rows = saturating_sum({chunk_rows_begin(p.balanced_rows), chunk_rows});
   p.shared = plan_shared_buffers(w, S, G);
   return p;
 }

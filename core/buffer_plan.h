@@ -13,6 +13,14 @@ namespace moe {
 // rows per expert drift from step to step and each regrowth costs an allocation in the step.
 inline int64_t grown_bytes(int64_t bytes) { return bytes + bytes / 4; }
 
+// Where a chunk's expert-major rows start in the ragged buffers (overlap pipeline) after the
+// previous chunk's end at row `end`: on a multiple of 128 rows, so that every chunk's rows start
+// 256-byte aligned, as a buffer of its own would, whatever the row's size (the GEMM paths choose
+// kernels and algorithms by their operands' alignment).
+inline int64_t chunk_rows_begin(int64_t end) {
+  return end > INT64_MAX - 127 ? end : (end + 127) / 128 * 128;  // saturated sizes stay so
+}
+
 // The shared experts' buffers (all 0 without them). Their weights, flattened [S, H, 2F_sh] and
 // [S, F_sh, H], are split over the FSDP group like the routed experts' (and held by every EP
 // rank); a shard is ep parts of 1/world each, so that the gradient's reduce-scatter over the world
@@ -50,7 +58,8 @@ struct BufferPlan {
   // Ragged, bytes per expert-major row: each of xe, ye, dye, dxe ([., H] storage), of h and dh
   // ([., 2F]), of a and da ([., F]).
   int64_t row_h = 0, row_2f = 0, row_f = 0;
-  // Rows the ragged buffers are first sized for: balanced routing, each local expert padded.
+  // Rows the ragged buffers are first sized for: balanced routing, each local expert padded, in
+  // every chunk (overlap pipeline), each chunk's rows starting where chunk_rows_begin puts them.
   int64_t balanced_rows = 0;
   SharedBuffers shared;
 

@@ -47,7 +47,7 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   }
   // The dispatcher's collectives: each direction moves what the dispatcher says for the rows
   // kept (none at ep 1).
-  const DispatchBytes d = dispatch_bytes_for_rows(w, m, storage_bytes, rows);
+  const DispatchBytes d = step_dispatch_bytes(w, m, storage_bytes, rows);
   const int a2a_phase[kNumDirs] = {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd,
                                    kA2aDispatchBwd};
   for (int dir = 0; dir < kNumDirs; ++dir) {

@@ -16,7 +16,19 @@
 
 namespace moe {
 
-// Times phases of one step on the backend's clock (host clock on CPU, CUDA events on GPU).
+// The lanes work is issued on (Device::fork_side): the main one, and one beside it.
+enum Lane : int { kMainLane, kSideLane, kNumLanes };
+
+// One stretch of a phase in a step: from its begin() to its end(), in ms from the step's first
+// begin(), on the lane that was current at its begin().
+struct PhaseInterval {
+  int phase = 0;
+  int lane = kMainLane;
+  double begin_ms = 0, end_ms = 0;
+};
+
+// Times phases of one step on the backend's clock (host clock on CPU, CUDA events on GPU). A phase
+// may be begun and ended several times a step (a pipelined step's chunks): its time is the sum.
 class PhaseTimer {
  public:
   virtual ~PhaseTimer() = default;
@@ -24,6 +36,9 @@ class PhaseTimer {
   virtual void end(int phase) = 0;
   // Milliseconds per phase for the last step (0 for phases not run); waits for the backend.
   virtual std::vector<double> read() = 0;
+  // Every begin-end stretch of the step read() read last, in the order they were begun: what the
+  // lanes' busy time and the exposed communication are measured from (core/lane_times.h).
+  virtual const std::vector<PhaseInterval>& intervals() const = 0;
 };
 
 // Median ms of `iters` calls of fn, each timed alone as phase 0 of `timer` (for start-up
@@ -70,8 +85,9 @@ class Device {
   // A second lane of work beside the main one, for overlapping communication with compute.
   // fork_side(): later calls (Ops, the backend's Comm and the timer) go to the side lane, which
   // starts after all work issued so far; to_main(): later calls go to the main lane again;
-  // join_side(): the main lane's later work waits for everything issued to the side lane. One
-  // lane per device that runs calls in order (the CPU) makes all three no-ops.
+  // join_side(): the main lane's later work waits for everything issued to the side lane. A
+  // device that runs calls in order as they are issued (the CPU) keeps only which lane is
+  // current, for its timer: the schedule is the same, run serially.
   virtual void fork_side() {}
   virtual void to_main() {}
   virtual void join_side() {}

@@ -110,5 +110,10 @@ DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_
 // Bytes of memory per rank the dispatcher holds beyond the caller's expert-major buffers, for the
 // memory estimate: a resolved workload (mesh set), balanced routing, storage_bytes per element.
 int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes);
+// The same for a whole step, which runs one dispatcher per chunk of its tokens (step_chunks(w),
+// overlap pipeline; one otherwise): the bytes and buffers of them all.
+DispatchBytes step_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes,
+                                  double rows_per_rank);
+int64_t step_dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes);
 
 }  // namespace moe

@@ -116,15 +116,26 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   stats_ = static_cast<float*>(fixed(b.stats));
   stats_host_.resize(2 * E + 1);
 
+  // Each chunk's dispatcher sees only its chunk: T / C tokens, the capacity per chunk.
   const DispatchPhases phases{kCountsExchange, kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd,
                               kA2aDispatchBwd};
-  dispatcher_ = make_dispatcher(w, mesh, d_, device, ops, comm, *timer_, phases);
+  const Workload one = chunk_workload(w);
+  Dims chunk = d_;
+  chunk.T = one.tokens_per_rank;
+  chunk.N = chunk.T * mesh.world;
+  pipelined_ = w.overlap == Overlap::kPipeline;
+  for (int64_t c = 0; c < step_chunks(w); ++c) {
+    Chunk& ch = chunks_.emplace_back();
+    ch.index = c;
+    ch.token_begin = c * chunk.T;
+    ch.dispatcher = make_dispatcher(one, mesh, chunk, device, ops, comm, *timer_, phases);
+  }
   // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
   grow_expert_buffers_for(b.balanced_rows);
 }
 
 MoeLayer::~MoeLayer() {
-  dispatcher_.reset();
+  chunks_.clear();
   shared_.reset();
   for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
@@ -176,63 +187,13 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kRouterFwd);
 
   t.begin(kLayout);
-  dispatcher_->layout(idx_, p_);
-  grow_expert_buffers_for(dispatcher_->rows());
+  layout();
   t.end(kLayout);
-  const int64_t* offsets = dispatcher_->expert_offsets().data();
 
-  // The shared experts need only x: with an overlap they run on the side lane beside the
-  // dispatch, and the routed experts start once both are done.
-  const bool shared_beside = shared_ && w_.overlap != Overlap::kNone;
-  if (shared_) {
-    if (shared_beside) device_.fork_side();
-    t.begin(kSharedFwd);
-    shared_->forward(x_);
-    t.end(kSharedFwd);
-    if (shared_beside) device_.to_main();
-  }
-
-  t.begin(kDispatchFwd);
-  dispatcher_->dispatch_fwd(x_, xe_.ptr);
-  t.end(kDispatchFwd);
-  if (shared_beside) device_.join_side();
-
-  t.begin(kExpertsFwd);
-  ops_.expert_ffn_fwd(d_, xe_.ptr, w_in_full_, w_out_full_, offsets, h_.ptr, a_.ptr, ye_.ptr);
-  t.end(kExpertsFwd);
-
-  t.begin(kCombineFwd);
-  dispatcher_->combine_fwd(ye_.ptr, p_, out_);
-  if (shared_) shared_->add_to_out(out_);
-  t.end(kCombineFwd);
+  forward();  // dispatch, experts, combine: chunk by chunk
 
   // ---- backward: the adjoint of each forward phase, in reverse ----
-  t.begin(kCombineBwd);
-  dispatcher_->combine_bwd(dout_, p_, dye_.ptr, dp_);
-  t.end(kCombineBwd);
-
-  t.begin(kExpertsBwd);
-  ops_.expert_ffn_bwd_data(d_, dye_.ptr, h_.ptr, w_in_full_, w_out_full_, offsets, da_.ptr, dh_.ptr,
-                           dxe_.ptr);
-  const bool beside = w_.overlap == Overlap::kDispatchBwd;
-  if (beside) {
-    device_.fork_side();
-    dispatch_bwd();
-    device_.to_main();
-  }
-  ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr, offsets, dw_in_full_,
-                              dw_out_full_);
-  t.end(kExpertsBwd);
-  // On the main lane; with the overlap, still beside dispatch_bwd.
-  if (shared_) {
-    t.begin(kSharedBwd);
-    shared_->backward(x_, dout_);
-    t.end(kSharedBwd);
-  }
-  if (beside)
-    device_.join_side();
-  else
-    dispatch_bwd();
+  backward();  // combine_bwd, experts_bwd, dispatch_bwd: chunk by chunk
 
   t.begin(kRouterBwd);
   // The end of dx: the shared experts' part joins the routed part dispatch_bwd wrote.
@@ -247,10 +208,179 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
 
   t.end(kStep);
   phase_ms = t.read();
+  lanes_ = lane_times(t.intervals(), kNumStepPhases,
+                      {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd, kA2aDispatchBwd});
 
   // Routing statistics for the report (after timing: this waits for the step).
   device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
   global_expert_counts_.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
+}
+
+// Every chunk's layout before any dispatch: each waits on the host for its counts, which would
+// stall the pipeline between two chunks' GEMMs.
+void MoeLayer::layout() {
+  int64_t rows = 0;
+  for (Chunk& c : chunks_) {
+    c.dispatcher->layout(tokens_of(idx_, c, d_.K), tokens_of(p_, c, d_.K));
+    c.row_begin = c.index == 0 ? 0 : chunk_rows_begin(rows);
+    rows = c.row_begin + c.dispatcher->rows();
+  }
+  grow_expert_buffers_for(rows);
+}
+
+void MoeLayer::forward() {
+  if (pipelined_) {
+    // Chunk c's expert GEMMs beside chunk c + 1's dispatch and chunk c - 1's combine; the shared
+    // experts, which need only x, beside the first dispatch.
+    pipeline({&MoeLayer::dispatch_fwd, &MoeLayer::experts_fwd, &MoeLayer::combine_fwd, nullptr,
+              shared_ ? &MoeLayer::shared_fwd : nullptr, nullptr});
+  } else {
+    // One chunk; with an overlap the shared experts run beside the dispatch, and the routed
+    // experts start once both are done.
+    const Chunk& all = chunks_.front();
+    const bool shared_beside = shared_ && w_.overlap != Overlap::kNone;
+    if (shared_beside)
+      on_side([&] { shared_fwd(); });
+    else if (shared_)
+      shared_fwd();
+    dispatch_fwd(all);
+    if (shared_beside) device_.join_side();
+    experts_fwd(all);
+    combine_fwd(all);
+  }
+  if (shared_) {
+    timer_->begin(kCombineFwd);
+    shared_->add_to_out(out_);
+    timer_->end(kCombineFwd);
+  }
+}
+
+void MoeLayer::backward() {
+  if (pipelined_) {
+    // Chunk c's data gradients beside chunk c - 1's dispatch_bwd and chunk c + 1's combine_bwd,
+    // its weight gradients beside its own dispatch_bwd; the shared experts' backward beside the
+    // last dispatch_bwd.
+    pipeline({&MoeLayer::combine_bwd, &MoeLayer::experts_bwd_data, &MoeLayer::dispatch_bwd,
+              &MoeLayer::experts_bwd_weights, nullptr, shared_ ? &MoeLayer::shared_bwd : nullptr});
+    return;
+  }
+  // One chunk; with overlap dispatch_bwd, dispatch_bwd beside the weight gradients (which it does
+  // not touch) and the shared experts' backward.
+  const Chunk& all = chunks_.front();
+  combine_bwd(all);
+  experts_bwd_data(all);
+  const bool beside = w_.overlap == Overlap::kDispatchBwd;
+  if (beside) on_side([&] { dispatch_bwd(all); });
+  experts_bwd_weights(all);
+  if (shared_) shared_bwd();
+  if (beside)
+    device_.join_side();
+  else
+    dispatch_bwd(all);
+}
+
+// The device's lanes wait for each other whole (Device::join_side), so the side lane feeds one
+// chunk ahead: work(c) waits for feed(c) only because feed(c + 1) is issued after that wait.
+// Every dispatcher direction, and so every collective of the chunks, runs on the side lane in
+// issue order; every expert GEMM on the main lane, which keeps the GEMMs' workspaces unshared.
+void MoeLayer::pipeline(const Pipeline& p) {
+  const size_t C = chunks_.size();
+  on_side([&] { (this->*p.feed)(chunks_[0]); });
+  if (p.at_start) (this->*p.at_start)();
+  device_.join_side();
+  if (C > 1) on_side([&] { (this->*p.feed)(chunks_[1]); });
+  for (size_t c = 0; c < C; ++c) {
+    (this->*p.work)(chunks_[c]);
+    device_.join_side();  // feed(c + 1), for work(c + 1)
+    on_side([&] {
+      (this->*p.drain)(chunks_[c]);
+      if (c + 2 < C) (this->*p.feed)(chunks_[c + 2]);
+    });
+    if (p.tail) (this->*p.tail)(chunks_[c]);
+  }
+  if (p.at_end) (this->*p.at_end)();
+  device_.join_side();
+}
+
+void MoeLayer::dispatch_fwd(const Chunk& c) {
+  timer_->begin(kDispatchFwd);
+  c.dispatcher->dispatch_fwd(tokens_of(x_, c, d_.H, device_.storage_bytes()),
+                             rows_of(xe_, c, plan_.row_h));
+  timer_->end(kDispatchFwd);
+}
+
+void MoeLayer::experts_fwd(const Chunk& c) {
+  timer_->begin(kExpertsFwd);
+  ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_h), w_in_full_, w_out_full_,
+                      c.dispatcher->expert_offsets().data(), rows_of(h_, c, plan_.row_2f),
+                      rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
+  timer_->end(kExpertsFwd);
+}
+
+void MoeLayer::combine_fwd(const Chunk& c) {
+  timer_->begin(kCombineFwd);
+  c.dispatcher->combine_fwd(rows_of(ye_, c, plan_.row_h), tokens_of(p_, c, d_.K),
+                            tokens_of(out_, c, d_.H, device_.storage_bytes()));
+  timer_->end(kCombineFwd);
+}
+
+void MoeLayer::combine_bwd(const Chunk& c) {
+  timer_->begin(kCombineBwd);
+  c.dispatcher->combine_bwd(tokens_of(dout_, c, d_.H, device_.storage_bytes()),
+                            tokens_of(p_, c, d_.K), rows_of(dye_, c, plan_.row_h),
+                            tokens_of(dp_, c, d_.K));
+  timer_->end(kCombineBwd);
+}
+
+void MoeLayer::experts_bwd_data(const Chunk& c) {
+  timer_->begin(kExpertsBwd);
+  ops_.expert_ffn_bwd_data(d_, rows_of(dye_, c, plan_.row_h), rows_of(h_, c, plan_.row_2f),
+                           w_in_full_, w_out_full_, c.dispatcher->expert_offsets().data(),
+                           rows_of(da_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
+                           rows_of(dxe_, c, plan_.row_h));
+  timer_->end(kExpertsBwd);
+}
+
+// The chunks' weight gradients add up in place, in chunk order: the first overwrites.
+void MoeLayer::experts_bwd_weights(const Chunk& c) {
+  timer_->begin(kExpertsBwd);
+  ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_h),
+                              rows_of(a_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
+                              c.dispatcher->expert_offsets().data(), dw_in_full_, dw_out_full_,
+                              c.index > 0);
+  timer_->end(kExpertsBwd);
+}
+
+// dx back to its tokens (the adjoint of the dispatch), on whichever lane the caller chose.
+void MoeLayer::dispatch_bwd(const Chunk& c) {
+  timer_->begin(kDispatchBwd);
+  c.dispatcher->dispatch_bwd(rows_of(dxe_, c, plan_.row_h), tokens_of(dx_acc_, c, d_.H));
+  timer_->end(kDispatchBwd);
+}
+
+void MoeLayer::shared_fwd() {
+  timer_->begin(kSharedFwd);
+  shared_->forward(x_);
+  timer_->end(kSharedFwd);
+}
+
+void MoeLayer::shared_bwd() {
+  timer_->begin(kSharedBwd);
+  shared_->backward(x_, dout_);
+  timer_->end(kSharedBwd);
+}
+
+StepTraffic MoeLayer::traffic() const {
+  StepTraffic sum;
+  for (const Chunk& c : chunks_) {
+    const StepTraffic t = c.dispatcher->traffic();
+    for (int dir = 0; dir < kNumDirs; ++dir) sum.bytes_to_others[dir] += t.bytes_to_others[dir];
+    sum.rows_to_others += t.rows_to_others;
+    sum.rows_received += t.rows_received;
+    sum.rows_dropped += t.rows_dropped;
+    sum.rows_padded += t.rows_padded;
+  }
+  return sum;
 }
 
 void MoeLayer::fsdp_gather() {
@@ -266,13 +396,6 @@ void MoeLayer::route() {
                   stats_);
   // The aux loss counts the world's tokens: sum the per-rank counts and score sums.
   comm_.allreduce_f32(stats_, 2 * d_.E + 1, Group::kWorld);
-}
-
-// dx back to its tokens (the adjoint of the dispatch), on whichever lane the caller chose.
-void MoeLayer::dispatch_bwd() {
-  timer_->begin(kDispatchBwd);
-  dispatcher_->dispatch_bwd(dxe_.ptr, dx_acc_);
-  timer_->end(kDispatchBwd);
 }
 
 void MoeLayer::grad_sync() {
@@ -319,7 +442,9 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   device_.copy_to_host(o.idx.data(), idx_, 4 * T * K);
   o.p = fp32(p_, T * K);
   std::vector<int32_t> send_pos(T * K);
-  device_.copy_to_host(send_pos.data(), dispatcher_->send_pos(), 4 * T * K);
+  const size_t chunk_bytes = 4 * size_t(T / int64_t(chunks_.size()) * K);
+  for (const Chunk& c : chunks_)
+    device_.copy_to_host(tokens_of(send_pos.data(), c, K), c.dispatcher->send_pos(), chunk_bytes);
   o.dropped.resize(T * K);
   for (int64_t i = 0; i < T * K; ++i) o.dropped[i] = send_pos[i] < 0;
   o.w_gate = storage(w_gate_, H * E);

@@ -3,15 +3,22 @@
 // router, dispatch, expert FFN, combine, and the whole backward with the gradient reductions.
 // Reading run_step() top to bottom follows the step; each phase is one Ops, Dispatcher or
 // collective call, timed on its own.
+//
+// The rank's tokens go through dispatch, experts and combine (and back) in chunks, each with its
+// own Dispatcher over T / C tokens: one chunk of all T, or with overlap = pipeline C equal ones,
+// software-pipelined on the device's two lanes. The router runs once over all T tokens before
+// them, and its backward once after them.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm/comm.h"
 #include "core/buffer_plan.h"
 #include "core/device.h"
 #include "core/dispatcher.h"
+#include "core/lane_times.h"
 #include "core/mesh.h"
 #include "core/ops.h"
 #include "core/shared_experts.h"
@@ -93,9 +100,13 @@ class MoeLayer {
   void load_step_inputs(int64_t step);
   // Forward + backward of one step; phase times (ms, this rank) in `phase_ms` [kNumPhases].
   void run_step(std::vector<double>& phase_ms);
-  // The last step's rows through the dispatcher, and [E] c_e over the world's tokens.
-  StepTraffic traffic() const { return dispatcher_->traffic(); }
+  // The last step's rows through the dispatchers (every chunk's), and [E] c_e over the world's
+  // tokens.
+  StepTraffic traffic() const;
   const std::vector<float>& global_expert_counts() const { return global_expert_counts_; }
+  // What each lane did in the last step (this rank): busy time, and the dispatchers' collectives
+  // (the a2a_* phases) and how much of them no other lane's work hid.
+  const LaneTimes& lanes() const { return lanes_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
   StepOutputs download_outputs(const OutputsWanted& want = {});
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
@@ -105,10 +116,58 @@ class MoeLayer {
   std::vector<std::pair<std::string, uint64_t>> digest_outputs();
 
  private:
+  // One chunk of the rank's tokens: its dispatcher, where its tokens sit in the per-token tensors
+  // and where its rows sit in the expert-major buffers.
+  struct Chunk {
+    std::unique_ptr<Dispatcher> dispatcher;
+    int64_t index = 0;
+    int64_t token_begin = 0;  // its first token
+    int64_t row_begin = 0;    // its first expert-major row (set by layout())
+  };
+  // A software pipeline over the chunks: feed and drain on the side lane, work and tail on the
+  // main lane. work(c) runs beside drain(c - 1) and feed(c + 1), tail(c) beside drain(c) and
+  // feed(c + 2); at_start runs on the main lane beside feed(0), at_end beside the last drain.
+  using Stage = void (MoeLayer::*)(const Chunk&);
+  struct Pipeline {
+    Stage feed, work, drain, tail = nullptr;
+    void (MoeLayer::*at_start)() = nullptr;
+    void (MoeLayer::*at_end)() = nullptr;
+  };
+  void pipeline(const Pipeline& p);
+  template <class Fn>
+  void on_side(Fn fn) {
+    device_.fork_side();
+    fn();
+    device_.to_main();
+  }
+
   void fsdp_gather();
   void route();
-  void dispatch_bwd();
+  void layout();
+  void forward();
+  void backward();
+  // One chunk's phases, each timed as its phase (a pipelined step's chunks add up there).
+  void dispatch_fwd(const Chunk& c);
+  void experts_fwd(const Chunk& c);
+  void combine_fwd(const Chunk& c);
+  void combine_bwd(const Chunk& c);
+  void experts_bwd_data(const Chunk& c);
+  void experts_bwd_weights(const Chunk& c);
+  void dispatch_bwd(const Chunk& c);
+  void shared_fwd();
+  void shared_bwd();
   void grad_sync();
+  // Chunk c's part of a per-token tensor of `per_token` elements of `bytes` each, and of an
+  // expert-major buffer of `row_bytes` rows.
+  template <class T>
+  T* tokens_of(T* base, const Chunk& c, int64_t per_token, size_t bytes = sizeof(T)) const {
+    using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+    return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base) +
+                                size_t(c.token_begin * per_token) * bytes);
+  }
+  void* rows_of(const DeviceBuffer& b, const Chunk& c, int64_t row_bytes) const {
+    return static_cast<char*>(b.ptr) + c.row_begin * row_bytes;
+  }
   void grow_expert_buffers_for(int64_t rows);
   void* grow(DeviceBuffer& b, size_t bytes);
   void* fixed(size_t bytes);
@@ -121,8 +180,10 @@ class MoeLayer {
   Dims d_;
   BufferPlan plan_;
   std::unique_ptr<PhaseTimer> timer_;
-  std::unique_ptr<Dispatcher> dispatcher_;
+  std::vector<Chunk> chunks_;
+  bool pipelined_ = false;                 // overlap = pipeline
   std::unique_ptr<SharedExperts> shared_;  // null without shared experts
+  LaneTimes lanes_;
   std::vector<void*> owned_;
 
   // Parameters and their gradients.
@@ -148,7 +209,8 @@ class MoeLayer {
   float *p_ = nullptr, *dp_ = nullptr;  // [T, K] fp32
   float* stats_ = nullptr;              // [2E + 1] fp32
 
-  // Expert-major rows, ragged (the dispatcher's rows()): inputs, activations and their grads.
+  // Expert-major rows, ragged (the chunks' dispatchers' rows(), one chunk after another):
+  // inputs, activations and their grads.
   DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
 
   std::vector<float> stats_host_, global_expert_counts_;

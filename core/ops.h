@@ -96,13 +96,14 @@ class Ops {
                               const int64_t* row_offsets_host, void* h, void* a, void* ye) = 0;
   // Its backward in two halves, so that the all-to-all of dxe may run beside the weight
   // gradients: the data gradients (da, dh scratch; dxe), then the weight gradients dw_in, dw_out
-  // (d.grad_dtype; reads dh from the first half).
+  // (d.grad_dtype; reads dh from the first half), overwritten, or with accumulate (fp32 gradients
+  // only) added to what they hold: a pipelined step sums its chunks' gradients there.
   virtual void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                    const void* w_out, const int64_t* row_offsets_host, void* da,
                                    void* dh, void* dxe) = 0;
   virtual void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                       const void* dh, const int64_t* row_offsets_host, void* dw_in,
-                                      void* dw_out) = 0;
+                                      void* dw_out, bool accumulate) = 0;
   // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
   // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

@@ -554,7 +554,8 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
     forced_routing(w, in.step, 0, N, prob.forced_idx.data());
   }
   prob.capacity = expert_capacity(w);
-  prob.capacity_group = T;
+  // One source rank's tokens, or one chunk of them in a pipelined step (expert_capacity's group).
+  prob.capacity_group = T / step_chunks(w);
   prob.drop_by_position = w.drop_policy == DropPolicy::kPosition;
 
   // The world's tokens in rank order: token g = rank * T + t.

@@ -85,8 +85,9 @@ struct ReferenceProblem {
   std::vector<double> w_sh_in;      // [S, H, 2F_sh] the shared experts (model.shared_experts)
   std::vector<double> w_sh_out;     // [S, F_sh, H]
   std::vector<int32_t> forced_idx;  // [N, K] a forced routing.mode's experts; empty: learned
-  // Capacity: each group of `capacity_group` consecutive tokens (one source rank's) sends each
-  // expert at most `capacity` rows (0: dropless), dropping the lowest p or the later (t, k).
+  // Capacity: each group of `capacity_group` consecutive tokens (one source rank's, or one chunk
+  // of them with overlap = pipeline) sends each expert at most `capacity` rows (0: dropless),
+  // dropping the lowest p or the later (t, k).
   int64_t capacity = 0, capacity_group = 0;
   bool drop_by_position = false;
 };

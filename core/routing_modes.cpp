@@ -45,8 +45,9 @@ bool routing_is_forced(const Workload& w) { return w.routing.mode != RoutingMode
 
 int64_t expert_capacity(const Workload& w) {
   if (w.capacity_factor <= 0) return 0;
-  const double rows = w.capacity_factor * double(w.tokens_per_rank) * double(w.model.topk) /
-                      double(w.model.experts);
+  // Each chunk of a pipelined step is dispatched on its own, so its tokens are the batch.
+  const double tokens = double(w.tokens_per_rank / step_chunks(w));
+  const double rows = w.capacity_factor * tokens * double(w.model.topk) / double(w.model.experts);
   return std::max<int64_t>(1, int64_t(std::ceil(rows)));
 }
 

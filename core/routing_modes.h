@@ -34,7 +34,8 @@ void forced_routing(const Workload& w, int64_t step, int64_t token_begin, int64_
 
 // Rows one source rank may send each expert: ceil(capacity_factor * T * K / E), at least 1; 0 when
 // the workload is dropless (capacity_factor null). Per source rank, as Megatron-Core's token
-// dropping does, so that the drop decision needs no communication.
+// dropping does, so that the drop decision needs no communication; with overlap = pipeline per
+// chunk of the rank's tokens (T / overlap_chunks in place of T), each chunk being dispatched alone.
 int64_t expert_capacity(const Workload& w);
 
 }  // namespace moe

@@ -190,6 +190,37 @@ void resolve_and_validate(Workload& w, int world_size) {
                  "align = " << w.align << " must be between 1 and 4096 (1 = no padding; 16 or "
                             << "128 pad each expert's rows for the tensor-core GEMM tiles)");
 
+  // The pipeline's chunks: equal, so that every chunk's dispatcher has the same sizes and the
+  // capacity the same meaning in each.
+  const int64_t C = w.overlap_chunks;
+  if (w.overlap != Overlap::kPipeline) {
+    MOE_USER_CHECK(C == Workload().overlap_chunks,
+                   "overlap_chunks = " << C << " is read only with overlap = \"pipeline\" (got \""
+                                       << name_of(w.overlap)
+                                       << "\"): set overlap=pipeline, or leave overlap_chunks at "
+                                          "its default "
+                                       << Workload().overlap_chunks);
+  } else {
+    MOE_USER_CHECK(C >= 1 && C <= kMaxOverlapChunks,
+                   "overlap_chunks = " << C << " must be between 1 and " << kMaxOverlapChunks
+                                       << " (chunks of tokens_per_rank that overlap = pipeline "
+                                          "runs; 1 = no chunking)");
+    std::vector<std::string> fit;
+    for (int64_t c = 1; c <= std::min(kMaxOverlapChunks, w.tokens_per_rank); ++c)
+      if (w.tokens_per_rank % c == 0) fit.push_back(std::to_string(c));
+    MOE_USER_CHECK(w.tokens_per_rank % C == 0,
+                   "overlap_chunks = " << C
+                                       << " does not divide tokens_per_rank = " << w.tokens_per_rank
+                                       << " (the pipeline's chunks are equal); set overlap_chunks "
+                                          "to one of "
+                                       << join(fit, ", ") << ", or change tokens_per_rank");
+    MOE_USER_CHECK(C == 1 || w.expert_grad_dtype == DType::kFp32,
+                   "overlap = \"pipeline\" with overlap_chunks = "
+                       << C
+                       << " sums the expert weight gradients over its chunks in place, which "
+                          "needs fp32 gradients: set expert_grad_dtype=fp32, or overlap_chunks=1");
+  }
+
   // One rank may receive every row of its EP group: T * K * ep rows, indexed with int32.
   const int64_t rows = prod({w.tokens_per_rank, m.topk, ep});
   MOE_USER_CHECK(rows <= INT32_MAX,
@@ -220,7 +251,7 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
   const BufferPlan plan = plan_step_buffers(w, storage_bytes, grad_bytes);
   int64_t bytes = sum({plan.fixed_bytes(), plan.ragged_bytes(plan.balanced_rows),
-                       dispatch_buffer_bytes(w, storage_bytes)});
+                       step_dispatch_buffer_bytes(w, storage_bytes)});
   if (w.check != CheckMode::kOff)
     bytes = sum({bytes, estimate_reference_bytes(w, world_size, false).host});
   return bytes;
@@ -269,6 +300,18 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
     add(b.device, {int64_t(2) << 30});
   }
   return b;
+}
+
+int64_t step_chunks(const Workload& w) {
+  // Guarded for a workload not yet validated (--dry-run describes some before refusing them).
+  return w.overlap == Overlap::kPipeline && w.overlap_chunks > 0 ? w.overlap_chunks : 1;
+}
+
+Workload chunk_workload(const Workload& w) {
+  Workload chunk = w;
+  chunk.tokens_per_rank = w.tokens_per_rank / step_chunks(w);
+  chunk.overlap_chunks = 1;
+  return chunk;
 }
 
 int64_t estimate_rank_bytes(const Workload& w, int world_size) {

@@ -19,12 +19,15 @@ enum class DropPolicy { kProbability, kPosition };
 enum class DispatchKind { kAlltoall, kAllgather, kAlltoallDedup };
 enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
-// Which phases of the step run beside others: a schedule, never a change of the work or of any
-// result. kDispatchBwd: dispatch_bwd (dx back to its tokens' ranks, and the unpermute) runs on the
-// backend's side lane beside experts_bwd's weight gradients, which it does not touch (and beside
-// shared_bwd); with shared experts, any overlap runs shared_fwd on the side lane beside
-// dispatch_fwd.
-enum class Overlap { kNone, kDispatchBwd };
+// Which phases of the step run beside others. kDispatchBwd: dispatch_bwd (dx back to its tokens'
+// ranks, and the unpermute) runs on the backend's side lane beside experts_bwd's weight gradients,
+// which it does not touch (and beside shared_bwd); with shared experts, it runs shared_fwd on the
+// side lane beside dispatch_fwd. Both are schedules, never a change of any result. kPipeline: the
+// rank's tokens in overlap_chunks chunks, each dispatched, run through the experts and combined on
+// its own, the dispatcher's directions of one chunk on the side lane beside the expert GEMMs of
+// another (core/moe_layer.h); the expert weight gradients sum over the chunks, so their last bits
+// differ from kNone's, and a capacity applies per chunk.
+enum class Overlap { kNone, kDispatchBwd, kPipeline };
 // The CUDA backend's expert GEMMs: kAuto chooses per workload in warm-up (app/gemm_choice.h);
 // kLtMultistream is a cuBLASLt call per expert over gemm.streams side streams; kGroupedBatched one
 // cublasGemmGroupedBatchedEx call.
@@ -112,6 +115,10 @@ struct Workload {
   DropPolicy drop_policy = DropPolicy::kProbability;
   int64_t align = 1;  // each local expert's rows padded to a multiple of this for the GEMMs
   Overlap overlap = Overlap::kNone;
+  // Chunks of tokens_per_rank with overlap = pipeline (read only there): 2, the fewest that
+  // overlap anything, so that `overlap=pipeline` alone pipelines; 1 is the control that equals
+  // overlap = none bitwise.
+  int64_t overlap_chunks = 2;
   GemmConfig gemm;
   int64_t steps = 20;
   int64_t warmup = 3;
@@ -124,6 +131,14 @@ struct Workload {
 // The most timed or warm-up steps a run takes (10^7: over 13 hours at 5 ms a step), so that step
 // counts and their sums never overflow.
 constexpr int64_t kMaxSteps = 10000000;
+// The most chunks overlap = pipeline cuts a step into: each chunk pays its own counts exchange
+// (a collective and a host copy) and four collectives, which only grow past a few chunks.
+constexpr int64_t kMaxOverlapChunks = 64;
+// The chunks a step runs in: overlap_chunks with overlap = pipeline, else 1.
+int64_t step_chunks(const Workload& w);
+// What one chunk of a step is to its dispatcher: w with tokens_per_rank / step_chunks(w) tokens,
+// in one chunk (w itself where the step has one).
+Workload chunk_workload(const Workload& w);
 // The most shared experts a workload may have: published models have 1 to 8 (a bound that keeps
 // every product of shapes far from overflow).
 constexpr int64_t kMaxSharedExperts = 64;

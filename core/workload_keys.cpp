@@ -40,7 +40,7 @@ MOE_ENUM_NAMES(DropPolicy, "probability", "position")
 MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather", "alltoall_dedup")
 MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
-MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd")
+MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd", "pipeline")
 MOE_ENUM_NAMES(GemmMethod, "auto", "lt_multistream", "grouped_batched", "grouped_sm90")
 MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact")
 MOE_ENUM_NAMES(Sm90Schedule, "cooperative", "pingpong")
@@ -221,16 +221,23 @@ const std::vector<KeySpec>& schema() {
                "model.topk); docs/layer.md compares them"),
       optional_number_key("capacity_factor", MOE_FIELD(capacity_factor),
                           "rows each source rank may send an expert: ceil(capacity_factor * T * "
-                          "K / E), at most 10^6; null = dropless"),
+                          "K / E), at most 10^6, with overlap pipeline per chunk (T / "
+                          "overlap_chunks tokens); null = dropless"),
       enum_key("drop_policy", MOE_FIELD(drop_policy),
                "which rows over the capacity are dropped: lowest p, or latest (t, k)"),
       int_key("align", MOE_FIELD(align),
               "pad each local expert's rows to a multiple of this (16, 128) for the GEMMs"),
       how(enum_key("overlap", MOE_FIELD(overlap),
-                   "which phases run beside others (a schedule; results stay bitwise equal): "
-                   "dispatch_bwd runs the backward all-to-all of dx and the unpermute beside the "
-                   "weight-gradient GEMMs (and the shared experts' backward), and the shared "
-                   "experts' forward beside dispatch_fwd")),
+                   "which phases run beside others: dispatch_bwd runs the backward all-to-all of "
+                   "dx and the unpermute beside the weight-gradient GEMMs (and the shared experts' "
+                   "backward), and the shared experts' forward beside dispatch_fwd (results "
+                   "bitwise equal); pipeline cuts the tokens into overlap_chunks chunks whose "
+                   "dispatch and combine run beside another chunk's expert GEMMs, forward and "
+                   "backward (weight gradients summed over chunks: equal within rounding; a "
+                   "capacity applies per chunk) (docs/layer.md)")),
+      how(int_key("overlap_chunks", MOE_FIELD(overlap_chunks),
+                  "overlap pipeline: chunks of tokens_per_rank (must divide it), 1 to 64; 1 "
+                  "equals overlap none bitwise; read only with overlap pipeline")),
       how(enum_key("gemm.method", MOE_FIELD(gemm.method),
                    "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
                    "cuBLASLt call per expert over side streams; grouped_batched one "

@@ -1,6 +1,7 @@
 // The dispatchers by name (the `dispatch` key): a new strategy adds its case to each function.
 #include "core/dispatcher.h"
 #include "core/error.h"
+#include "core/saturating.h"
 #include "dispatch/allgather.h"
 #include "dispatch/alltoall.h"
 #include "dispatch/alltoall_dedup.h"
@@ -47,6 +48,25 @@ int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
       return AlltoallDedupDispatcher::buffer_bytes(w, storage_bytes);
   }
   return 0;
+}
+
+// One dispatcher per chunk of T / C tokens (overlap pipeline): C times what one chunk's moves and
+// holds.
+DispatchBytes step_dispatch_bytes(const Workload& w, const Mesh& mesh, size_t storage_bytes,
+                                  double rows_per_rank) {
+  const double C = double(step_chunks(w));
+  DispatchBytes b =
+      dispatch_bytes_for_rows(chunk_workload(w), mesh, storage_bytes, rows_per_rank / C);
+  for (double& d : b.direction) d *= C;
+  b.layout *= C;
+  b.other *= C;
+  b.collectives_per_step *= int(C);
+  return b;
+}
+
+int64_t step_dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
+  return saturating_product(
+      {dispatch_buffer_bytes(chunk_workload(w), storage_bytes), step_chunks(w)});
 }
 
 }  // namespace moe

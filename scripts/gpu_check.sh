@@ -162,6 +162,36 @@ print(b / f, '(want 0.5)')" "$OUTDIR/gpu_np2_fsdp2_bf16_grads.json" "$OUTDIR/gpu
     note "overlap $c vs plain: $("$BIN" compare "$OUTDIR/$c.json" "$OUTDIR/${c}_overlap.json" 2>&1 |
       grep '^# digests')"
   done
+  # The pipeline (overlap=pipeline): chunks whose dispatcher directions run on the side stream
+  # beside another chunk's GEMMs, checked with both dispatchers, shared experts and each GEMM
+  # method (grouped_sm90 stores only: the later chunks' weight gradients accumulate on the
+  # cuBLASLt loop); one chunk must give the plain schedule's digests; each run's lanes line.
+  PL="--set overlap=pipeline"
+  run_case gpu_np1_tiny_pipeline1 1 --config $TINY $PL --set overlap_chunks=1
+  run_case gpu_np2_ep2_pipeline1 2 --config $TINY --set mesh.ep=2 $LOSS $PL --set overlap_chunks=1
+  run_case gpu_np2_ep2_pipeline4 2 --config $TINY --set mesh.ep=2 $LOSS $PL --set overlap_chunks=4
+  for m in lt_multistream grouped_batched grouped_sm90; do
+    run_case "gpu_np1_tiny_pipeline4_$m" 1 --config $TINY $SIG $PL --set overlap_chunks=4 \
+      --set gemm.method=$m
+  done
+  run_case gpu_np4_ep4_pipeline2_shared 4 --config $TINY --set mesh.ep=4 $LOSS $PL \
+    --set model.shared_experts=1 --set model.shared_ffn=48
+  run_case gpu_np4_ep2_fsdp2_pipeline4_allgather 4 --config $TINY --set mesh.ep=2 --set mesh.fsdp=2 \
+    $SIG $PL --set overlap_chunks=4 --set dispatch=allgather
+  for c in gpu_np1_tiny gpu_np2_ep2; do
+    [ -f "$OUTDIR/${c}_pipeline1.json" ] || continue
+    note "pipeline1 $c vs plain: $("$BIN" compare "$OUTDIR/$c.json" "$OUTDIR/${c}_pipeline1.json" 2>&1 |
+      grep '^# digests')"
+  done
+  # Where an all-to-all has GEMMs to hide behind: the lanes of none, dispatch_bwd and the
+  # pipeline at 2 and 4 chunks, Qwen3-30B-A3B's layer at ep 2 (timings; the check off, as the
+  # bench workloads ship).
+  for ov in "none" "dispatch_bwd" "pipeline --set overlap_chunks=2" "pipeline --set overlap_chunks=4"; do
+    tag=$(echo "$ov" | tr -cd 'a-z0-9_')
+    run_case "gpu_np2_qwen3_$tag" 2 --config configs/bench/qwen3_30b_a3b.json --set mesh.ep=2 \
+      --set tokens_per_rank=4096 --set overlap=$ov
+    grep -sh '^# lanes' "$OUTDIR/gpu_np2_qwen3_$tag.log" | sed "s/^/$tag: /" | tee -a "$SUMMARY"
+  done
   # A medium shape the float64 reference still checks in seconds.
   run_case gpu_np4_medium 4 --config configs/quickstart.json --set mesh.ep=4 \
     --set tokens_per_rank=512 --set model.experts=16 --set model.topk=4 $SIG $LOSS --set check=every --steps 3
@@ -225,6 +255,13 @@ if [ $CONTROLS -eq 1 ]; then
   run_case ctl_np4_allgather_capacity_align 4 --config $TINY --set mesh.ep=4 $AG $SIGG
   run_case ctl_np4_allgather_2x2_overlap 4 --config configs/quickstart.json --set mesh.ep=2 \
     --set mesh.fsdp=2 $AG --set overlap=dispatch_bwd
+  # The pipeline's capacity applies per chunk, on the GPU as in the reference.
+  run_case ctl_np4_pipeline4_capacity_prob_2x2 4 --config $TINY --set mesh.ep=2 --set mesh.fsdp=2 \
+    $SIGG --set capacity_factor=1.0 --set overlap=pipeline --set overlap_chunks=4
+  run_case ctl_np4_pipeline2_allgather_capacity_align 4 --config $TINY --set mesh.ep=4 $AG $SIGG \
+    --set overlap=pipeline
+  agree tiny_pipeline4_ep2 2 --config $TINY --set mesh.ep=2 $SIGG --set overlap=pipeline \
+    --set overlap_chunks=4 --set align=16
   agree tiny_allgather_np1 1 --config $TINY $AG $SIGG
   agree tiny_allgather_ep2 2 --config $TINY --set mesh.ep=2 $AG --set routing.mode=powerlaw
   # dispatch alltoall_dedup: at ep 1 (alltoall's step: the digests must be alltoall's), over

@@ -12,23 +12,37 @@
 namespace moe {
 namespace {
 
+// Host-clock intervals, each labelled with the lane the device had current at its begin (the
+// CPU runs both lanes' work in issue order, so they never overlap in time).
 class HostTimer : public PhaseTimer {
  public:
-  explicit HostTimer(int n) : start_(n), ms_(n, 0.0) {}
-  void begin(int phase) override { start_[phase] = Clock::now(); }
-  void end(int phase) override {
-    ms_[phase] += std::chrono::duration<double, std::milli>(Clock::now() - start_[phase]).count();
+  HostTimer(int n, const int* lane) : lane_(lane), open_(n, -1) {}
+  void begin(int phase) override {
+    const Clock::time_point now = Clock::now();
+    if (recorded_.empty()) origin_ = now;
+    open_[phase] = int(recorded_.size());
+    recorded_.push_back({phase, *lane_, ms_since_origin(now), 0});
   }
+  void end(int phase) override { recorded_[open_[phase]].end_ms = ms_since_origin(Clock::now()); }
   std::vector<double> read() override {
-    std::vector<double> out = ms_;
-    std::fill(ms_.begin(), ms_.end(), 0.0);
-    return out;
+    std::vector<double> ms(open_.size(), 0.0);
+    for (const PhaseInterval& i : recorded_) ms[i.phase] += i.end_ms - i.begin_ms;
+    // Swapped, not copied: both vectors keep their capacity, so a steady step allocates nothing.
+    intervals_.swap(recorded_);
+    recorded_.clear();
+    return ms;
   }
+  const std::vector<PhaseInterval>& intervals() const override { return intervals_; }
 
  private:
   using Clock = std::chrono::steady_clock;
-  std::vector<Clock::time_point> start_;
-  std::vector<double> ms_;
+  double ms_since_origin(Clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - origin_).count();
+  }
+  const int* lane_;
+  std::vector<int> open_;  // per phase: its interval begun last, in recorded_
+  Clock::time_point origin_;
+  std::vector<PhaseInterval> recorded_, intervals_;
 };
 
 }  // namespace
@@ -68,7 +82,7 @@ void CpuDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 
 std::unique_ptr<PhaseTimer> CpuDevice::make_timer(std::vector<std::string> phase_names) {
-  return std::make_unique<HostTimer>(int(phase_names.size()));
+  return std::make_unique<HostTimer>(int(phase_names.size()), &lane_);
 }
 
 double CpuDevice::time_memory_copy_ms(int64_t bytes, int iters) {

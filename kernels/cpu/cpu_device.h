@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend's device: host memory (floats, rounded to the workload dtype where it is bf16),
-// host copies, the host clock, one lane.
+// host copies, the host clock, and two lanes run as one: work runs as it is issued, and the timer
+// labels it with the lane it was issued to, so that a schedule's lanes are reported (serially).
 #include "core/device.h"
 
 namespace moe {
@@ -19,6 +20,8 @@ class CpuDevice : public Device {
   uint64_t digest(const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void sync() override {}
+  void fork_side() override { lane_ = kSideLane; }
+  void to_main() override { lane_ = kMainLane; }
   int64_t memory_high_water() const override { return high_water_; }
   void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> phase_names) override;
@@ -27,6 +30,7 @@ class CpuDevice : public Device {
  private:
   DType dtype_;
   int64_t in_use_ = 0, high_water_ = 0;
+  int lane_ = kMainLane;
 };
 
 }  // namespace moe

@@ -92,9 +92,9 @@ void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, 
 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                     const void* dh, const int64_t* row_offsets_host, void* dw_in,
-                                    void* dw_out) {
+                                    void* dw_out, bool accumulate) {
   cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), row_offsets_host, d.E_local, d.H, d.F,
-                              d.grad_dtype, F(dw_in), F(dw_out));
+                              d.grad_dtype, F(dw_in), F(dw_out), accumulate);
 }
 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/cpu/gemm.h"
 
 namespace moe::cpu {
@@ -61,12 +62,16 @@ void expert_ffn_bwd_data(const float* dye, const float* h, const float* w_in, co
 
 void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, const float* dh,
                             const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
-                            DType grad_dtype, float* dw_in, float* dw_out) {
+                            DType grad_dtype, float* dw_in, float* dw_out, bool accumulate) {
+  // A bf16 sum of partial sums would round at every addition, unlike one fp32 sum rounded once.
+  MOE_CHECK(
+      !accumulate || grad_dtype == DType::kFp32,
+      "expert_ffn_bwd_weights: accumulating needs fp32 gradients, got " << dtype_name(grad_dtype));
   // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); no rows give zeros.
   grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, F, H, 0, a, dye, dw_out,
-               grad_dtype);
+               grad_dtype, accumulate);
   grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, H, 2 * F, 0, xe, dh, dw_in,
-               grad_dtype);
+               grad_dtype, accumulate);
 }
 
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,
@@ -74,7 +79,8 @@ void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const flo
                     int64_t E_local, int64_t H, int64_t F, DType dtype, DType grad_dtype, float* da,
                     float* dh, float* dxe, float* dw_in, float* dw_out) {
   expert_ffn_bwd_data(dye, h, w_in, w_out, row_offsets, E_local, H, F, dtype, da, dh, dxe);
-  expert_ffn_bwd_weights(dye, xe, a, dh, row_offsets, E_local, H, F, grad_dtype, dw_in, dw_out);
+  expert_ffn_bwd_weights(dye, xe, a, dh, row_offsets, E_local, H, F, grad_dtype, dw_in, dw_out,
+                         false);
 }
 
 }  // namespace moe::cpu

@@ -22,13 +22,14 @@ void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
 // accumulated in fp32 and stored as grad_dtype, overwritten (an expert with no rows gets zeros).
 // da [R, F] and dh [R, 2F] are scratch.
 // Its two halves (the backends' order: the all-to-all of dxe may run beside the second):
-// da, dh and dxe; then dw_in and dw_out from xe, a, dye and dh.
+// da, dh and dxe; then dw_in and dw_out from xe, a, dye and dh, overwritten or, with accumulate
+// (grad_dtype fp32), added to what they hold (an expert with no rows leaves them as they are).
 void expert_ffn_bwd_data(const float* dye, const float* h, const float* w_in, const float* w_out,
                          const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
                          DType dtype, float* da, float* dh, float* dxe);
 void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, const float* dh,
                             const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
-                            DType grad_dtype, float* dw_in, float* dw_out);
+                            DType grad_dtype, float* dw_in, float* dw_out, bool accumulate);
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,
                     const float* w_in, const float* w_out, const int64_t* row_offsets,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, DType grad_dtype, float* da,

@@ -145,7 +145,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
 }
 
 void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
-                  int64_t K, const float* A, const float* B, float* C, DType out_dtype) {
+                  int64_t K, const float* A, const float* B, float* C, DType out_dtype,
+                  bool accumulate) {
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
     switch (layout) {
@@ -158,7 +159,7 @@ void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64
           gemm(false, true, rows, N, K, A + r0 * K, B + g * N * K, C + r0 * N, false, out_dtype);
         break;
       case GroupedLayout::kRowsTTimesRows:
-        gemm(true, false, M, N, rows, A + r0 * M, B + r0 * N, C + g * M * N, false, out_dtype);
+        gemm(true, false, M, N, rows, A + r0 * M, B + r0 * N, C + g * M * N, accumulate, out_dtype);
         break;
     }
   }

@@ -16,9 +16,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
 
 // The expert GEMMs of G groups in one call (core/grouped_gemm.h gives the three layouts):
 // offsets [G + 1] delimit each group's rows. The CPU twin of moe::cuda::grouped_gemm: a gemm per
-// group, outputs rounded to out_dtype.
+// group, outputs rounded to out_dtype. accumulate adds the weight gradients (kRowsTTimesRows) to
+// C, as gemm's accumulate does; the other layouts always overwrite.
 void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
-                  int64_t K, const float* A, const float* B, float* C, DType out_dtype);
+                  int64_t K, const float* A, const float* B, float* C, DType out_dtype,
+                  bool accumulate = false);
 
 // Rounds v to the storage dtype (identity for fp32).
 float store_as(DType dtype, float v);

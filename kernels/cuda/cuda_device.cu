@@ -18,58 +18,72 @@ namespace moe {
 namespace {
 
 // Phase times from CUDA events recorded on the backend's current stream (*stream: a phase run
-// on the side lane is timed there). Each phase is also an NVTX range named after it, so that
-// Nsight Systems shows the phases on the timeline and Nsight Compute can filter kernels by them
-// (--nvtx-include "experts_fwd/"). Push and pop: the timer's users nest their phases on the
-// host (core/device.h), and NVTX's push/pop ranges nest per host thread.
+// on the side lane is timed there). Each begin-end stretch takes a pair of events from a pool
+// that grows in the first steps only (a pipelined step begins a phase once per chunk); every
+// event is read against the step's first one, so the stretches of both lanes share one clock.
+// Each phase is also an NVTX range named after it, so that Nsight Systems shows the phases on
+// the timeline and Nsight Compute can filter kernels by them (--nvtx-include "experts_fwd/").
+// Push and pop: the timer's users nest their phases on the host (core/device.h), and NVTX's
+// push/pop ranges nest per host thread.
 class EventTimer : public PhaseTimer {
  public:
-  EventTimer(std::vector<std::string> names, const cudaStream_t* stream, std::function<void()> wait)
+  EventTimer(std::vector<std::string> names, const cudaStream_t* stream, cudaStream_t side,
+             std::function<void()> wait)
       : names_(std::move(names)),
         stream_(stream),
+        side_(side),
         wait_(std::move(wait)),
-        begin_(names_.size()),
-        end_(names_.size()),
-        used_(names_.size(), false) {
-    for (size_t i = 0; i < names_.size(); ++i) {
-      CUDA_CHECK(cudaEventCreate(&begin_[i]));
-      CUDA_CHECK(cudaEventCreate(&end_[i]));
-    }
-  }
+        open_(names_.size(), -1) {}
   ~EventTimer() override {
-    for (size_t i = 0; i < begin_.size(); ++i) {
-      cudaEventDestroy(begin_[i]);
-      cudaEventDestroy(end_[i]);
-    }
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
   void begin(int phase) override {
     nvtxRangePushA(names_[phase].c_str());
-    CUDA_CHECK(cudaEventRecord(begin_[phase], *stream_));
+    const size_t n = recorded_.size();
+    if (events_.size() < 2 * (n + 1)) {
+      for (int i = 0; i < 2; ++i) {
+        cudaEvent_t e = nullptr;
+        CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+      }
+    }
+    open_[phase] = int(n);
+    recorded_.push_back({phase, *stream_ == side_ ? kSideLane : kMainLane, 0, 0});
+    CUDA_CHECK(cudaEventRecord(events_[2 * n], *stream_));
   }
   void end(int phase) override {
-    CUDA_CHECK(cudaEventRecord(end_[phase], *stream_));
+    CUDA_CHECK(cudaEventRecord(events_[2 * size_t(open_[phase]) + 1], *stream_));
     nvtxRangePop();
-    used_[phase] = true;
   }
   std::vector<double> read() override {
     wait_();
-    std::vector<double> ms(begin_.size(), 0.0);
-    for (size_t i = 0; i < begin_.size(); ++i) {
-      if (!used_[i]) continue;
-      float v = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&v, begin_[i], end_[i]));
-      ms[i] = v;
-      used_[i] = false;
+    std::vector<double> ms(names_.size(), 0.0);
+    for (size_t i = 0; i < recorded_.size(); ++i) {
+      PhaseInterval& r = recorded_[i];
+      r.begin_ms = since_first(events_[2 * i]);
+      r.end_ms = since_first(events_[2 * i + 1]);
+      ms[r.phase] += r.end_ms - r.begin_ms;
     }
+    // Swapped, not copied: both vectors keep their capacity, so a steady step allocates nothing.
+    intervals_.swap(recorded_);
+    recorded_.clear();
     return ms;
   }
+  const std::vector<PhaseInterval>& intervals() const override { return intervals_; }
 
  private:
+  double since_first(cudaEvent_t e) const {
+    float v = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&v, events_[0], e));
+    return v;
+  }
   std::vector<std::string> names_;
   const cudaStream_t* stream_;
+  cudaStream_t side_;
   std::function<void()> wait_;
-  std::vector<cudaEvent_t> begin_, end_;
-  std::vector<bool> used_;
+  std::vector<int> open_;            // per phase: its stretch begun last, in recorded_
+  std::vector<cudaEvent_t> events_;  // stretch i: begin 2i, end 2i + 1
+  std::vector<PhaseInterval> recorded_, intervals_;
 };
 
 }  // namespace
@@ -182,7 +196,7 @@ void CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 
 std::unique_ptr<PhaseTimer> CudaDevice::make_timer(std::vector<std::string> phase_names) {
-  return std::make_unique<EventTimer>(std::move(phase_names), &stream_, [this] { sync(); });
+  return std::make_unique<EventTimer>(std::move(phase_names), &stream_, side_, [this] { sync(); });
 }
 
 void CudaDevice::profiler_start() { CUDA_CHECK(cudaProfilerStart()); }

@@ -217,10 +217,11 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
 }
 
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                                     const void* dh, const int64_t* off, void* dw_in,
-                                     void* dw_out) {
+                                     const void* dh, const int64_t* off, void* dw_in, void* dw_out,
+                                     bool accumulate) {
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, expert_rows(off, d.E_local), d.E_local, d.H, d.F,
-                               d.dtype, d.grad_dtype, dw_in, dw_out, *gemm_, gemm_lists_, stream());
+                               d.dtype, d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
+                               gemm_lists_, stream());
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

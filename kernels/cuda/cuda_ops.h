@@ -61,7 +61,7 @@ class CudaOps : public Ops {
                            void* dxe) override;
   void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                               const void* dh, const int64_t* row_offsets_host, void* dw_in,
-                              void* dw_out) override;
+                              void* dw_out, bool accumulate) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
   void combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

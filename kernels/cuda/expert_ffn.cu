@@ -87,9 +87,10 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
 // rows give zeros) through the runner's grouped().
 void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
                   int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
-                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream) {
+                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
+                  bool accumulate) {
   const GroupedGemmShape shape{layout, E_local, rows.host[E_local], M, N, K};
-  if (gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream)) return;
+  if (!accumulate && gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream)) return;
   auto& problems = reuse(list);
   const bool rows_k = layout == GroupedLayout::kRowsTTimesRows;
   for (int64_t l = 0; l < E_local; ++l) {
@@ -102,7 +103,7 @@ void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local,
                           at(C, offset_of(out, r0 * N))});
     }
   }
-  gemm.grouped(rows_k, layout == GroupedLayout::kRowsTimesWeightT, problems, false, in, out,
+  gemm.grouped(rows_k, layout == GroupedLayout::kRowsTimesWeightT, problems, accumulate, in, out,
                stream);
 }
 
@@ -141,12 +142,13 @@ void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const
 void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, const void* dh,
                             const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F,
                             DType dtype, DType grad_dtype, void* dw_in, void* dw_out,
-                            GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
+                            bool accumulate, GemmRunner& gemm, ExpertGemmLists& lists,
+                            cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTTimesRows;
   experts_gemm(L, rows, E_local, F, H, 0, a, dye, dw_out, dtype, grad_dtype, gemm, lists.first,
-               stream);
+               stream, accumulate);
   experts_gemm(L, rows, E_local, H, 2 * F, 0, xe, dh, dw_in, dtype, grad_dtype, gemm, lists.second,
-               stream);
+               stream, accumulate);
 }
 
 }  // namespace moe::cuda

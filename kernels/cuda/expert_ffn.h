@@ -30,10 +30,12 @@ struct ExpertRows {
 };
 
 // One GEMM of every expert (core/grouped_gemm.h gives the layout and M, N, K), by the runner's
-// method; `list` is scratch for the per-expert problems.
+// method; `list` is scratch for the per-expert problems. accumulate (fp32 out) adds to C: the
+// grouped sm90 kernel only stores, so such a GEMM runs on the per-expert list instead.
 void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
                   int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
-                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream);
+                  GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
+                  bool accumulate = false);
 
 // a [n, F] = silu(h[:, :F]) * h[:, F:]; dh [n, 2F] its backward (as the CPU twin).
 void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaStream_t stream);
@@ -52,10 +54,12 @@ void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const
                          void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,
                          cudaStream_t stream);
 // dw_in [E_local, H, 2F] and dw_out [E_local, F, H] in grad_dtype, fp32 accumulation,
-// overwritten (an expert with no rows gets zeros).
+// overwritten (an expert with no rows gets zeros), or with accumulate (grad_dtype fp32) added to
+// what they hold (an expert with no rows leaves them as they are).
 void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, const void* dh,
                             const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F,
                             DType dtype, DType grad_dtype, void* dw_in, void* dw_out,
-                            GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream);
+                            bool accumulate, GemmRunner& gemm, ExpertGemmLists& lists,
+                            cudaStream_t stream);
 
 }  // namespace moe::cuda

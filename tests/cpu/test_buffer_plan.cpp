@@ -2,35 +2,21 @@
 // balanced routing, has allocated exactly the bytes the memory estimate predicts (the device
 // counts every byte), so --dry-run and the run's memory check cannot drift from the code.
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <string>
-#include <vector>
 
-#include "comm/mpi_comm.h"
 #include "core/buffer_plan.h"
-#include "core/mesh.h"
-#include "core/moe_layer.h"
 #include "core/workload.h"
-#include "kernels/cpu/cpu_device.h"
-#include "kernels/cpu/cpu_ops.h"
+#include "tests/common/cpu_layer.h"
 
 namespace moe {
 namespace {
 
 // Bytes the CPU device held at most over construction and two steps.
 int64_t bytes_a_step_holds(const Workload& w) {
-  const Mesh mesh = make_mesh(1, 0, w.mesh.ep, w.mesh.fsdp, w.model.experts);
-  CpuDevice device(w.dtype);
-  CpuOps ops(device);
-  MpiComm comm(MPI_COMM_WORLD, mesh);
-  MoeLayer layer(w, mesh, device, ops, comm);
-  std::vector<double> ms;
-  for (int64_t step = 0; step < 2; ++step) {
-    layer.load_step_inputs(step);
-    layer.run_step(ms);
-  }
-  return device.memory_high_water();
+  test::CpuLayer cpu(w);
+  cpu.run(2);
+  return cpu.device.memory_high_water();
 }
 
 Workload balanced(const std::string& extra) {
@@ -52,7 +38,12 @@ TEST(BufferPlan, EstimateIsWhatTheStepAllocates) {
         std::string(R"(, "router": {"expert_bias": true}, "expert_grad_dtype": "bf16")"),
         std::string(R"(, "dispatch": "allgather")"),
         std::string(R"(, "dispatch": "allgather", "align": 4)"),
-        std::string(R"(, "dispatch": "alltoall_dedup", "align": 4)")}) {
+        std::string(R"(, "dispatch": "alltoall_dedup", "align": 4)"),
+        // One dispatcher per chunk, each chunk's rows from a row multiple of 128 on.
+        std::string(R"(, "overlap": "pipeline", "overlap_chunks": 2, "align": 4)"),
+        std::string(R"(, "overlap": "pipeline", "overlap_chunks": 5, "dispatch": "allgather")"),
+        std::string(
+            R"(, "overlap": "pipeline", "overlap_chunks": 2, "dispatch": "alltoall_dedup")")}) {
     SCOPED_TRACE(extra);
     const Workload w = balanced(extra);
     EXPECT_EQ(bytes_a_step_holds(w), estimate_rank_bytes(w, 1));

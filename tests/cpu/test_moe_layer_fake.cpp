@@ -23,13 +23,15 @@ struct Call {
   std::string name;
   std::vector<const void*> buffers;  // the call's main inputs and outputs, in its argument order
   const int64_t* offsets = nullptr;  // expert offsets, for the expert FFN calls
+  int lane = kMainLane;              // the lane current when it was issued
 };
 
 struct Recorder {
   std::vector<Call> calls;
+  int lane = kMainLane;
   void add(std::string name, std::vector<const void*> buffers = {},
            const int64_t* offsets = nullptr) {
-    calls.push_back({std::move(name), std::move(buffers), offsets});
+    calls.push_back({std::move(name), std::move(buffers), offsets, lane});
   }
   // Positions of the calls named `name`.
   std::vector<size_t> at(const std::string& name) const {
@@ -51,9 +53,11 @@ class NoTimer : public PhaseTimer {
   void begin(int) override {}
   void end(int) override {}
   std::vector<double> read() override { return std::vector<double>(n_, 0.0); }
+  const std::vector<PhaseInterval>& intervals() const override { return none_; }
 
  private:
   int n_;
+  std::vector<PhaseInterval> none_;
 };
 
 class FakeDevice : public Device {
@@ -82,8 +86,14 @@ class FakeDevice : public Device {
     std::memcpy(dst, src, bytes);
   }
   void sync() override {}
-  void fork_side() override { r_.add("fork_side"); }
-  void to_main() override { r_.add("to_main"); }
+  void fork_side() override {
+    r_.add("fork_side");
+    r_.lane = kSideLane;
+  }
+  void to_main() override {
+    r_.add("to_main");
+    r_.lane = kMainLane;
+  }
   void join_side() override { r_.add("join_side"); }
   int64_t memory_high_water() const override { return 0; }
   void reset_memory_high_water() override {}
@@ -146,8 +156,10 @@ class FakeOps : public Ops {
     r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off);
   }
   void expert_ffn_bwd_weights(const Dims&, const void* dye, const void* xe, const void* a,
-                              const void* dh, const int64_t* off, void*, void*) override {
-    r_.add("expert_ffn_bwd_weights", {dye, xe, a, dh}, off);
+                              const void* dh, const int64_t* off, void* dw_in, void*,
+                              bool accumulate) override {
+    r_.add(accumulate ? "expert_ffn_bwd_weights_add" : "expert_ffn_bwd_weights",
+           {dye, xe, a, dh, dw_in}, off);
   }
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {
@@ -437,9 +449,140 @@ TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
   EXPECT_TRUE(before(r, "join_side", "shared_sum_dx"));
 }
 
+// overlap pipeline, 2 chunks of 4 tokens: one layout per chunk before any dispatch, each chunk's
+// dispatcher on its tokens' rows, its expert-major rows from row 128 on (chunk_rows_begin), the
+// weight gradients of the second chunk added to the first's; the router once over all tokens.
+TEST(MoeLayerFake, PipelineRunsEachChunkOnItsOwnRows) {
+  FakeStep f(R"(, "overlap": "pipeline", "overlap_chunks": 2)");
+  const Recorder& r = f.step();
+  const size_t token_row = 16 * 4, chunk_tokens = 4;  // H floats; T / 2
+  auto bytes_between = [](const void* a, const void* b) {
+    return static_cast<const char*>(b) - static_cast<const char*>(a);
+  };
+  EXPECT_EQ(r.at("router_fwd").size(), 1u);
+  EXPECT_EQ(r.at("router_bwd").size(), 1u);
+  const std::vector<size_t> layouts = r.at("dispatch_layout"), permutes = r.at("permute"),
+                            fwd = r.at("expert_ffn_fwd"), combines = r.at("combine_fwd"),
+                            unpermutes = r.at("unpermute_sum"), combine_bwd = r.at("combine_bwd");
+  ASSERT_EQ(layouts.size(), 2u);
+  ASSERT_EQ(permutes.size(), 2u);
+  ASSERT_EQ(fwd.size(), 2u);
+  ASSERT_EQ(unpermutes.size(), 2u);
+  ASSERT_EQ(combine_bwd.size(), 2u);
+  EXPECT_LT(layouts[1], permutes[0]);
+  const void* x = r.only("router_fwd").buffers[0];
+  EXPECT_EQ(r.calls[permutes[0]].buffers[0], x);
+  EXPECT_EQ(bytes_between(x, r.calls[permutes[1]].buffers[0]), chunk_tokens * token_row);
+  for (size_t c = 0; c < 2; ++c) {
+    const Call& e = r.calls[fwd[c]];
+    EXPECT_EQ(e.buffers[0], r.calls[permutes[c]].buffers[1]);          // its xe
+    EXPECT_EQ(r.calls[combines[c]].buffers[0], e.buffers[3]);          // its ye
+    for (int l = 0; l <= 4; ++l) EXPECT_EQ(e.offsets[l], 2 * l) << l;  // 8 rows, 2 per expert
+  }
+  EXPECT_EQ(bytes_between(r.calls[fwd[0]].buffers[0], r.calls[fwd[1]].buffers[0]), 128 * token_row);
+  EXPECT_EQ(bytes_between(r.calls[combines[0]].buffers[1], r.calls[combines[1]].buffers[1]),
+            chunk_tokens * token_row);  // out
+  EXPECT_EQ(bytes_between(r.calls[unpermutes[0]].buffers[1], r.calls[unpermutes[1]].buffers[1]),
+            chunk_tokens * token_row);  // dx_acc
+  EXPECT_EQ(bytes_between(r.calls[combine_bwd[0]].buffers[3], r.calls[combine_bwd[1]].buffers[3]),
+            chunk_tokens * 2 * 4);  // dp [T, K]
+  const Call& first = r.only("expert_ffn_bwd_weights");
+  const Call& second = r.only("expert_ffn_bwd_weights_add");
+  EXPECT_TRUE(before(r, "expert_ffn_bwd_weights", "expert_ffn_bwd_weights_add"));
+  EXPECT_EQ(first.buffers[4], second.buffers[4]);            // dw_in
+  EXPECT_EQ(second.buffers[1], r.calls[fwd[1]].buffers[0]);  // the second chunk's xe
+}
+
+// Whether the work issued as call `a` must finish before call `b` starts, under the lanes' rules
+// (Device::fork_side): in order on one lane; across lanes only through a join (side to main) or
+// a fork (main to side) issued between them.
+bool waits_for(const Recorder& r, size_t b, size_t a) {
+  if (a >= b) return false;
+  const int la = r.calls[a].lane, lb = r.calls[b].lane;
+  if (la == lb) return true;
+  const char* sync = la == kSideLane ? "join_side" : "fork_side";
+  for (size_t i = a + 1; i < b; ++i)
+    if (r.calls[i].name == sync) return true;
+  return false;
+}
+// Whether the two calls may run at the same time: neither waits for the other.
+bool beside(const Recorder& r, size_t a, size_t b) {
+  return !waits_for(r, a, b) && !waits_for(r, b, a) && r.calls[a].lane != r.calls[b].lane;
+}
+
+// overlap pipeline, 4 chunks at align 16 (regroups) with shared experts: the dispatcher's calls
+// on the side lane, every GEMM on the main lane; each chunk's phases wait for what they read, and
+// chunk c's GEMMs run beside the previous and next chunks' dispatcher directions.
+TEST(MoeLayerFake, PipelineOverlapsTheChunksOnTwoLanes) {
+  FakeStep f(R"(, "overlap": "pipeline", "overlap_chunks": 4, "align": 16)", 1);
+  const Recorder& r = f.step();
+  auto starts = [](const std::string& name, const char* prefix) {
+    return name.rfind(prefix, 0) == 0;
+  };
+  for (const Call& c : r.calls) {
+    const bool dispatcher = c.name == "permute" || starts(c.name, "regroup") ||
+                            starts(c.name, "combine") || c.name == "unpermute_sum" ||
+                            c.name == "alltoallv_rows";
+    const bool main = starts(c.name, "expert_ffn") || starts(c.name, "router") ||
+                      c.name == "dispatch_layout" || starts(c.name, "shared_sum");
+    if (dispatcher || main) {
+      EXPECT_EQ(c.lane, dispatcher ? kSideLane : kMainLane) << c.name;
+    }
+  }
+  // The routed experts' calls (the shared expert's take all 8 tokens: offsets[1] == 8).
+  auto routed = [&](const std::string& name) {
+    std::vector<size_t> out;
+    for (size_t i : r.at(name))
+      if (r.calls[i].offsets[1] != 8) out.push_back(i);
+    return out;
+  };
+  const std::vector<size_t> permutes = r.at("permute"), combines = r.at("combine_fwd"),
+                            combine_bwd = r.at("combine_bwd"), unpermutes = r.at("unpermute_sum");
+  const std::vector<size_t> fwd = routed("expert_ffn_fwd"), data = routed("expert_ffn_bwd_data");
+  std::vector<size_t> weights = routed("expert_ffn_bwd_weights");
+  for (size_t i : r.at("expert_ffn_bwd_weights_add")) weights.push_back(i);
+  ASSERT_EQ(permutes.size(), 4u);
+  ASSERT_EQ(fwd.size(), 4u);
+  ASSERT_EQ(data.size(), 4u);
+  ASSERT_EQ(weights.size(), 4u);
+  ASSERT_EQ(unpermutes.size(), 4u);
+  const size_t router_bwd = r.at("router_bwd")[0];
+  for (size_t c = 0; c < 4; ++c) {
+    SCOPED_TRACE(c);
+    // Each permute is followed by a regroup into xe; the GEMMs wait for the last call before them.
+    EXPECT_TRUE(waits_for(r, fwd[c], permutes[c] + 1));
+    EXPECT_TRUE(waits_for(r, combines[c] - 1, fwd[c]));  // the regroup of ye before the combine
+    EXPECT_TRUE(waits_for(r, data[c], combine_bwd[c] + 1));
+    EXPECT_TRUE(waits_for(r, unpermutes[c] - 1, data[c]));
+    EXPECT_TRUE(waits_for(r, weights[c], data[c]));
+    EXPECT_TRUE(waits_for(r, router_bwd, unpermutes[c]));
+    EXPECT_TRUE(beside(r, unpermutes[c], weights[c]));
+    if (c + 1 < 4) {
+      EXPECT_TRUE(beside(r, permutes[c + 1], fwd[c]));
+      EXPECT_TRUE(beside(r, combine_bwd[c + 1], data[c]));
+      EXPECT_TRUE(beside(r, unpermutes[c], data[c + 1]));
+    }
+    if (c > 0) {
+      EXPECT_TRUE(beside(r, combines[c - 1], fwd[c]));
+    }
+  }
+  // The shared expert beside the first dispatch and the last dispatch_bwd.
+  const size_t shared_fwd = r.at("expert_ffn_fwd")[0];
+  ASSERT_EQ(r.calls[shared_fwd].offsets[1], 8);
+  EXPECT_TRUE(beside(r, permutes[0], shared_fwd));
+  size_t shared_data = 0;
+  for (size_t i : r.at("expert_ffn_bwd_data"))
+    if (r.calls[i].offsets[1] == 8) shared_data = i;
+  EXPECT_TRUE(beside(r, unpermutes[3], shared_data));
+  EXPECT_TRUE(waits_for(r, r.at("shared_sum_out").at(0), combines[3]));  // out's last rows
+}
+
 TEST(MoeLayerFake, ASteadyStepAllocatesNothing) {
   for (const char* sets : {"", R"(, "align": 16)", R"(, "dispatch": "allgather", "align": 16)",
-                           R"(, "dispatch": "alltoall_dedup", "align": 16)"})
+                           R"(, "dispatch": "alltoall_dedup", "align": 16)",
+                           R"(, "overlap": "pipeline", "overlap_chunks": 4, "align": 16)",
+                           R"(, "overlap": "pipeline", "dispatch": "allgather", "align": 16)",
+                           R"(, "overlap": "pipeline", "dispatch": "alltoall_dedup", "align": 16)"})
     for (int64_t shared : {0, 2}) {
       FakeStep f(sets, shared);
       f.step(0);

@@ -86,7 +86,7 @@ TEST(Roofline, MemoryBytesBoundWhenTheyTakeLonger) {
   }
 }
 
-// dispatch_bwd beside experts_bwd (MOE_OVERLAP): the step's floor counts the larger of the two.
+// dispatch_bwd beside experts_bwd (the overlap key): the step's floor counts the larger of the two.
 TEST(Roofline, APhaseBesideAnotherAddsOnlyItsExcess) {
   for (double a2a_bytes : {1e6, 4e6}) {  // dispatch_bwd's floor 0.02 ms, then 0.08 ms
     std::vector<PhaseResult> ps = {phase("experts_bwd", 0.1, true, 8e9),  // floor 0.04 ms
@@ -99,6 +99,20 @@ TEST(Roofline, APhaseBesideAnotherAddsOnlyItsExcess) {
     EXPECT_DOUBLE_EQ(beside, std::max(0.04, a2a_bytes / 50e6)) << a2a_bytes;
     EXPECT_DOUBLE_EQ(floor_of(ps, "dispatch_bwd"), a2a_bytes / 50e6);  // its own floor stays
   }
+}
+
+// overlap pipeline: both directions of a pass beside its experts. Their floors add up before they
+// are set against the experts': the lanes run them one after another.
+TEST(Roofline, PhasesBesideOneAnotherAddUpAgainstIt) {
+  std::vector<PhaseResult> ps = {phase("experts_fwd", 0.1, true, 8e9),  // floor 0.04 ms
+                                 phase("dispatch_fwd", 0.05, true),
+                                 phase("combine_fwd", 0.05, true),
+                                 phase("a2a_dispatch_fwd", 0.03, false, 0, 1.5e6),  // 0.03 ms
+                                 phase("a2a_combine_fwd", 0.03, false, 0, 1.5e6)};
+  ps[1].beside = ps[2].beside = "experts_fwd";
+  EXPECT_DOUBLE_EQ(apply_floors(calibration(2), 2, ps), 0.06);  // max(0.04, 0.03 + 0.03)
+  ps[3].bytes = ps[4].bytes = 0.5e6;                            // 0.01 ms each: hidden
+  EXPECT_DOUBLE_EQ(apply_floors(calibration(2), 2, ps), 0.04);
 }
 
 TEST(Roofline, NoAllToAllFloorAtEpOne) {

@@ -30,6 +30,7 @@ class RecordingTimer : public PhaseTimer {
     if (names_[phase] == "step") ev_.push_back("step");
   }
   std::vector<double> read() override { return inner_->read(); }
+  const std::vector<PhaseInterval>& intervals() const override { return inner_->intervals(); }
 
  private:
   std::unique_ptr<PhaseTimer> inner_;
@@ -60,6 +61,9 @@ class RecordingDevice : public Device {
     inner_->copy_to_device(dst, src, bytes);
   }
   void sync() override { inner_->sync(); }
+  void fork_side() override { inner_->fork_side(); }
+  void to_main() override { inner_->to_main(); }
+  void join_side() override { inner_->join_side(); }
   int64_t memory_high_water() const override { return inner_->memory_high_water(); }
   void reset_memory_high_water() override { inner_->reset_memory_high_water(); }
   std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> names) override {

@@ -42,17 +42,19 @@ TEST(WorkloadKeys, DocumentedTableIsTheKeyTable) {
 TEST(WorkloadKeys, TunablesAreKeys) {
   Workload w = workload_from_json_text("{" + kModel + "}", "t");
   EXPECT_EQ(w.overlap, Overlap::kNone);
+  EXPECT_EQ(w.overlap_chunks, 2);
   EXPECT_EQ(w.gemm.method, GemmMethod::kAuto);
   EXPECT_EQ(w.gemm.streams, 4);
   EXPECT_EQ(w.gemm.algo, GemmAlgo::kAuto);
   EXPECT_EQ(w.gemm.sm90_cluster, 1);
   EXPECT_FALSE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kCooperative);
-  for (const char* s : {"overlap=dispatch_bwd", "gemm.method=grouped_batched", "gemm.streams=8",
-                        "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong",
+  for (const char* s : {"overlap=pipeline", "overlap_chunks=4", "gemm.method=grouped_batched",
+                        "gemm.streams=8", "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong",
                         "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact"})
     apply_override(w, s);
-  EXPECT_EQ(w.overlap, Overlap::kDispatchBwd);
+  EXPECT_EQ(w.overlap, Overlap::kPipeline);
+  EXPECT_EQ(w.overlap_chunks, 4);
   EXPECT_EQ(w.gemm.method, GemmMethod::kGroupedBatched);
   EXPECT_EQ(w.gemm.streams, 8);
   EXPECT_EQ(w.gemm.algo, GemmAlgo::kExact);
@@ -60,12 +62,14 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_TRUE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kPingpong);
   const nlohmann::json j = workload_to_json(w);
-  EXPECT_EQ(j.at("overlap"), "dispatch_bwd");
+  EXPECT_EQ(j.at("overlap"), "pipeline");
+  EXPECT_EQ(j.at("overlap_chunks"), 4);
   EXPECT_EQ(j.at("gemm").at("method"), "grouped_batched");
   EXPECT_EQ(j.at("gemm").at("streams"), 8);
   EXPECT_EQ(describe_how_keys(w),
-            "overlap=dispatch_bwd gemm.method=grouped_batched gemm.streams=8 gemm.sm90_cluster=2 "
-            "gemm.sm90_schedule=pingpong gemm.sm90_fuse_swiglu=true gemm.algo=exact");
+            "overlap=pipeline overlap_chunks=4 gemm.method=grouped_batched gemm.streams=8 "
+            "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.sm90_fuse_swiglu=true "
+            "gemm.algo=exact");
   // The JSON form reads back to the same workload.
   EXPECT_EQ(workload_to_json(workload_from_json_text(j.dump(), "j")), j);
   EXPECT_NE(user_error_of([&] {
@@ -75,8 +79,8 @@ TEST(WorkloadKeys, TunablesAreKeys) {
 }
 
 TEST(WorkloadKeys, WhatChangesTheWork) {
-  for (const char* how : {"overlap", "gemm.method", "gemm.streams", "gemm.algo", "steps", "check",
-                          "name", "warmup", "reference", "roofline"})
+  for (const char* how : {"overlap", "overlap_chunks", "gemm.method", "gemm.streams", "gemm.algo",
+                          "steps", "check", "name", "warmup", "reference", "roofline"})
     EXPECT_FALSE(workload_key_changes_work(how)) << how;
   for (const char* work : {"model.hidden", "router.score", "dtype", "expert_grad_dtype", "align",
                            "capacity_factor", "seed", "dispatch"})

@@ -59,7 +59,7 @@ void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::ve
   cuda::expert_ffn_bwd_data(d_dye.ptr, d_h.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, dt, d_da.ptr,
                             d_dh.ptr, d_dxe.ptr, runner, lists, nullptr);
   cuda::expert_ffn_bwd_weights(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, dt, grad_dtype,
-                               d_dw_in.ptr, d_dw_out.ptr, runner, lists, nullptr);
+                               d_dw_in.ptr, d_dw_out.ptr, false, runner, lists, nullptr);
   expect_close(d_h.host(), h, dt, what + " h");
   expect_close(d_a.host(), a, dt, what + " a");
   expect_close(d_ye.host(), ye, dt, what + " ye");
@@ -91,6 +91,46 @@ TEST(ExpertFfnCuda, EveryMethodMatchesCpu) {
           check_expert_ffn(m, fuse, pingpong, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
         }
       }
+}
+
+// A pipelined step's weight gradients: chunk 0 overwrites, later chunks add (fp32), under every
+// method (the grouped sm90 kernel only stores: its accumulating GEMMs run on the per-expert list).
+// Expert 0 has rows in the second chunk only (zeroed, then added to), expert 2 in the first only
+// (left as it is by the second).
+TEST(ExpertFfnCuda, WeightGradientsAccumulateOverChunks) {
+  MOE_REQUIRE_GPU();
+  std::vector<GemmMethod> methods = {GemmMethod::kLtMultiStream, GemmMethod::kGroupedBatched};
+  if (cuda::GroupedGemm::runs_on_current_device()) methods.push_back(GemmMethod::kGroupedSm90);
+  const DType dt = DType::kBf16, grad = DType::kFp32;
+  const int64_t H = 128, F = 64, El = 3;
+  const std::vector<std::vector<int64_t>> chunk_rows = {{0, 70, 33}, {41, 128, 0}};
+  std::vector<float> dw_in(El * H * 2 * F), dw_out(El * F * H);
+  StorageBuf d_dw_in(grad, El * H * 2 * F), d_dw_out(grad, El * F * H);
+  for (GemmMethod m : methods) {
+    SCOPED_TRACE(cuda::gemm_method_name(m));
+    cuda::GemmRunner runner;
+    runner.set_method(m);
+    cuda::ExpertGemmLists lists;
+    uint64_t seed = 700;
+    for (size_t c = 0; c < chunk_rows.size(); ++c) {
+      std::vector<int64_t> off(El + 1, 0);
+      for (int64_t l = 0; l < El; ++l) off[l + 1] = off[l] + chunk_rows[c][l];
+      const int64_t R = off[El];
+      const std::vector<float> dye = random_values(R * H, dt, seed += 10);
+      const std::vector<float> xe = random_values(R * H, dt, seed += 10);
+      const std::vector<float> a = random_values(R * F, dt, seed += 10);
+      const std::vector<float> dh = random_values(R * 2 * F, dt, seed += 10);
+      cpu::expert_ffn_bwd_weights(dye.data(), xe.data(), a.data(), dh.data(), off.data(), El, H, F,
+                                  grad, dw_in.data(), dw_out.data(), c > 0);
+      StorageBuf d_dye(dt, dye), d_xe(dt, xe), d_a(dt, a), d_dh(dt, dh);
+      DevBuf<int64_t> d_off(off);
+      const cuda::ExpertRows er{off.data(), d_off.ptr};
+      cuda::expert_ffn_bwd_weights(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, dt, grad,
+                                   d_dw_in.ptr, d_dw_out.ptr, c > 0, runner, lists, nullptr);
+    }
+    expect_close(d_dw_in.host(), dw_in, DType::kBf16, "dw_in over two chunks");
+    expect_close(d_dw_out.host(), dw_out, DType::kBf16, "dw_out over two chunks");
+  }
 }
 
 }  // namespace

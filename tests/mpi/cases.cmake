@@ -144,12 +144,52 @@ moe_mpi_case(np8_alltoall_dedup_ep4_fsdp2_shared_capacity_align 8 ${MOE_DEDUP} -
              --set mesh.fsdp=2 --set capacity_factor=1.0 --set drop_policy=position --set align=8
              --set model.topk=3 --set model.shared_experts=2 --set model.shared_ffn=40)
 
+# overlap pipeline (docs/layer.md, "Schedules"): the step in overlap_chunks chunks, one dispatcher
+# each, checked against float64 on 1, 2, 4 and 8 ranks over EP x FSDP meshes with both
+# dispatchers; then with shared experts, align padding, fp32, and capacity drops (per chunk) by
+# both policies. tests/mpi/pipeline.sh compares it with overlap none.
+foreach(mesh "1;1;1;4" "2;2;1;2" "2;1;2;4" "4;4;1;2" "4;2;2;4" "8;8;1;2" "8;4;2;8")
+  list(GET mesh 0 np)
+  list(GET mesh 1 ep)
+  list(GET mesh 2 fsdp)
+  list(GET mesh 3 chunks)
+  foreach(dispatch alltoall allgather)
+    moe_mpi_case(np${np}_pipeline${chunks}_${dispatch}_ep${ep}_fsdp${fsdp} ${np}
+                 --set overlap=pipeline --set overlap_chunks=${chunks} --set dispatch=${dispatch}
+                 --set mesh.ep=${ep} --set mesh.fsdp=${fsdp} ${MOE_LOSSES})
+  endforeach()
+endforeach()
+moe_mpi_case(np1_pipeline1 1 --set overlap=pipeline --set overlap_chunks=1 ${MOE_SHARED})
+moe_mpi_case(np2_ep2_pipeline4_shared_align 2 --set mesh.ep=2 --set overlap=pipeline
+             --set overlap_chunks=4 --set align=16 ${MOE_SHARED} ${MOE_SIGMOID_GROUPS})
+moe_mpi_case(np4_ep2_fsdp2_pipeline2_allgather_shared 4 --set mesh.ep=2 --set mesh.fsdp=2
+             --set overlap=pipeline --set dispatch=allgather --set model.shared_experts=2
+             --set model.shared_ffn=40 ${MOE_LOSSES})
+moe_mpi_case(np4_ep4_pipeline4_fp32 4 --set mesh.ep=4 --set overlap=pipeline
+             --set overlap_chunks=4 --set dtype=fp32 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+moe_mpi_case(np2_ep2_pipeline2_allgather_fp32_align 2 --set mesh.ep=2 --set overlap=pipeline
+             --set dispatch=allgather --set dtype=fp32 --set align=8)
+moe_mpi_case(np4_ep2_fsdp2_pipeline4_capacity_probability 4 --set mesh.ep=2 --set mesh.fsdp=2
+             --set overlap=pipeline --set overlap_chunks=4 --set capacity_factor=1.0
+             ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
+moe_mpi_case(np4_ep4_pipeline2_allgather_capacity_position_hot 4 --set mesh.ep=4
+             --set overlap=pipeline --set dispatch=allgather --set capacity_factor=0.75
+             --set drop_policy=position --set routing.mode=hot --set align=16)
+moe_mpi_case(np8_ep4_fsdp2_pipeline4_shared 8 --set mesh.ep=4 --set mesh.fsdp=2
+             --set overlap=pipeline --set overlap_chunks=4 ${MOE_SHARED} ${MOE_SIGMOID_GROUPS})
+# the pipeline with the deduplicated dispatcher
+moe_mpi_case(np2_ep2_pipeline2_alltoall_dedup 2 --set mesh.ep=2 --set overlap=pipeline
+             ${MOE_DEDUP} ${MOE_LOSSES})
+moe_mpi_case(np4_ep4_pipeline4_alltoall_dedup_shared_capacity 4 --set mesh.ep=4
+             --set overlap=pipeline --set overlap_chunks=4 ${MOE_DEDUP} --set capacity_factor=1.0
+             --set model.topk=4 ${MOE_SHARED})
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
-               allgather alltoall_dedup)
+               allgather alltoall_dedup pipeline)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
