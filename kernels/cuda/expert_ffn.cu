@@ -90,7 +90,8 @@ void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local,
                   GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
                   bool accumulate) {
   const GroupedGemmShape shape{layout, E_local, rows.host[E_local], M, N, K};
-  if (!accumulate && gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream)) return;
+  const GroupedEpilogue epi = accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore;
+  if (gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream, epi)) return;
   auto& problems = reuse(list);
   const bool rows_k = layout == GroupedLayout::kRowsTTimesRows;
   for (int64_t l = 0; l < E_local; ++l) {

@@ -331,15 +331,19 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
                               const void* B, void* C, DType in, DType out, cudaStream_t stream,
                               GroupedEpilogue epi, void* aux) {
   if (method_ != GemmMethod::kGroupedSm90 || !offsets_dev) return false;
-  if (epi != GroupedEpilogue::kStore && !sm90_fuse_swiglu_) return false;
+  const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
+  if (swiglu && !sm90_fuse_swiglu_) return false;
   std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
   if (why.empty()) why = GroupedGemm::fused_unsupported_reason(s, epi, out);
   if (!why.empty()) {
-    const bool fused = epi != GroupedEpilogue::kStore;
     if (sm90_fallbacks_logged_.insert(why).second)
       spdlog::info(
           "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}{}) runs {} instead: {}", s.M,
-          s.N, s.K, fused ? ", SwiGLU fused" : "", fused ? "unfused" : "on lt_multistream", why);
+          s.N, s.K,
+          swiglu                         ? ", SwiGLU fused"
+          : epi == GroupedEpilogue::kAdd ? ", adding to C"
+                                         : "",
+          swiglu ? "unfused" : "on lt_multistream", why);
     return false;
   }
   if (!grouped_sm90_) {

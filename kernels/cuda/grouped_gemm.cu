@@ -289,6 +289,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kHalves = kPingpong ? 2 : 1;
   static_assert(!kPingpong || (BN == 128 && kCluster == 1 && !kSwiGLU),
                 "ping-pong: 128-column tiles, single CTAs, no SwiGLU forward epilogue");
+  static_assert(kEpi != GroupedEpilogue::kAdd || (kRowsK && sizeof(OutT) == 4),
+                "adds only into fp32 weight gradients");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -519,7 +521,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           if constexpr (kRowsK) {
             fence_proxy_async_smem();
             named_barrier_sync(wg_barrier, 128);
-            if (t128 == 0) tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+            if (t128 == 0) {
+              if constexpr (kEpi == GroupedEpilogue::kAdd)
+                tma_reduce_add_3d(&map_c, stage_c, col0, row0, tile.g);
+              else
+                tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
+            }
           } else {
             named_barrier_sync(wg_barrier, 128);
             OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
@@ -710,8 +717,12 @@ std::string GroupedGemm::fused_unsupported_reason(const GroupedGemmShape& s, Gro
     if (s.N % 256 != 0) why << "F " << s.N / 2 << " is not a multiple of 128; ";
   } else if (epi == GroupedEpilogue::kSwiGLUBackward) {
     if (s.layout != GroupedLayout::kRowsTimesWeightT) why << "not a data gradient; ";
+  } else if (epi == GroupedEpilogue::kAdd) {
+    if (s.layout != GroupedLayout::kRowsTTimesRows) why << "adds only into weight gradients; ";
+    if (out != DType::kFp32) why << "adds into " << dtype_name(out) << ", not fp32; ";
   }
-  if (epi != GroupedEpilogue::kStore && out != DType::kBf16)
+  if ((epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward) &&
+      out != DType::kBf16)
     why << "output " << dtype_name(out) << ", not bf16; ";
   std::string r = why.str();
   if (!r.empty()) r.resize(r.size() - 2);
@@ -727,6 +738,16 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
       (reinterpret_cast<uintptr_t>(aux) % 16 ? "aux is not 16-byte aligned" : "");
   MOE_CHECK(why.empty(), "grouped sm90 GEMM with a fused epilogue: " << why);
   if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
+  if (epi == GroupedEpilogue::kAdd) {
+    constexpr GroupedLayout RTR = GroupedLayout::kRowsTTimesRows;
+    if (tile_n(s) == 256)
+      launch_scheduled<RTR, 256, float, GroupedEpilogue::kAdd>(sched_, encode_, num_sms_, s,
+                                                               offsets, A, B, C, stream);
+    else
+      launch_scheduled<RTR, 128, float, GroupedEpilogue::kAdd>(sched_, encode_, num_sms_, s,
+                                                               offsets, A, B, C, stream);
+    return;
+  }
   using T = __nv_bfloat16;
   if (epi == GroupedEpilogue::kSwiGLU) {
     launch_scheduled<GroupedLayout::kRowsTimesWeight, 256, T, GroupedEpilogue::kSwiGLU>(

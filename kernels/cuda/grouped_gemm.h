@@ -33,7 +33,9 @@ struct GroupedGemmShape {
 // - kSwiGLUBackward, the data gradient of the down projection: da = the product, rounded to bf16
 //   and never stored, with h [rows, 2F] gives dh = [da * u * silu'(g), da * silu(g)], as the
 //   separate SwiGLU backward kernel computes it from a stored da.
-enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward };
+// - kAdd, the weight gradients with an fp32 output: C += the product (TMA's reduce-add), for
+//   gradients summed over several calls (the pipeline's chunks).
+enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward, kAdd };
 
 // How the kernel's two MMA warpgroups share the work (gemm.sm90_cluster, gemm.sm90_schedule):
 // - cooperative: both on one 128-row tile, 64 rows each, 256 or 128 columns; in clusters of
@@ -70,10 +72,11 @@ class GroupedGemm {
            DType in, DType out, cudaStream_t stream) const;
 
   // A grouped GEMM with an epilogue fused (see GroupedEpilogue): kSwiGLU writes C = h and
-  // aux = a; kSwiGLUBackward reads aux = h [rows, 2N] and writes C = dh [rows, 2N]. Empty reason
-  // when the fused kernel takes the shape: kSwiGLU the kRowsTimesWeight layout with F = N / 2 a
-  // multiple of 128, kSwiGLUBackward the kRowsTimesWeightT layout; both bf16 output (and what
-  // run() needs). kStore is run().
+  // aux = a; kSwiGLUBackward reads aux = h [rows, 2N] and writes C = dh [rows, 2N]; kAdd adds
+  // to C. Empty reason when the fused kernel takes the shape: kSwiGLU the kRowsTimesWeight layout
+  // with F = N / 2 a multiple of 128, kSwiGLUBackward the kRowsTimesWeightT layout, both bf16
+  // output; kAdd the kRowsTTimesRows layout with fp32 output (and what run() needs). kStore is
+  // run().
   static std::string fused_unsupported_reason(const GroupedGemmShape& s, GroupedEpilogue epi,
                                               DType out);
   void run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,

@@ -267,6 +267,41 @@ TEST(GroupedGemmSm90, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   EXPECT_NE(GroupedGemm::fused_unsupported_reason(up, kFused, DType::kBf16), "");
 }
 
+// Adding into fp32 weight gradients (the pipeline's later chunks): C0 + the product, one fp32
+// add per element, bitwise, in every schedule and tile width; other layouts and bf16 refused.
+TEST(GroupedGemmSm90, AddsIntoFp32WeightGradients) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const auto kAdd = cuda::GroupedEpilogue::kAdd;
+  const std::vector<int64_t> off = offsets_of({0, 130, 1, 257, 0, 64});
+  const int64_t G = int64_t(off.size()) - 1, R = off[G], M = 200, N = 264;
+  StorageBuf a(DType::kBf16, random_values(R * M, DType::kBf16, 800));
+  StorageBuf b(DType::kBf16, random_values(R * N, DType::kBf16, 801));
+  const std::vector<float> c0 = random_values(G * M * N, DType::kFp32, 802);
+  DevBuf<int64_t> doff(off);
+  const GroupedGemmShape s{GroupedLayout::kRowsTTimesRows, G, R, M, N, 0};
+  ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kAdd, DType::kFp32), "");
+  StorageBuf prod(DType::kFp32, G * M * N);
+  gg.run(s, doff.ptr, a.ptr, b.ptr, prod.ptr, DType::kBf16, DType::kFp32, nullptr);
+  const std::vector<float> p = prod.host();
+  std::vector<float> want(p.size());
+  for (size_t i = 0; i < p.size(); ++i) want[i] = c0[i] + p[i];
+  for (const GroupedSchedule& sched : kSchedules)
+    for (int tile_n : {128, 256}) {
+      SCOPED_TRACE(schedule_name(sched) + " tile_n=" + std::to_string(tile_n));
+      gg.set_schedule(sched);
+      gg.force_tile_n(tile_n);
+      StorageBuf c(DType::kFp32, c0);
+      gg.run_fused(kAdd, s, doff.ptr, a.ptr, b.ptr, c.ptr, nullptr, DType::kBf16, DType::kFp32,
+                   nullptr);
+      expect_identical(c.host(), want, "C0 + the product");
+    }
+  gg.force_tile_n(0);
+  EXPECT_NE(GroupedGemm::fused_unsupported_reason(s, kAdd, DType::kBf16), "");
+  const GroupedGemmShape up{GroupedLayout::kRowsTimesWeight, G, R, 0, 256, 192};
+  EXPECT_NE(GroupedGemm::fused_unsupported_reason(up, kAdd, DType::kFp32), "");
+}
+
 TEST(GroupedGemmSm90, RefusesWhatItCannotRun) {
   GroupedGemmShape s;
   s.layout = GroupedLayout::kRowsTimesWeight;
