@@ -69,7 +69,7 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.F = w.model.ffn;
   shape.rows = balanced_expert_rows(w, ep);
   shape.grad_dtype = w.expert_grad_dtype;
-  shape.sm90 = {int(w.gemm.sm90_cluster), w.gemm.sm90_schedule == Sm90Schedule::kPingpong};
+  shape.sm90 = cuda::schedule_of(w.gemm);
   const std::vector<cuda::ExpertGemmBenchRow> rows =
       cuda::bench_expert_gemms(shape, opt.methods, opt.iters);
   double dense_tflops = 0;

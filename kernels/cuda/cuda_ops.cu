@@ -31,7 +31,7 @@ enum ScratchSlot {
 CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm)
     : device_(device), scratch_(kNumScratchSlots) {
   gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
-  gemm_->set_sm90_schedule({int(gemm.sm90_cluster), gemm.sm90_schedule == Sm90Schedule::kPingpong});
+  gemm_->set_sm90_schedule(cuda::schedule_of(gemm));
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
   for (cudaEvent_t& e : offsets_copied_)

@@ -355,9 +355,7 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
 }
 
 void GemmRunner::set_sm90_schedule(const GroupedSchedule& s) {
-  MOE_CHECK(s.cluster == 1 || s.cluster == 2,
-            "grouped sm90 GEMM: cluster of " << s.cluster << " CTAs (1 or 2)");
-  MOE_CHECK(!s.pingpong || s.cluster == 1, "grouped sm90 GEMM: ping-pong in clusters");
+  GroupedGemm::check_schedule(s);  // now, though the kernel is made on first use
   sm90_schedule_ = s;
   if (grouped_sm90_) grouped_sm90_->set_schedule(s);
 }

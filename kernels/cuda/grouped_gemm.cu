@@ -650,20 +650,28 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, p));
 }
 
-// launch() with the schedule chosen at run time: ping-pong (128-column tiles only; the caller
-// picks those), else cooperative in clusters of `cluster` CTAs.
-template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore>
-void launch_scheduled(const GroupedSchedule& sched, void* encode, int num_sms,
+// launch() with the tile width and schedule chosen at run time: ping-pong on 128-column tiles,
+// else `bn` columns in clusters of sched.cluster CTAs. The fused SwiGLU forward is always
+// cooperative on 256 (its tile pairs 128 gate columns with their up partners).
+template <GroupedLayout L, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore>
+void launch_scheduled(const GroupedSchedule& sched, int bn, void* encode, int num_sms,
                       const GroupedGemmShape& s, const int64_t* offsets, const void* A,
                       const void* B, void* C, cudaStream_t stream, void* aux = nullptr) {
-  if constexpr (BN == 128 && kEpi != GroupedEpilogue::kSwiGLU) {
+  if constexpr (kEpi != GroupedEpilogue::kSwiGLU) {
     if (sched.pingpong)
-      return launch<L, BN, OutT, kEpi, 1, true>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+      return launch<L, 128, OutT, kEpi, 1, true>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    if (bn == 128) {
+      if (sched.cluster == 2)
+        return launch<L, 128, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream,
+                                                    aux);
+      return launch<L, 128, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream,
+                                                  aux);
+    }
   }
   if (sched.cluster == 2)
-    launch<L, BN, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    launch<L, 256, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
   else
-    launch<L, BN, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    launch<L, 256, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
 }
 
 }  // namespace
@@ -738,42 +746,34 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
       (reinterpret_cast<uintptr_t>(aux) % 16 ? "aux is not 16-byte aligned" : "");
   MOE_CHECK(why.empty(), "grouped sm90 GEMM with a fused epilogue: " << why);
   if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
-  if (epi == GroupedEpilogue::kAdd) {
-    constexpr GroupedLayout RTR = GroupedLayout::kRowsTTimesRows;
-    if (tile_n(s) == 256)
-      launch_scheduled<RTR, 256, float, GroupedEpilogue::kAdd>(sched_, encode_, num_sms_, s,
-                                                               offsets, A, B, C, stream);
-    else
-      launch_scheduled<RTR, 128, float, GroupedEpilogue::kAdd>(sched_, encode_, num_sms_, s,
-                                                               offsets, A, B, C, stream);
-    return;
-  }
   using T = __nv_bfloat16;
-  if (epi == GroupedEpilogue::kSwiGLU) {
-    launch_scheduled<GroupedLayout::kRowsTimesWeight, 256, T, GroupedEpilogue::kSwiGLU>(
-        sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
-    return;
-  }
-  constexpr GroupedLayout L = GroupedLayout::kRowsTimesWeightT;
-  constexpr GroupedEpilogue kBwd = GroupedEpilogue::kSwiGLUBackward;
-  if (tile_n(s) == 256)
-    launch_scheduled<L, 256, T, kBwd>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
+  const int bn = tile_n(s);
+  if (epi == GroupedEpilogue::kAdd)
+    launch_scheduled<GroupedLayout::kRowsTTimesRows, float, GroupedEpilogue::kAdd>(
+        sched_, bn, encode_, num_sms_, s, offsets, A, B, C, stream);
+  else if (epi == GroupedEpilogue::kSwiGLU)
+    launch_scheduled<GroupedLayout::kRowsTimesWeight, T, GroupedEpilogue::kSwiGLU>(
+        sched_, bn, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
   else
-    launch_scheduled<L, 128, T, kBwd>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
+    launch_scheduled<GroupedLayout::kRowsTimesWeightT, T, GroupedEpilogue::kSwiGLUBackward>(
+        sched_, bn, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
 }
 
-void GroupedGemm::set_schedule(const GroupedSchedule& sched) {
+void GroupedGemm::check_schedule(const GroupedSchedule& sched) {
   MOE_CHECK(sched.cluster == 1 || sched.cluster == 2,
             "grouped sm90 GEMM: cluster of " << sched.cluster << " CTAs (1 or 2)");
   MOE_CHECK(!sched.pingpong || sched.cluster == 1,
             "grouped sm90 GEMM: ping-pong runs single CTAs, not clusters of " << sched.cluster);
+}
+
+void GroupedGemm::set_schedule(const GroupedSchedule& sched) {
+  check_schedule(sched);
   sched_ = sched;
 }
 
 int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128 : 256; }
 
 int GroupedGemm::tile_n(const GroupedGemmShape& s) const {
-  if (sched_.pingpong) return 128;  // two 64 x 128 accumulators per warpgroup
   return forced_tile_n_ ? forced_tile_n_ : tile_n_for(s);
 }
 
@@ -791,10 +791,7 @@ void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const v
   auto go = [&](auto layout_tag, auto out_tag) {
     constexpr GroupedLayout L = decltype(layout_tag)::value;
     using OutT = std::remove_pointer_t<decltype(out_tag)>;
-    if (bn == 256)
-      launch_scheduled<L, 256, OutT>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream);
-    else
-      launch_scheduled<L, 128, OutT>(sched_, encode_, num_sms_, s, offsets, A, B, C, stream);
+    launch_scheduled<L, OutT>(sched_, bn, encode_, num_sms_, s, offsets, A, B, C, stream);
   };
   auto with_out = [&](auto layout_tag) {
     if (out == DType::kBf16)

@@ -48,6 +48,9 @@ struct GroupedSchedule {
   int cluster = 1;
   bool pingpong = false;
 };
+inline GroupedSchedule schedule_of(const GemmConfig& g) {
+  return {int(g.sm90_cluster), g.sm90_schedule == Sm90Schedule::kPingpong};
+}
 
 class GroupedGemm {
  public:
@@ -88,11 +91,12 @@ class GroupedGemm {
   // Forces the tile width (0: by shape). For tests.
   void force_tile_n(int n) { forced_tile_n_ = n; }
   // Throws for a cluster other than 1 or 2, or ping-pong in clusters.
+  static void check_schedule(const GroupedSchedule& sched);
   void set_schedule(const GroupedSchedule& sched);
   const GroupedSchedule& schedule() const { return sched_; }
 
  private:
-  // The tile width this runner uses for a shape: 128 with ping-pong, else forced or by shape.
+  // The tile width this runner uses for a shape, forced or by shape (ping-pong takes 128 anyway).
   int tile_n(const GroupedGemmShape& s) const;
 
   int num_sms_ = 0;
