@@ -105,6 +105,15 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "gemm.method, gemm.streams and gemm.algo choose among the CUDA backend's GEMM "
       "paths; the "
           << name << " backend has one: leave them at their defaults (auto, 4, auto)");
+  // The sync-free step's expert GEMMs read the device offsets: only the grouped sm90 kernel does.
+  MOE_USER_CHECK(
+      !w.graph || name != "cuda" ||
+          ((w.gemm.method == GemmMethod::kAuto || w.gemm.method == GemmMethod::kGroupedSm90) &&
+           w.dtype == DType::kBf16),
+      "graph = true runs the expert GEMMs on the grouped sm90 kernel, which reads "
+      "the row offsets on the GPU (the other methods need them on the host) and "
+      "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
+      "graph=false");
   MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || name == "cuda",
                  "reference = \"gpu\" needs --backend cuda (this run uses "
                      << name << "); set reference=cpu or reference=auto");
@@ -213,7 +222,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   if (me.rank == 0)
     for (const RankPlace& p : b.places) spdlog::info("{}", p.describe());
   check_no_shared_gpu(b.places);
-  auto ops = std::make_unique<CudaOps>(*device, w.gemm);
+  auto ops = std::make_unique<CudaOps>(*device, w.gemm, w.graph);
   auto comm = std::make_unique<NcclComm>(world, mesh, *device, timeout_s);
   // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.
   NcclComm* c = comm.get();

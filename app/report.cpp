@@ -151,6 +151,23 @@ void print_lanes(const LaneReport& l, std::FILE* out) {
     std::fprintf(out, "no all-to-all\n");
 }
 
+json host_json(const HostReport& h) {
+  return {{"step", h.step},
+          {"issue_ms", summary_json(h.issue_ms)},
+          {"waits_per_step", h.waits_per_step}};
+}
+
+// "# host:" what issuing a step cost the host, and whether it waited for the device.
+void print_host(const HostReport& h, std::FILE* out) {
+  const char* how = h.step == "graph"       ? "replayed from one CUDA graph"
+                    : h.step == "sync-free" ? "sync-free, issued call by call (no graphs here)"
+                                            : "issued call by call";
+  std::fprintf(out,
+               "# host: %.3f ms to issue a step (median), %.1f waits for the device per step; "
+               "steps %s\n",
+               h.issue_ms.median, h.waits_per_step, how);
+}
+
 void floor_cells(double floor_ms, double ms, char* floor_cell, char* eff_cell) {
   if (floor_ms <= 0) return;
   std::snprintf(floor_cell, 16, "%.4f", floor_ms);
@@ -253,6 +270,7 @@ json result_to_json(const RunResult& r) {
                  {"step", summary_json(r.step_ms)},
                  {"phases", phases},
                  {"lanes", lanes_json(r.lanes)},
+                 {"host", host_json(r.host)},
                  {"samples_ms", r.samples_ms}};
   j["throughput"] = {
       {"tokens_per_step", r.tokens_per_step},
@@ -403,6 +421,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    "100%%\n",
                    p.name.c_str(), p.beside.c_str());
   print_lanes(r.lanes, out);
+  print_host(r.host, out);
   std::fprintf(out, "#\n# throughput: %.0f tokens/s, %.4f TFLOP/s per rank (model FLOPs)\n",
                rate(r.tokens_per_step, r.step_ms.median),
                rate(r.model_flops_per_step / r.mesh.world, r.step_ms.median) * 1e-12);

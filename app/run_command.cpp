@@ -388,6 +388,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   std::vector<std::vector<double>> samples(kNumPhases);
   // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part.
   std::vector<std::vector<double>> lane_samples(kNumLaneFigures);
+  std::vector<double> host_issue_samples;  // per timed step, max over ranks
+  double host_waits = 0;                   // summed over timed steps, max over ranks each
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
   double rows_dropped = 0, rows_padded = 0;  // world sums over the timed steps
   // Bytes this rank sent to other EP ranks per direction, and rows of its tokens the dispatch
@@ -434,6 +436,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
       ops.set_expert_gemm_method(m);
     layer.load_step_inputs(gemm_choice.input_step(s));
+    // graph: the last warm-up step is captured (the ones before it sized every buffer), the
+    // timed steps replay it.
+    if (w.graph && s == w.warmup - 1) layer.capture_next_step();
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
     device.sync();
@@ -458,6 +463,11 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       allreduce_bounded(lanes, kNumLaneFigures, MPI_DOUBLE, MPI_MAX, world,
                         "the all-reduce of a step's lane times", opt.timeout_s);
       for (int i = 0; i < kNumLaneFigures; ++i) lane_samples[i].push_back(lanes[i]);
+      double host[2] = {layer.host_issue_ms(), double(layer.host_waits())};
+      allreduce_bounded(host, 2, MPI_DOUBLE, MPI_MAX, world,
+                        "the all-reduce of a step's host figures", opt.timeout_s);
+      host_issue_samples.push_back(host[0]);
+      host_waits += host[1];
       const StepTraffic tr = layer.traffic();
       for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += layer.global_expert_counts()[e];
       double mine = double(tr.rows_received);
@@ -536,6 +546,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   }
   for (int i = 0; i < kNumLaneFigures; ++i) r.lanes.figures[i] = summarize(lane_samples[i]);
   const double steps = double(w.steps);
+  r.host.issue_ms = summarize(host_issue_samples);
+  r.host.waits_per_step = host_waits / steps;
+  r.host.step = layer.replaying() ? "graph" : w.graph ? "sync-free" : "issued";
   r.routing.rows_routed_per_step = double(d.N * d.K);
   r.routing.rows_dropped_per_step = rows_dropped / steps;
   r.routing.rows_padded_per_step = rows_padded / steps;

@@ -71,6 +71,17 @@ struct LaneReport {
   Summary figures[kNumLaneFigures];
 };
 
+// The host's side of the timed steps, each step's figure the maximum over ranks: ms from a step's
+// start until all of its work was issued (what launching costs, and what a graph saves), and how
+// often the host waited for the device in that time (0: the step is sync-free). How the steps
+// ran: "graph" (a CUDA graph captured in warm-up, replayed), "sync-free" (graph: true on a
+// backend that cannot capture: the same step, issued) or "issued".
+struct HostReport {
+  Summary issue_ms;
+  double waits_per_step = 0;  // mean over the timed steps
+  std::string step = "issued";
+};
+
 // Per-step samples kept in a result (10^4 x 19 series at most: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 
@@ -90,6 +101,7 @@ struct RunResult {
   std::map<std::string, std::vector<double>> samples_ms;
   std::vector<PhaseResult> phases;
   LaneReport lanes;
+  HostReport host;
   Calibration calibration;          // done = false when the workload's roofline is off
   double step_floor_ms = 0;         // sum of the in-step phases' floors
   double model_flops_per_step = 0;  // whole world

@@ -47,6 +47,7 @@ SharedBuffers plan_shared_buffers(const Workload& w, int64_t S, int64_t G) {
   p.y = product({S, n, T, H});
   p.da = product({S, T, F});
   p.dh = product({S, T, 2, F});
+  p.offsets = 2 * 8;
   return p;
 }
 
@@ -54,7 +55,8 @@ SharedBuffers plan_shared_buffers(const Workload& w, int64_t S, int64_t G) {
 
 int64_t SharedBuffers::bytes() const {
   return saturating_sum({w_in_shard, w_out_shard, w_in_full, w_out_full, dw_in_full, dw_out_full,
-                         dw_in_shard, dw_out_shard, dw_in_part, dw_out_part, h, a, y, da, dh});
+                         dw_in_shard, dw_out_shard, dw_in_part, dw_out_part, h, a, y, da, dh,
+                         offsets});
 }
 
 BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {

@@ -37,6 +37,7 @@ struct SharedBuffers {
   // Activations, storage: h [S, T, 2F_sh], a [S, T, F_sh], y [S, T, H] (then the shared experts'
   // dx); one expert's backward scratch da [T, F_sh] and dh [T, 2F_sh].
   int64_t h = 0, a = 0, y = 0, da = 0, dh = 0;
+  int64_t offsets = 0;  // the one "expert"'s row offsets {0, T}, int64 on the device
   int64_t bytes() const;
 };
 

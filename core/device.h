@@ -39,6 +39,9 @@ class PhaseTimer {
   // Every begin-end stretch of the step read() read last, in the order they were begun: what the
   // lanes' busy time and the exposed communication are measured from (core/lane_times.h).
   virtual const std::vector<PhaseInterval>& intervals() const = 0;
+  // The stretches read() read last ran again, without begin() and end() (a replayed graph, whose
+  // event records they are): the next read() reads them anew.
+  virtual void replayed() {}
 };
 
 // Median ms of `iters` calls of fn, each timed alone as phase 0 of `timer` (for start-up
@@ -102,6 +105,20 @@ class Device {
   // Start-up calibration: the median ms of one copy of `bytes` bytes from one device buffer to
   // another (each byte read once and written once), over `iters` calls after a warm-up call.
   virtual double time_memory_copy_ms(int64_t bytes, int iters) = 0;
+  // CUDA graphs (graph: true): between begin_capture() and end_capture() the work issued on the
+  // lanes, the timers' events with it, is recorded into a graph instead of run; replay() runs
+  // the graph. Only where captures() (the CUDA backend): elsewhere the caller issues the work
+  // again each time.
+  virtual bool captures() const { return false; }
+  virtual void begin_capture() {}
+  virtual void end_capture() {}
+  virtual void replay() {}
+  // Waits for the graph's launches and frees it: its owner does, before the communicators whose
+  // collectives it holds go (NCCL's destruction waits for every graph that holds its work).
+  virtual void release_graph() {}
+  // How often the host has waited for the device so far (a blocking copy to the host, a sync):
+  // a step's count shows whether it is sync-free. The CPU backend counts its copies to the host.
+  virtual int64_t host_waits() const { return 0; }
   // `run --profile`: an attached profiler (Nsight Systems with --capture-range=cudaProfilerApi,
   // Nsight Compute with --profile-from-start off) records only between start and stop. Nothing
   // to tell where there is no such profiler (the CPU backend).

@@ -75,10 +75,11 @@ class Dispatcher {
   // After the router: decide each routed row's place (send_pos, capacity drops), exchange the
   // counts and plan the expert-major layout. idx [T, K] i32 and p [T, K] fp32 (backend memory).
   virtual void layout(const int32_t* idx, const float* p) = 0;
-  // Host offsets [E_local + 1] of each local expert's rows in expert-major order, padding
-  // included (valid after layout()); rows() = offsets[E_local].
-  virtual const std::vector<int64_t>& expert_offsets() const = 0;
-  int64_t rows() const { return expert_offsets().back(); }
+  // Where each local expert's rows sit in expert-major order, padding included (valid after
+  // layout()): on the device always, on the host unless the step is sync-free (Dims::sync_free,
+  // where rows_bound is the most any routing gives, else the rows themselves).
+  virtual ExpertOffsets expert_offsets() const = 0;
+  int64_t rows_bound() const { return expert_offsets().rows_bound; }
   // [T * K] i32 (backend memory): each routed row's position, -1 where the capacity dropped it.
   virtual const int32_t* send_pos() const = 0;
 
@@ -92,8 +93,9 @@ class Dispatcher {
   // token's rows. Touches nothing the weight-gradient GEMMs read, so it may run beside them.
   virtual void dispatch_bwd(const void* dxe, float* dx_acc) = 0;
 
-  // This step's rows, after layout() (the routing statistics are the caller's).
-  virtual StepTraffic traffic() const = 0;
+  // This step's rows, after the step (the routing statistics are the caller's). After a
+  // sync-free step this is where the counts come to the host, outside the step's time.
+  virtual StepTraffic traffic() = 0;
 };
 
 // The dispatcher the workload names (w.dispatch), over the backend's device, ops and comm, timing

@@ -9,6 +9,10 @@ namespace moe {
 // to a multiple of align; offsets[E_local] = rows including the padding.
 void expert_major_offsets(const int32_t* counts, int64_t ep, int64_t E_local, int64_t align,
                           int64_t* offsets);
+// The same with source s's counts at counts[s * stride, s * stride + E_local): a slice of wider
+// rows (the all-gather dispatcher's [ep, E] counts).
+void expert_major_offsets_strided(const int32_t* counts, int64_t ep, int64_t stride,
+                                  int64_t E_local, int64_t align, int64_t* offsets);
 
 // Where each (source rank, local expert) block of a receiving rank's rows lands, from counts
 // [ep, E_local] (rows source s sends local expert l) and base [ep] (where source s's rows for this

@@ -1,6 +1,7 @@
 #include "core/moe_layer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/buffer_plan.h"
 #include "core/error.h"
@@ -50,6 +51,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   d_.capacity = expert_capacity(w);
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
+  d_.sync_free = w.graph;
   const int64_t H = d_.H, E = d_.E, El = d_.E_local;
   std::vector<std::string> names;
   for (int p = 0; p < kNumPhases; ++p) names.push_back(phase_name(p));
@@ -130,11 +132,13 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     ch.token_begin = c * chunk.T;
     ch.dispatcher = make_dispatcher(one, mesh, chunk, device, ops, comm, *timer_, phases);
   }
-  // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up.
+  // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up. At
+  // ep 1 balanced routing's rows are the most any routing gives: the sync-free step's bound.
   grow_expert_buffers_for(b.balanced_rows);
 }
 
 MoeLayer::~MoeLayer() {
+  device_.release_graph();
   chunks_.clear();
   shared_.reset();
   for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
@@ -174,6 +178,34 @@ void MoeLayer::load_step_inputs(int64_t step) {
 }
 
 void MoeLayer::run_step(std::vector<double>& phase_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t waits = device_.host_waits();
+  if (replaying_) {
+    device_.replay();
+    timer_->replayed();
+  } else if (capture_next_ && device_.captures()) {
+    device_.begin_capture();
+    issue_step();
+    device_.end_capture();
+    device_.replay();
+    replaying_ = true;
+  } else {
+    issue_step();
+  }
+  capture_next_ = false;
+  host_issue_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  host_waits_ = device_.host_waits() - waits;
+
+  phase_ms = timer_->read();
+  lanes_ = lane_times(timer_->intervals(), kNumStepPhases,
+                      {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd, kA2aDispatchBwd});
+  // Routing statistics for the report (after timing: this waits for the step).
+  device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
+  global_expert_counts_.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
+}
+
+void MoeLayer::issue_step() {
   PhaseTimer& t = *timer_;
   t.begin(kStep);
 
@@ -207,25 +239,23 @@ void MoeLayer::run_step(std::vector<double>& phase_ms) {
   t.end(kGradSync);
 
   t.end(kStep);
-  phase_ms = t.read();
-  lanes_ = lane_times(t.intervals(), kNumStepPhases,
-                      {kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd, kA2aDispatchBwd});
-
-  // Routing statistics for the report (after timing: this waits for the step).
-  device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
-  global_expert_counts_.assign(stats_host_.begin(), stats_host_.begin() + d_.E);
 }
 
 // Every chunk's layout before any dispatch: each waits on the host for its counts, which would
-// stall the pipeline between two chunks' GEMMs.
+// stall the pipeline between two chunks' GEMMs. A sync-free step's chunks sit at their bounds,
+// where the buffers sized at construction already hold them.
 void MoeLayer::layout() {
   int64_t rows = 0;
   for (Chunk& c : chunks_) {
     c.dispatcher->layout(tokens_of(idx_, c, d_.K), tokens_of(p_, c, d_.K));
     c.row_begin = c.index == 0 ? 0 : chunk_rows_begin(rows);
-    rows = c.row_begin + c.dispatcher->rows();
+    rows = c.row_begin + c.dispatcher->rows_bound();
   }
-  grow_expert_buffers_for(rows);
+  if (!d_.sync_free)
+    grow_expert_buffers_for(rows);
+  else
+    MOE_CHECK(size_t(rows * plan_.row_h) <= xe_.bytes,
+              "sync-free step: " << rows << " rows past the buffers sized at construction");
 }
 
 void MoeLayer::forward() {
@@ -312,7 +342,7 @@ void MoeLayer::dispatch_fwd(const Chunk& c) {
 void MoeLayer::experts_fwd(const Chunk& c) {
   timer_->begin(kExpertsFwd);
   ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_h), w_in_full_, w_out_full_,
-                      c.dispatcher->expert_offsets().data(), rows_of(h_, c, plan_.row_2f),
+                      c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
                       rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
   timer_->end(kExpertsFwd);
 }
@@ -335,7 +365,7 @@ void MoeLayer::combine_bwd(const Chunk& c) {
 void MoeLayer::experts_bwd_data(const Chunk& c) {
   timer_->begin(kExpertsBwd);
   ops_.expert_ffn_bwd_data(d_, rows_of(dye_, c, plan_.row_h), rows_of(h_, c, plan_.row_2f),
-                           w_in_full_, w_out_full_, c.dispatcher->expert_offsets().data(),
+                           w_in_full_, w_out_full_, c.dispatcher->expert_offsets(),
                            rows_of(da_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
                            rows_of(dxe_, c, plan_.row_h));
   timer_->end(kExpertsBwd);
@@ -346,7 +376,7 @@ void MoeLayer::experts_bwd_weights(const Chunk& c) {
   timer_->begin(kExpertsBwd);
   ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_h),
                               rows_of(a_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
-                              c.dispatcher->expert_offsets().data(), dw_in_full_, dw_out_full_,
+                              c.dispatcher->expert_offsets(), dw_in_full_, dw_out_full_,
                               c.index > 0);
   timer_->end(kExpertsBwd);
 }
@@ -370,7 +400,7 @@ void MoeLayer::shared_bwd() {
   timer_->end(kSharedBwd);
 }
 
-StepTraffic MoeLayer::traffic() const {
+StepTraffic MoeLayer::traffic() {
   StepTraffic sum;
   for (const Chunk& c : chunks_) {
     const StepTraffic t = c.dispatcher->traffic();

@@ -100,9 +100,18 @@ class MoeLayer {
   void load_step_inputs(int64_t step);
   // Forward + backward of one step; phase times (ms, this rank) in `phase_ms` [kNumPhases].
   void run_step(std::vector<double>& phase_ms);
+  // graph: true. The next run_step is captured into a graph as it runs, and every later one
+  // replays it; on a device that cannot capture (the CPU) they all run as issued.
+  void capture_next_step() { capture_next_ = true; }
+  // Whether run_step replays a captured graph.
+  bool replaying() const { return replaying_; }
+  // The host's side of the last step: ms from its start until all of its work was issued (the
+  // launch overhead a graph removes), and how often it waited for the device in that time.
+  double host_issue_ms() const { return host_issue_ms_; }
+  int64_t host_waits() const { return host_waits_; }
   // The last step's rows through the dispatchers (every chunk's), and [E] c_e over the world's
   // tokens.
-  StepTraffic traffic() const;
+  StepTraffic traffic();
   const std::vector<float>& global_expert_counts() const { return global_expert_counts_; }
   // What each lane did in the last step (this rank): busy time, and the dispatchers' collectives
   // (the a2a_* phases) and how much of them no other lane's work hid.
@@ -141,6 +150,7 @@ class MoeLayer {
     device_.to_main();
   }
 
+  void issue_step();  // every phase of a step, issued as run_step times it
   void fsdp_gather();
   void route();
   void layout();
@@ -181,7 +191,10 @@ class MoeLayer {
   BufferPlan plan_;
   std::unique_ptr<PhaseTimer> timer_;
   std::vector<Chunk> chunks_;
-  bool pipelined_ = false;                 // overlap = pipeline
+  bool pipelined_ = false;  // overlap = pipeline
+  bool capture_next_ = false, replaying_ = false;
+  double host_issue_ms_ = 0;
+  int64_t host_waits_ = 0;
   std::unique_ptr<SharedExperts> shared_;  // null without shared experts
   LaneTimes lanes_;
   std::vector<void*> owned_;

@@ -26,6 +26,22 @@ struct Dims {
   int64_t capacity = 0;
   bool drop_by_position = false;
   int64_t align = 1;  // each local expert's expert-major rows padded to a multiple of this
+  // graph: true. The step never waits for the device: the counts stay there, the expert-major
+  // buffers hold the most rows any routing gives, and only the device offsets exist.
+  bool sync_free = false;
+};
+
+// Where each local expert's rows sit in the expert-major buffers: expert l owns rows
+// [offsets[l], offsets[l + 1]), l < E_local, padding included. The device copy is always there
+// (the dispatcher's layout computes it where the counts are); the host copy only where the step
+// brought the counts to the host, never in a sync-free step (graph: true), where a method that
+// needs it must refuse.
+struct ExpertOffsets {
+  const int64_t* device = nullptr;  // [E_local + 1], the backend's memory
+  const int64_t* host = nullptr;    // the same on the host, or nullptr
+  // At least offsets[E_local] whatever the routing: rows the expert-major buffers hold, so that a
+  // kernel can be sized without the counts.
+  int64_t rows_bound = 0;
 };
 
 // Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
@@ -84,25 +100,31 @@ class Ops {
                             const int32_t* expert_counts, const int32_t* send_pos,
                             int32_t* wire_pos, int32_t* wire_counts, int32_t* slots,
                             float* weights) = 0;
+  // offsets [E_local + 1] i64 (ExpertOffsets::device): each local expert's rows, the sum over the
+  // d.ep sources s of counts[s * stride + l], padded to a multiple of d.align, one expert after
+  // another (core/layout.h expert_major_offsets).
+  virtual void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                              int64_t* offsets) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
-  // memory) and their host copy. Expert-major blocks are padded to multiples of d.align rows; the
-  // padding rows are written as zeros when going to expert-major.
-  virtual void regroup(const Dims& d, const void* src, const int32_t* counts,
-                       const int32_t* counts_host, bool to_expert_major, void* dst) = 0;
-  // Expert FFN over expert-major rows; row_offsets_host [E_local+1]. See kernels/cpu/expert_ffn.h.
+  // memory); rows_bound >= R whatever the counts (the kernels are sized without them).
+  // Expert-major blocks are padded to multiples of d.align rows; the padding rows are written as
+  // zeros when going to expert-major.
+  virtual void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
+                       bool to_expert_major, void* dst) = 0;
+  // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h.
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
-                              const int64_t* row_offsets_host, void* h, void* a, void* ye) = 0;
+                              const ExpertOffsets& offsets, void* h, void* a, void* ye) = 0;
   // Its backward in two halves, so that the all-to-all of dxe may run beside the weight
   // gradients: the data gradients (da, dh scratch; dxe), then the weight gradients dw_in, dw_out
   // (d.grad_dtype; reads dh from the first half), overwritten, or with accumulate (fp32 gradients
   // only) added to what they hold: a pipelined step sums its chunks' gradients there.
   virtual void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
-                                   const void* w_out, const int64_t* row_offsets_host, void* da,
+                                   const void* w_out, const ExpertOffsets& offsets, void* da,
                                    void* dh, void* dxe) = 0;
   virtual void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                                      const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                                      const void* dh, const ExpertOffsets& offsets, void* dw_in,
                                       void* dw_out, bool accumulate) = 0;
   // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
   // send_pos -1 (dropped) add nothing and get dp = 0.

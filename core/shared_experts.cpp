@@ -23,7 +23,6 @@ SharedExperts::SharedExperts(const Workload& w, const Mesh& mesh, const Dims& d,
   const int64_t H = d_.H, F = d_.F;
   n_in_ = S_ * H * 2 * F;
   n_out_ = S_ * F * H;
-  offsets_ = {0, d_.T};
 
   w_in_shard_ = alloc(plan.w_in_shard);
   w_out_shard_ = alloc(plan.w_out_shard);
@@ -42,6 +41,10 @@ SharedExperts::SharedExperts(const Workload& w, const Mesh& mesh, const Dims& d,
   y_ = alloc(plan.y);
   da_ = alloc(plan.da);
   dh_ = alloc(plan.dh);
+  offsets_host_ = {0, d_.T};
+  auto* offsets_dev = static_cast<int64_t*>(alloc(plan.offsets));
+  device.copy_to_device(offsets_dev, offsets_host_.data(), 8 * offsets_host_.size());
+  offsets_ = {offsets_dev, offsets_host_.data(), d_.T};
 
   // Padding past the last element stays zero (the buffers are allocated zero-filled), in the
   // weights and in every gradient sum.
@@ -80,7 +83,7 @@ void SharedExperts::forward(const void* x) {
   const size_t sb = device_.storage_bytes();
   for (int64_t s = 0; s < S_; ++s)
     ops_.expert_ffn_fwd(d_, x, at(w_in_full_, s, H * 2 * F, sb), at(w_out_full_, s, F * H, sb),
-                        offsets_.data(), at(h_, s, T * 2 * F, sb), at(a_, s, T * F, sb),
+                        offsets_, at(h_, s, T * 2 * F, sb), at(a_, s, T * F, sb),
                         at(y_, s, T * H, sb));
 }
 
@@ -93,9 +96,9 @@ void SharedExperts::backward(const void* x, const void* dout) {
   for (int64_t s = 0; s < S_; ++s) {
     void* w_in = at(w_in_full_, s, H * 2 * F, sb);
     void* w_out = at(w_out_full_, s, F * H, sb);
-    ops_.expert_ffn_bwd_data(d_, dout, at(h_, s, T * 2 * F, sb), w_in, w_out, offsets_.data(), da_,
-                             dh_, at(y_, s, T * H, sb));
-    ops_.expert_ffn_bwd_weights(d_, dout, x, at(a_, s, T * F, sb), dh_, offsets_.data(),
+    ops_.expert_ffn_bwd_data(d_, dout, at(h_, s, T * 2 * F, sb), w_in, w_out, offsets_, da_, dh_,
+                             at(y_, s, T * H, sb));
+    ops_.expert_ffn_bwd_weights(d_, dout, x, at(a_, s, T * F, sb), dh_, offsets_,
                                 at(dw_in_full_, s, H * 2 * F, gb), at(dw_out_full_, s, F * H, gb),
                                 false);
   }

@@ -69,7 +69,9 @@ class SharedExperts {
   Ops& ops_;
   Comm& comm_;
   std::vector<void*> owned_;
-  std::vector<int64_t> offsets_;  // {0, T}: the one "expert" owns every token's row
+  // {0, T}: the one "expert" owns every token's row (host, and uploaded once to the device).
+  std::vector<int64_t> offsets_host_;
+  ExpertOffsets offsets_;
 
   void *w_in_shard_ = nullptr, *w_out_shard_ = nullptr;  // storage, this rank's FSDP shard
   void *w_in_full_ = nullptr, *w_out_full_ = nullptr;    // gathered (the shard at fsdp 1)

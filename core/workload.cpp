@@ -221,6 +221,25 @@ void resolve_and_validate(Workload& w, int world_size) {
                           "needs fp32 gradients: set expert_grad_dtype=fp32, or overlap_chunks=1");
   }
 
+  // A sync-free step needs every size without the counts: NCCL's ragged all-to-all and the host
+  // plans of allgather and alltoall_dedup take them from the host.
+  if (w.graph) {
+    MOE_USER_CHECK(ep == 1, "graph = true needs a step with no host sync, and at mesh.ep = "
+                                << ep
+                                << " the all-to-all takes its sizes from counts on the host: "
+                                   "set mesh.ep=1 (mesh.fsdp may be > 1), or graph=false");
+    MOE_USER_CHECK(w.dispatch == DispatchKind::kAlltoall,
+                   "graph = true runs dispatch = \"alltoall\" only (\""
+                       << name_of(w.dispatch)
+                       << "\" plans its blocks on the host each step): set dispatch=alltoall, or "
+                          "graph=false");
+    MOE_USER_CHECK(w.warmup >= 2,
+                   "graph = true captures the step in the last warm-up step, "
+                   "after at least one run as issued (which sizes every buffer): "
+                   "set warmup to 2 or more (got "
+                       << w.warmup << ")");
+  }
+
   // One rank may receive every row of its EP group: T * K * ep rows, indexed with int32.
   const int64_t rows = prod({w.tokens_per_rank, m.topk, ep});
   MOE_USER_CHECK(rows <= INT32_MAX,

@@ -120,6 +120,9 @@ struct Workload {
   // overlap = none bitwise.
   int64_t overlap_chunks = 2;
   GemmConfig gemm;
+  // The sync-free step captured in one CUDA graph in warm-up and replayed in the timed steps (on
+  // the CPU backend: the same sync-free step, run as issued).
+  bool graph = false;
   int64_t steps = 20;
   int64_t warmup = 3;
   uint64_t seed = 1234;

@@ -61,7 +61,7 @@ void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
   timer_.end(phases_.counts_exchange);
 
   gathered_counts(counts_host_.data(), ep, E, ep_rank_, recv_host_.data(), base_host_.data());
-  blocks_.plan(recv_host_.data(), base_host_.data());
+  blocks_.plan(recv_host_.data(), base_host_.data(), counts_all_ + ep_rank_ * d_.E_local, E);
   rows_kept_ = 0;
   for (int64_t e = 0; e < E; ++e) rows_kept_ += counts_host_[ep_rank_ * E + e];
   ops_.expert_major_positions(d_, send_pos_all_, blocks_.starts(0), blocks_.dest(0), pos_);
@@ -119,11 +119,11 @@ void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
   timer_.end(phases_.a2a_dispatch_bwd);
 }
 
-StepTraffic AllgatherDispatcher::traffic() const {
+StepTraffic AllgatherDispatcher::traffic() {
   StepTraffic t;
   t.rows_received = blocks_.rows_received();
   t.rows_dropped = d_.T * d_.K - rows_kept_;
-  t.rows_padded = blocks_.offsets()[d_.E_local] - t.rows_received;
+  t.rows_padded = blocks_.offsets().rows_bound - t.rows_received;
   if (d_.ep == 1) return t;
   // Each collective sends this rank's chunk (all-gather) or the other ranks' chunks of its
   // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
@@ -153,15 +153,15 @@ DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh&
   return b;
 }
 
-// As the constructor allocates: the rank's layout, the positions, the table and a zero row; at
-// ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial values.
+// As the constructor allocates: the rank's layout, the positions, the blocks (table, offsets,
+// a zero row); at ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial
+// values.
 int64_t AllgatherDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, ep = w.mesh.ep, E_local = E / ep;
-  int64_t bytes =
-      saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K}),
-                                             ExpertBlocks::table_entries(ep, E_local, w.align)})});
-  if (w.align > 1) bytes = saturating_sum({bytes, S * H});
+  int64_t bytes = saturating_sum(
+      {saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K})})}),
+       ExpertBlocks::device_bytes(ep, E_local, w.align, H, S)});
   if (ep > 1)
     bytes = saturating_sum({bytes, 4 * ep * E, saturating_product({3 * 4, ep, T, K}),
                             saturating_product({S, ep, T, H}), saturating_product({4, ep, T, H}),

@@ -50,13 +50,13 @@ class AllgatherDispatcher : public DispatcherBase {
 
   const char* name() const override { return "allgather"; }
   void layout(const int32_t* idx, const float* p) override;
-  const std::vector<int64_t>& expert_offsets() const override { return blocks_.offsets(); }
+  ExpertOffsets expert_offsets() const override { return blocks_.offsets(); }
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
   void combine_bwd(const void* dout, const float* p, void* dye, float* dp) override;
   void dispatch_bwd(const void* dxe, float* dx_acc) override;
-  StepTraffic traffic() const override;
+  StepTraffic traffic() override;
 
   static DispatchBytes bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
                                       double rows_per_rank);

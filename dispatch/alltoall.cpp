@@ -21,10 +21,14 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
                                        Comm& comm, PhaseTimer& timer, const DispatchPhases& phases)
     : DispatcherBase(d, mesh, device, ops, comm, timer, phases) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local;
+  MOE_CHECK(!d_.sync_free || d_.ep == 1,
+            "dispatch alltoall is sync-free at ep 1 only (validation refuses the rest)");
   const size_t sb = device.storage_bytes();
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   expert_counts_ = buffers_.alloc<int32_t>(4 * (E + d_.ep * El));
   recv_counts_ = expert_counts_ + E;
+  offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
+  rows_bound_ = T * K + El * (d_.align - 1);
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
   if (!send_is_expert_major_) {
     send_ = buffers_.alloc(sb * T * K * H);
@@ -49,10 +53,19 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
   // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
   comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
-  // The one device-to-host copy of the dispatch: host-driven collectives need the split sizes.
-  device_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
+  // The one device-to-host copy of the dispatch, where host-driven collectives need the split
+  // sizes; a sync-free step leaves the counts where they are until traffic().
+  if (!d_.sync_free)
+    device_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
   timer_.end(phases_.counts_exchange);
+  ops_.expert_offsets(d_, recv_counts_, d_.E_local, offsets_dev_);
+  if (d_.sync_free)
+    host_stale_ = true;
+  else
+    plan_on_host();
+}
 
+void AlltoallDispatcher::plan_on_host() {
   const int64_t El = d_.E_local;
   rows_received_ = 0;
   for (int64_t r = 0; r < d_.ep; ++r) {
@@ -63,8 +76,8 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
     }
     rows_received_ += recv_rows_[r];
   }
-  // The expert-major layout the regroup writes: blocks padded to multiples of align. One
-  // definition, on the host copy of the counts, for the GEMMs' offsets and the buffer sizes.
+  // The expert-major layout the regroup writes: blocks padded to multiples of align, as the
+  // device offsets have it; the host's for the per-expert GEMMs and the buffer sizes.
   expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
   const size_t landing = device_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
   if (d_.ep > 1 && (landing > recv_bytes_ || !recv_)) {
@@ -72,6 +85,15 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
     recv_bytes_ = std::max<size_t>(size_t(grown_bytes(int64_t(landing))), 1);
     recv_ = device_.alloc(recv_bytes_);
   }
+}
+
+ExpertOffsets AlltoallDispatcher::expert_offsets() const {
+  if (d_.sync_free) return {offsets_dev_, nullptr, rows_bound_};
+  return {offsets_dev_, row_offsets_.data(), row_offsets_[d_.E_local]};
+}
+
+int64_t AlltoallDispatcher::received_bound() const {
+  return d_.sync_free ? d_.ep * d_.T * d_.K : rows_received_;
 }
 
 void AlltoallDispatcher::dispatch_fwd(const void* x, void* xe) {
@@ -119,12 +141,12 @@ void AlltoallDispatcher::to_expert_major(const void* send_order, void* expert_ma
     timer_.end(phase_a2a);
     src = recv_;
   }
-  ops_.regroup(d_, src, recv_counts_, recv_counts_host_, true, expert_major);
+  ops_.regroup(d_, src, recv_counts_, received_bound(), true, expert_major);
 }
 
 void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_order, int phase_a2a) {
   void* rank_major = d_.ep > 1 ? recv_ : send_order;
-  ops_.regroup(d_, expert_major, recv_counts_, recv_counts_host_, false, rank_major);
+  ops_.regroup(d_, expert_major, recv_counts_, received_bound(), false, rank_major);
   if (d_.ep == 1) return;
   timer_.begin(phase_a2a);
   comm_.alltoallv_rows(recv_, recv_rows_.data(), send_order, send_rows_.data(),
@@ -132,7 +154,12 @@ void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_orde
   timer_.end(phase_a2a);
 }
 
-StepTraffic AlltoallDispatcher::traffic() const {
+StepTraffic AlltoallDispatcher::traffic() {
+  if (host_stale_) {
+    device_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
+    host_stale_ = false;
+    plan_on_host();
+  }
   StepTraffic t;
   int64_t rows_sent = 0;
   for (int64_t r = 0; r < d_.ep; ++r) rows_sent += send_rows_[r];
@@ -165,15 +192,16 @@ DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& 
   return b;
 }
 
-// As the constructor and layout() allocate: send positions and the counts; send-order x, y and
-// dy, except where the send order is the expert-major order (they are the caller's buffers then);
-// the all-to-all's landing buffer where there is one, grown for the expert-major rows of balanced
+// As the constructor and layout() allocate: send positions, the counts and the device offsets;
+// send-order x, y and dy, except where the send order is the expert-major order (they are the
+// caller's buffers then); the all-to-all's landing buffer where there is one, grown for the expert-major rows of balanced
 // routing plus the align padding.
 int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, E_local = E / w.mesh.ep;
   const int64_t rows = saturating_sum({saturating_product({T, K}), E_local * (w.align - 1)});
-  int64_t bytes = saturating_sum({saturating_product({4, T, K}), 4 * (E + w.mesh.ep * E_local)});
+  int64_t bytes = saturating_sum(
+      {saturating_product({4, T, K}), 4 * (E + w.mesh.ep * E_local), 8 * (E_local + 1)});
   if (!send_order_is_expert_major(w.mesh.ep, w.align))
     bytes = saturating_sum({bytes, saturating_product({3, T, K, H, S})});
   if (w.mesh.ep > 1) bytes = saturating_sum({bytes, grown_bytes(saturating_product({rows, H, S}))});

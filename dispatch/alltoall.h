@@ -3,6 +3,10 @@
 // writes rows in send order (by destination rank, then expert), one ragged all-to-all per
 // direction moves them, and a regroup turns the source-rank-major landing buffer into each local
 // expert's contiguous block (padded to align). Megatron-Core's all-to-all token dispatcher.
+//
+// Sync-free (Dims::sync_free, graph: true) at ep 1 only: NCCL's ragged all-to-all takes its sizes
+// from the host. The counts then stay on the device through the step, and come to the host for
+// traffic() after it.
 #include <memory>
 #include <vector>
 
@@ -20,13 +24,13 @@ class AlltoallDispatcher : public DispatcherBase {
 
   const char* name() const override { return "alltoall"; }
   void layout(const int32_t* idx, const float* p) override;
-  const std::vector<int64_t>& expert_offsets() const override { return row_offsets_; }
+  ExpertOffsets expert_offsets() const override;
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
   void combine_bwd(const void* dout, const float* p, void* dye, float* dp) override;
   void dispatch_bwd(const void* dxe, float* dx_acc) override;
-  StepTraffic traffic() const override;
+  StepTraffic traffic() override;
 
   static DispatchBytes bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
                                       double rows_per_rank);
@@ -35,6 +39,11 @@ class AlltoallDispatcher : public DispatcherBase {
  private:
   void to_expert_major(const void* send_order, void* expert_major, int phase_a2a);
   void to_send_order(const void* expert_major, void* send_order, int phase_a2a);
+  // The host's part of the layout, from the counts copied there: the all-to-all's split sizes,
+  // the host offsets, the landing buffer grown to them.
+  void plan_on_host();
+  // Rows in source-rank-major order at most (the regroups' grids).
+  int64_t received_bound() const;
 
   // Where the send order is the expert-major order (ep 1, align 1: send_order_is_expert_major),
   // the regroups would be plain copies: there are none, and the send-order views are the
@@ -45,6 +54,9 @@ class AlltoallDispatcher : public DispatcherBase {
   // [E] then [ep, E_local], adjacent so that one copy brings both to the host.
   int32_t* expert_counts_ = nullptr;
   int32_t* recv_counts_ = nullptr;
+  int64_t* offsets_dev_ = nullptr;  // [E_local + 1], from recv_counts_ on the device
+  int64_t rows_bound_ = 0;          // expert-major rows any routing gives (sync-free)
+  bool host_stale_ = false;         // sync-free: the host copy is from an earlier step
   // Send-order rows [T*K, H] storage: dispatched x (reused for returning dx), y, dy.
   void *send_ = nullptr, *y_send_ = nullptr;
   void* dy_send_ = nullptr;

@@ -83,7 +83,7 @@ void AlltoallDedupDispatcher::release_received() {
   received_rows_ = 0;
 }
 
-const std::vector<int64_t>& AlltoallDedupDispatcher::expert_offsets() const {
+ExpertOffsets AlltoallDedupDispatcher::expert_offsets() const {
   return local_ ? local_->expert_offsets() : blocks_->offsets();
 }
 
@@ -114,7 +114,7 @@ void AlltoallDedupDispatcher::layout(const int32_t* idx, const float* p) {
     recv_first_[r + 1] = recv_first_[r] + recv_rows_[r];
   }
   // A source's slots count from the first row it sends this rank: its blocks start at 0.
-  blocks_->plan(recv_counts_host_, nullptr);
+  blocks_->plan(recv_counts_host_, nullptr, recv_counts_, El);
   if (recv_first_[ep] > received_rows_) {
     release_received();
     hold_received(grown_rows(recv_first_[ep]));
@@ -206,7 +206,7 @@ void AlltoallDedupDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
   ops_.unpermute_sum(to_wire(), wire_, wire_pos_, dx_acc);
 }
 
-StepTraffic AlltoallDedupDispatcher::traffic() const {
+StepTraffic AlltoallDedupDispatcher::traffic() {
   if (local_) return local_->traffic();
   StepTraffic t;
   int64_t wire_rows = 0;
@@ -214,7 +214,7 @@ StepTraffic AlltoallDedupDispatcher::traffic() const {
   t.rows_to_others = wire_rows - send_rows_[ep_rank_];
   t.rows_received = blocks_->rows_received();
   t.rows_dropped = d_.T * d_.K - rows_kept_;
-  t.rows_padded = blocks_->offsets()[d_.E_local] - t.rows_received;
+  t.rows_padded = blocks_->offsets().rows_bound - t.rows_received;
   // The dispatch direction sends this rank's wire rows (and their metadata); the combine
   // direction returns one row for each wire row that reached this rank.
   const double row = double(device_.storage_bytes()) * double(d_.H);
@@ -264,12 +264,11 @@ int64_t AlltoallDedupDispatcher::buffer_bytes(const Workload& w, int64_t storage
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, E_local = E / ep, wire_max = T * std::min(K, ep);
   int64_t bytes =
-      saturating_product({4, saturating_sum({T * K, E + ep * E_local + 2 * ep, T * ep,
-                                             ExpertBlocks::table_entries(ep, E_local, w.align)})});
+      saturating_product({4, saturating_sum({T * K, E + ep * E_local + 2 * ep, T * ep})});
   bytes = saturating_sum(
-      {bytes, saturating_product({wire_max, saturating_sum({H * S, 3 * 4 * K})}),
+      {bytes, ExpertBlocks::device_bytes(ep, E_local, w.align, H, S),
+       saturating_product({wire_max, saturating_sum({H * S, 3 * 4 * K})}),
        saturating_product({grown_rows(planned_received_rows(w)), received_row_bytes(H, K, S)})});
-  if (w.align > 1) bytes = saturating_sum({bytes, S * H});
   return bytes;
 }
 

@@ -25,12 +25,14 @@ class CpuDevice : public Device {
   int64_t memory_high_water() const override { return high_water_; }
   void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> phase_names) override;
+  int64_t host_waits() const override { return host_waits_; }
   double time_memory_copy_ms(int64_t bytes, int iters) override;
 
  private:
   DType dtype_;
   int64_t in_use_ = 0, high_water_ = 0;
   int lane_ = kMainLane;
+  int64_t host_waits_ = 0;
 };
 
 }  // namespace moe

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
 #include "kernels/cpu/gemm.h"
@@ -68,32 +69,39 @@ void CpuOps::dedup_layout(const Dims& d, const int32_t* idx, const float* p,
                     slots, weights);
 }
 
+// The CPU's memory is the host's: the offsets are computed where the CUDA backend computes them,
+// and every step's expert FFN reads them there, as the sync-free step's GEMMs do.
+void CpuOps::expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                            int64_t* offsets) {
+  expert_major_offsets_strided(counts, d.ep, stride, d.E_local, d.align, offsets);
+}
+
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
 }
 
-void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t*,
+void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, int64_t,
                      bool to_expert_major, void* dst) {
   cpu::regroup_rows(F(src), counts, d.ep, d.E_local, d.H, d.align, to_expert_major, F(dst));
 }
 
 void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
-                            const int64_t* row_offsets_host, void* h, void* a, void* ye) {
-  cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), row_offsets_host, d.E_local, d.H, d.F, d.dtype,
-                      F(h), F(a), F(ye));
+                            const ExpertOffsets& offsets, void* h, void* a, void* ye) {
+  cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype, F(h),
+                      F(a), F(ye));
 }
 
 void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
-                                 const void* w_out, const int64_t* row_offsets_host, void* da,
+                                 const void* w_out, const ExpertOffsets& offsets, void* da,
                                  void* dh, void* dxe) {
-  cpu::expert_ffn_bwd_data(F(dye), F(h), F(w_in), F(w_out), row_offsets_host, d.E_local, d.H, d.F,
+  cpu::expert_ffn_bwd_data(F(dye), F(h), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F,
                            d.dtype, F(da), F(dh), F(dxe));
 }
 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                                    const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                                    const void* dh, const ExpertOffsets& offsets, void* dw_in,
                                     void* dw_out, bool accumulate) {
-  cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), row_offsets_host, d.E_local, d.H, d.F,
+  cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), offsets.device, d.E_local, d.H, d.F,
                               d.grad_dtype, F(dw_in), F(dw_out), accumulate);
 }
 

@@ -28,16 +28,18 @@ class CpuOps : public Ops {
   void dedup_layout(const Dims& d, const int32_t* idx, const float* p, const int32_t* expert_counts,
                     const int32_t* send_pos, int32_t* wire_pos, int32_t* wire_counts,
                     int32_t* slots, float* weights) override;
+  void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                      int64_t* offsets) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
-  void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
+  void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
-                      const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
+                      const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
-                           const void* w_out, const int64_t* row_offsets_host, void* da, void* dh,
+                           const void* w_out, const ExpertOffsets& offsets, void* da, void* dh,
                            void* dxe) override;
   void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                              const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                              const void* dh, const ExpertOffsets& offsets, void* dw_in,
                               void* dw_out, bool accumulate) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;

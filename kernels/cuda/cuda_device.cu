@@ -49,10 +49,10 @@ class EventTimer : public PhaseTimer {
     }
     open_[phase] = int(n);
     recorded_.push_back({phase, *stream_ == side_ ? kSideLane : kMainLane, 0, 0});
-    CUDA_CHECK(cudaEventRecord(events_[2 * n], *stream_));
+    record(events_[2 * n]);
   }
   void end(int phase) override {
-    CUDA_CHECK(cudaEventRecord(events_[2 * size_t(open_[phase]) + 1], *stream_));
+    record(events_[2 * size_t(open_[phase]) + 1]);
     nvtxRangePop();
   }
   std::vector<double> read() override {
@@ -70,8 +70,20 @@ class EventTimer : public PhaseTimer {
     return ms;
   }
   const std::vector<PhaseInterval>& intervals() const override { return intervals_; }
+  void replayed() override { recorded_ = intervals_; }
 
  private:
+  // In a stream capture a plain record only orders streams and leaves the event unrecorded: an
+  // external one becomes a node of the graph, recorded at each replay. Outside a capture the
+  // external flag is refused.
+  void record(cudaEvent_t e) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(*stream_, &capture));
+    if (capture == cudaStreamCaptureStatusActive)
+      CUDA_CHECK(cudaEventRecordWithFlags(e, *stream_, cudaEventRecordExternal));
+    else
+      CUDA_CHECK(cudaEventRecord(e, *stream_));
+  }
   double since_first(cudaEvent_t e) const {
     float v = 0;
     CUDA_CHECK(cudaEventElapsedTime(&v, events_[0], e));
@@ -98,6 +110,7 @@ CudaDevice::CudaDevice(int device, DType dtype) : dtype_(dtype) {
 }
 
 CudaDevice::~CudaDevice() {
+  release_graph();
   release(digest_sum_);
   for (cudaEvent_t e : {forked_, side_done_})
     if (e) cudaEventDestroy(e);
@@ -106,6 +119,9 @@ CudaDevice::~CudaDevice() {
 }
 
 void* CudaDevice::alloc(size_t bytes) {
+  MOE_CHECK(!capturing_, "an allocation of " << bytes
+                                             << " bytes inside a captured step (graph: true): the "
+                                                "warm-up step before the capture must size it");
   void* p = nullptr;
   cudaError_t rc = cudaMalloc(&p, bytes);
   if (rc == cudaErrorMemoryAllocation) {
@@ -139,6 +155,10 @@ void CudaDevice::release(void* p) {
 }
 
 void CudaDevice::sync() {
+  MOE_CHECK(!capturing_,
+            "a host wait inside a captured step (graph: true): the step is not "
+            "sync-free");
+  ++host_waits_;
   if (waiter_)
     waiter_("the GPU stream");
   else
@@ -197,6 +217,39 @@ void CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
 
 std::unique_ptr<PhaseTimer> CudaDevice::make_timer(std::vector<std::string> phase_names) {
   return std::make_unique<EventTimer>(std::move(phase_names), &stream_, side_, [this] { sync(); });
+}
+
+// Thread-local: a call that is unsafe in a capture (an allocation, a sync) fails in this thread
+// instead of being recorded, and other threads (MPI's progress) are left alone.
+void CudaDevice::begin_capture() {
+  MOE_CHECK(stream_ == main_ && !capturing_, "begin_capture: on the side lane, or capturing");
+  CUDA_CHECK(cudaStreamBeginCapture(main_, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+void CudaDevice::end_capture() {
+  MOE_CHECK(capturing_, "end_capture without begin_capture");
+  cudaGraph_t graph = nullptr;
+  capturing_ = false;
+  CUDA_CHECK(cudaStreamEndCapture(main_, &graph));
+  if (graph_) CUDA_CHECK(cudaGraphExecDestroy(graph_));
+  graph_ = nullptr;
+  const cudaError_t rc = cudaGraphInstantiate(&graph_, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(rc);
+}
+
+void CudaDevice::replay() {
+  MOE_CHECK(graph_, "replay before a capture");
+  CUDA_CHECK(cudaGraphLaunch(graph_, main_));
+}
+
+// Not checked: it runs in destructors, also while unwinding from a sticky CUDA error.
+void CudaDevice::release_graph() {
+  if (!graph_) return;
+  cudaStreamSynchronize(main_);
+  cudaGraphExecDestroy(graph_);
+  graph_ = nullptr;
 }
 
 void CudaDevice::profiler_start() { CUDA_CHECK(cudaProfilerStart()); }

@@ -46,6 +46,12 @@ class CudaDevice : public Device {
   void reset_memory_high_water() override { high_water_ = in_use_; }
   std::unique_ptr<PhaseTimer> make_timer(std::vector<std::string> phase_names) override;
   double time_memory_copy_ms(int64_t bytes, int iters) override;
+  bool captures() const override { return true; }
+  void begin_capture() override;
+  void end_capture() override;
+  void replay() override;
+  void release_graph() override;
+  int64_t host_waits() const override { return host_waits_; }
   void profiler_start() override;
   void profiler_stop() override;
 
@@ -58,6 +64,9 @@ class CudaDevice : public Device {
   int64_t in_use_ = 0, high_water_ = 0;
   std::unordered_map<void*, size_t> sizes_;  // allocation sizes, for the exact high-water mark
   void* digest_sum_ = nullptr;               // the digest kernel's accumulator
+  int64_t host_waits_ = 0;
+  bool capturing_ = false;
+  cudaGraphExec_t graph_ = nullptr;  // the captured step (graph: true)
 };
 
 }  // namespace moe

@@ -28,16 +28,20 @@ enum ScratchSlot {
 
 }  // namespace
 
-CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm)
+CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free)
     : device_(device), scratch_(kNumScratchSlots) {
   gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
   gemm_->set_sm90_schedule(cuda::schedule_of(gemm));
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
-  for (cudaEvent_t& e : offsets_copied_)
-    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  fixed_gemm_method_ = gemm.method != GemmMethod::kAuto;
-  if (fixed_gemm_method_) set_expert_gemm_method(name_of(gemm.method));
+  fixed_gemm_method_ = gemm.method != GemmMethod::kAuto || sync_free;
+  if (gemm.method != GemmMethod::kAuto) set_expert_gemm_method(name_of(gemm.method));
+  if (sync_free) {
+    MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
+                   "graph = true runs the expert GEMMs on the grouped sm90 kernel, which needs "
+                   "an H100 or H200 (sm_90) and dtype bf16: set graph=false");
+    set_expert_gemm_method(cuda::gemm_method_name(cuda::GemmMethod::kGroupedSm90));
+  }
   gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
                          : gemm.algo == GemmAlgo::kExact ? cuda::AlgoPolicy::kExact
                                                          : cuda::AlgoPolicy::kAuto);
@@ -72,40 +76,6 @@ void CudaOps::set_expert_gemm_method(const std::string& name) {
 CudaOps::~CudaOps() {
   for (Scratch& sc : scratch_) device_.release(sc.ptr);
   gemm_.reset();
-  cudaDeviceSynchronize();  // queued copies may still read the offsets
-  device_.release(offsets_dev_);
-  if (offsets_pinned_) cudaFreeHost(offsets_pinned_);
-  for (cudaEvent_t e : offsets_copied_)
-    if (e) cudaEventDestroy(e);
-}
-
-cuda::ExpertRows CudaOps::expert_rows(const int64_t* host, int64_t E_local) {
-  cuda::ExpertRows rows{host, nullptr};
-  if (gemm_->method() != cuda::GemmMethod::kGroupedSm90) return rows;
-  const int64_t n = E_local + 1;
-  if (offsets_last_.size() == size_t(n) && std::equal(host, host + n, offsets_last_.begin())) {
-    rows.device = offsets_dev_ + offsets_slot_ * offsets_capacity_;
-    return rows;
-  }
-  if (n > offsets_capacity_) {
-    CUDA_CHECK(cudaStreamSynchronize(stream()));  // warm-up only: E_local is fixed per run
-    device_.release(offsets_dev_);
-    if (offsets_pinned_) CUDA_CHECK(cudaFreeHost(offsets_pinned_));
-    offsets_capacity_ = n;
-    offsets_dev_ = static_cast<int64_t*>(device_.alloc(2 * 8 * size_t(n)));
-    CUDA_CHECK(cudaMallocHost(&offsets_pinned_, 2 * 8 * size_t(n)));
-  }
-  offsets_slot_ ^= 1;
-  int64_t* pinned = offsets_pinned_ + offsets_slot_ * offsets_capacity_;
-  int64_t* dev = offsets_dev_ + offsets_slot_ * offsets_capacity_;
-  // The slot's previous copy left the pinned buffer two uploads ago: done long since, but waited.
-  CUDA_CHECK(cudaEventSynchronize(offsets_copied_[offsets_slot_]));
-  std::copy(host, host + n, pinned);
-  CUDA_CHECK(cudaMemcpyAsync(dev, pinned, 8 * size_t(n), cudaMemcpyHostToDevice, stream()));
-  CUDA_CHECK(cudaEventRecord(offsets_copied_[offsets_slot_], stream()));
-  offsets_last_.assign(host, host + n);
-  rows.device = dev;
-  return rows;
 }
 
 double CudaOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
@@ -194,34 +164,36 @@ void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, voi
   cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream());
 }
 
-void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts,
-                      const int32_t* counts_host, bool to_expert_major, void* dst) {
-  int64_t rows = 0;
-  for (int64_t i = 0; i < d.ep * d.E_local; ++i) rows += counts_host[i];
+void CudaOps::expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                             int64_t* offsets) {
+  cuda::expert_offsets(counts, d.ep, stride, d.E_local, d.align, offsets, stream());
+}
+
+void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
+                      bool to_expert_major, void* dst) {
   auto* offsets = static_cast<int64_t*>(scratch(kRegroupOffsets, 16 * d.ep * d.E_local));
-  cuda::regroup_rows(src, counts, d.ep, d.E_local, d.H, d.align, rows, to_expert_major, d.dtype,
-                     offsets, dst, stream());
+  cuda::regroup_rows(src, counts, d.ep, d.E_local, d.H, d.align, rows_bound, to_expert_major,
+                     d.dtype, offsets, dst, stream());
 }
 
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
-                             const int64_t* off, void* h, void* a, void* ye) {
-  cuda::expert_ffn_fwd(xe, w_in, w_out, expert_rows(off, d.E_local), d.E_local, d.H, d.F, d.dtype,
-                       h, a, ye, *gemm_, gemm_lists_, stream());
+                             const ExpertOffsets& off, void* h, void* a, void* ye) {
+  cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
+                       gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
-                                  const void* w_out, const int64_t* off, void* da, void* dh,
+                                  const void* w_out, const ExpertOffsets& off, void* da, void* dh,
                                   void* dxe) {
-  cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, expert_rows(off, d.E_local), d.E_local, d.H, d.F,
-                            d.dtype, da, dh, dxe, *gemm_, gemm_lists_, stream());
+  cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, da, dh, dxe,
+                            *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                                     const void* dh, const int64_t* off, void* dw_in, void* dw_out,
-                                     bool accumulate) {
-  cuda::expert_ffn_bwd_weights(dye, xe, a, dh, expert_rows(off, d.E_local), d.E_local, d.H, d.F,
-                               d.dtype, d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
-                               gemm_lists_, stream());
+                                     const void* dh, const ExpertOffsets& off, void* dw_in,
+                                     void* dw_out, bool accumulate) {
+  cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,
+                               dw_in, dw_out, accumulate, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

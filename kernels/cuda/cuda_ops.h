@@ -23,8 +23,10 @@ struct GemmProblem;
 class CudaOps : public Ops {
  public:
   // Creates the cuBLASLt runner; `gemm` (the workload's gemm.* keys) sets its side streams, its
-  // algorithm policy and, unless auto, the expert GEMM method. Work goes to device.stream().
-  CudaOps(CudaDevice& device, const GemmConfig& gemm);
+  // algorithm policy and, unless auto, the expert GEMM method. sync_free (graph: true): auto
+  // means the grouped sm90 kernel, the one method that reads the offsets on the device. Work
+  // goes to device.stream().
+  CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free = false);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -51,16 +53,18 @@ class CudaOps : public Ops {
   void dedup_layout(const Dims& d, const int32_t* idx, const float* p, const int32_t* expert_counts,
                     const int32_t* send_pos, int32_t* wire_pos, int32_t* wire_counts,
                     int32_t* slots, float* weights) override;
+  void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                      int64_t* offsets) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
-  void regroup(const Dims& d, const void* src, const int32_t* counts, const int32_t* counts_host,
+  void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
-                      const int64_t* row_offsets_host, void* h, void* a, void* ye) override;
+                      const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
-                           const void* w_out, const int64_t* row_offsets_host, void* da, void* dh,
+                           const void* w_out, const ExpertOffsets& offsets, void* da, void* dh,
                            void* dxe) override;
   void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
-                              const void* dh, const int64_t* row_offsets_host, void* dw_in,
+                              const void* dh, const ExpertOffsets& offsets, void* dw_in,
                               void* dw_out, bool accumulate) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
@@ -79,10 +83,6 @@ class CudaOps : public Ops {
  private:
   // Grow-only device scratch owned by the ops (sized in warm-up, reused after).
   void* scratch(int slot, size_t bytes);
-  // The experts' row offsets, on the device too where the GEMM method reads them there (the
-  // grouped sm90 kernel). Uploaded when they change, once a step, into one of two slots: an
-  // upload never overwrites offsets that GEMMs queued before it may still read.
-  cuda::ExpertRows expert_rows(const int64_t* host, int64_t E_local);
   cudaStream_t stream() const { return device_.stream(); }
 
   CudaDevice& device_;
@@ -92,14 +92,9 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Scratch> scratch_;       // one per ScratchSlot (cuda_ops.cu)
-  cuda::ExpertGemmLists gemm_lists_;   // the expert GEMM lists, reused every step
-  bool sm90_ = false;                  // the device runs the grouped sm90 kernel
-  std::vector<int64_t> offsets_last_;  // what was uploaded last
-  int64_t offsets_capacity_ = 0, offsets_slot_ = 0;
-  int64_t* offsets_pinned_ = nullptr;  // [2][capacity]
-  int64_t* offsets_dev_ = nullptr;     // [2][capacity]
-  cudaEvent_t offsets_copied_[2] = {nullptr, nullptr};
+  std::vector<Scratch> scratch_;      // one per ScratchSlot (cuda_ops.cu)
+  cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
+  bool sm90_ = false;                 // the device runs the grouped sm90 kernel
 };
 
 }  // namespace moe

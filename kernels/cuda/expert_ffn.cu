@@ -23,7 +23,8 @@ std::vector<GemmProblem>& reuse(std::vector<GemmProblem>& v) {
 // ---- SwiGLU ----
 // Each thread takes N consecutive elements of a row of a (N divides F; see the combine kernels).
 template <class T, int N>
-__global__ void swiglu_fwd_kernel(const T* h, int64_t n, int64_t F, T* a) {
+__global__ void swiglu_fwd_kernel(const T* h, const int64_t* n_dev, int64_t F, T* a) {
+  const int64_t n = *n_dev;
   for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
        i += int64_t(gridDim.x) * blockDim.x * N) {
     const int64_t r = i / F, j = i % F;
@@ -37,7 +38,8 @@ __global__ void swiglu_fwd_kernel(const T* h, int64_t n, int64_t F, T* a) {
 }
 
 template <class T, int N>
-__global__ void swiglu_bwd_kernel(const T* da, const T* h, int64_t n, int64_t F, T* dh) {
+__global__ void swiglu_bwd_kernel(const T* da, const T* h, const int64_t* n_dev, int64_t F, T* dh) {
+  const int64_t n = *n_dev;
   for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
        i += int64_t(gridDim.x) * blockDim.x * N) {
     const int64_t r = i / F, j = i % F;
@@ -54,28 +56,29 @@ __global__ void swiglu_bwd_kernel(const T* da, const T* h, int64_t n, int64_t F,
 
 }  // namespace
 
-void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaStream_t stream) {
-  if (n * F == 0) return;
+void swiglu_fwd(const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F, DType dtype,
+                void* a, cudaStream_t stream) {
+  if (n_bound * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     // Rows of F (a) and 2F (h) elements: F in whole packs makes both whole.
     const int pack = rows_take_pack16<S>(F, {h, a}) ? kPack16<S> : 1;
     auto* k = pack > 1 ? swiglu_fwd_kernel<S, kPack16<S>> : swiglu_fwd_kernel<S, 1>;
-    k<<<blocks_for(n * F / pack), kThreads, 0, stream>>>(static_cast<const S*>(h), n, F,
-                                                         static_cast<S*>(a));
+    k<<<blocks_for(n_bound * F / pack), kThreads, 0, stream>>>(static_cast<const S*>(h), n_dev, F,
+                                                               static_cast<S*>(a));
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
-void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype, void* dh,
-                cudaStream_t stream) {
-  if (n * F == 0) return;
+void swiglu_bwd(const void* da, const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F,
+                DType dtype, void* dh, cudaStream_t stream) {
+  if (n_bound * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     const int pack = rows_take_pack16<S>(F, {da, h, dh}) ? kPack16<S> : 1;
     auto* k = pack > 1 ? swiglu_bwd_kernel<S, kPack16<S>> : swiglu_bwd_kernel<S, 1>;
-    k<<<blocks_for(n * F / pack), kThreads, 0, stream>>>(
-        static_cast<const S*>(da), static_cast<const S*>(h), n, F, static_cast<S*>(dh));
+    k<<<blocks_for(n_bound * F / pack), kThreads, 0, stream>>>(
+        static_cast<const S*>(da), static_cast<const S*>(h), n_dev, F, static_cast<S*>(dh));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -85,13 +88,19 @@ void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype
 // The grouped sm90 kernel where the runner's method asks for it and the kernel takes the shape,
 // else a problem per expert (per expert with rows; every expert in the weight gradients, where no
 // rows give zeros) through the runner's grouped().
-void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
+void experts_gemm(GroupedLayout layout, const ExpertOffsets& rows, int64_t E_local, int64_t M,
                   int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
                   GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
                   bool accumulate) {
-  const GroupedGemmShape shape{layout, E_local, rows.host[E_local], M, N, K};
+  const GroupedGemmShape shape{layout, E_local, rows.rows_bound, M, N, K};
   const GroupedEpilogue epi = accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore;
   if (gemm.grouped_sm90(shape, rows.device, A, B, C, in, out, stream, epi)) return;
+  MOE_USER_CHECK(rows.host, "the expert GEMMs' method ("
+                                << gemm_method_name(gemm.method())
+                                << ") needs the row counts on the host, which a sync-free step "
+                                   "(graph: true) never copies there: set gemm.method to "
+                                   "grouped_sm90 on an H100 or H200 with a bf16 workload (its "
+                                   "log line says why a shape falls back), or graph to false");
   auto& problems = reuse(list);
   const bool rows_k = layout == GroupedLayout::kRowsTTimesRows;
   for (int64_t l = 0; l < E_local; ++l) {
@@ -108,40 +117,40 @@ void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local,
                stream);
 }
 
-void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertRows& rows,
+void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertOffsets& rows,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeight;
   // With gemm.sm90_fuse_swiglu, SwiGLU runs in the up projection's epilogue where it can.
-  const GroupedGemmShape up{L, E_local, rows.host[E_local], 0, 2 * F, H};
+  const GroupedGemmShape up{L, E_local, rows.rows_bound, 0, 2 * F, H};
   if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream,
                          GroupedEpilogue::kSwiGLU, a)) {
     experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first,
                  stream);
-    swiglu_fwd(h, rows.host[E_local], F, dtype, a, stream);
+    swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, dtype, a, stream);
   }
   experts_gemm(L, rows, E_local, 0, H, F, a, w_out, ye, dtype, dtype, gemm, lists.second, stream);
 }
 
 void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const void* w_out,
-                         const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                         void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,
-                         cudaStream_t stream) {
+                         const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
+                         DType dtype, void* da, void* dh, void* dxe, GemmRunner& gemm,
+                         ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeightT;
   // With gemm.sm90_fuse_swiglu, SwiGLU's backward runs in da's epilogue; da is not stored.
-  const GroupedGemmShape dgrad_a{L, E_local, rows.host[E_local], 0, F, H};
+  const GroupedGemmShape dgrad_a{L, E_local, rows.rows_bound, 0, F, H};
   if (!gemm.grouped_sm90(dgrad_a, rows.device, dye, w_out, dh, dtype, dtype, stream,
                          GroupedEpilogue::kSwiGLUBackward, const_cast<void*>(h))) {
     experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first,
                  stream);
-    swiglu_bwd(da, h, rows.host[E_local], F, dtype, dh, stream);
+    swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, dtype, dh, stream);
   }
   experts_gemm(L, rows, E_local, 0, H, 2 * F, dh, w_in, dxe, dtype, dtype, gemm, lists.second,
                stream);
 }
 
 void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, const void* dh,
-                            const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F,
+                            const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                             DType dtype, DType grad_dtype, void* dw_in, void* dw_out,
                             bool accumulate, GemmRunner& gemm, ExpertGemmLists& lists,
                             cudaStream_t stream) {

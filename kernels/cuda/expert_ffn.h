@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/grouped_gemm.h"
+#include "core/ops.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -22,42 +23,38 @@ struct GemmProblem;
 // Two GEMM lists reused from step to step, so that building them allocates in warm-up only.
 using ExpertGemmLists = std::pair<std::vector<GemmProblem>, std::vector<GemmProblem>>;
 
-// The experts' rows: expert l owns rows [host[l], host[l+1]), l < E_local. `device` is the same
-// [E_local + 1] array in device memory, or nullptr where the GEMM method needs none.
-struct ExpertRows {
-  const int64_t* host = nullptr;
-  const int64_t* device = nullptr;
-};
-
 // One GEMM of every expert (core/grouped_gemm.h gives the layout and M, N, K), by the runner's
-// method; `list` is scratch for the per-expert problems. accumulate (fp32 out) adds to C: the
-// grouped sm90 kernel only stores, so such a GEMM runs on the per-expert list instead.
-void experts_gemm(GroupedLayout layout, const ExpertRows& rows, int64_t E_local, int64_t M,
+// method; `list` is scratch for the per-expert problems. accumulate (fp32 out) adds to C. The
+// grouped sm90 kernel reads the device offsets; the per-expert list needs the host's, and throws
+// a clear error where a sync-free step has none.
+void experts_gemm(GroupedLayout layout, const ExpertOffsets& rows, int64_t E_local, int64_t M,
                   int64_t N, int64_t K, const void* A, const void* B, void* C, DType in, DType out,
                   GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
                   bool accumulate = false);
 
-// a [n, F] = silu(h[:, :F]) * h[:, F:]; dh [n, 2F] its backward (as the CPU twin).
-void swiglu_fwd(const void* h, int64_t n, int64_t F, DType dtype, void* a, cudaStream_t stream);
-void swiglu_bwd(const void* da, const void* h, int64_t n, int64_t F, DType dtype, void* dh,
-                cudaStream_t stream);
+// a [n, F] = silu(h[:, :F]) * h[:, F:]; dh [n, 2F] its backward (as the CPU twin). n is read
+// from the device (*n_dev, the experts' last offset), at most n_bound, which sizes the grid.
+void swiglu_fwd(const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F, DType dtype,
+                void* a, cudaStream_t stream);
+void swiglu_bwd(const void* da, const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F,
+                DType dtype, void* dh, cudaStream_t stream);
 
 // xe [R, H], w_in [E_local, H, 2F], w_out [E_local, F, H] -> h [R, 2F], a [R, F], ye [R, H].
-void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertRows& rows,
+void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertOffsets& rows,
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream);
 // dye [R, H] -> da [R, F] (scratch: left unwritten where the grouped sm90 kernel fuses SwiGLU's
 // backward into da's GEMM, gemm.sm90_fuse_swiglu), dh [R, 2F] (read by the weight half) and dxe [R,
 // H].
 void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const void* w_out,
-                         const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                         void* da, void* dh, void* dxe, GemmRunner& gemm, ExpertGemmLists& lists,
-                         cudaStream_t stream);
+                         const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
+                         DType dtype, void* da, void* dh, void* dxe, GemmRunner& gemm,
+                         ExpertGemmLists& lists, cudaStream_t stream);
 // dw_in [E_local, H, 2F] and dw_out [E_local, F, H] in grad_dtype, fp32 accumulation,
 // overwritten (an expert with no rows gets zeros), or with accumulate (grad_dtype fp32) added to
 // what they hold (an expert with no rows leaves them as they are).
 void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, const void* dh,
-                            const ExpertRows& rows, int64_t E_local, int64_t H, int64_t F,
+                            const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                             DType dtype, DType grad_dtype, void* dw_in, void* dw_out,
                             bool accumulate, GemmRunner& gemm, ExpertGemmLists& lists,
                             cudaStream_t stream);

@@ -106,7 +106,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
   GemmRunner runner;
   runner.set_sm90_schedule(shape.sm90);
   std::vector<GemmProblem> list;
-  const ExpertRows rows{off.data(), static_cast<const int64_t*>(off_dev.ptr)};
+  const ExpertOffsets rows{static_cast<const int64_t*>(off_dev.ptr), off.data(), off[El]};
   for (const std::string& name : methods) {
     runner.set_method(method_named(name));
     for (const Gemm& g : gemms) {

@@ -184,6 +184,21 @@ __global__ void expert_major_positions_kernel(const int32_t* send_pos, const int
   }
 }
 
+// One thread: E_local prefix sums of at most 8 sources each (E_local <= a few hundred), too few
+// to be worth a parallel scan.
+__global__ void expert_offsets_kernel(const int32_t* counts, int64_t ep, int64_t stride, int64_t El,
+                                      int64_t align, int64_t* offsets) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int64_t off = 0;
+  offsets[0] = 0;
+  for (int64_t l = 0; l < El; ++l) {
+    int64_t rows = 0;
+    for (int64_t s = 0; s < ep; ++s) rows += counts[s * stride + l];
+    off += (rows + align - 1) / align * align;
+    offsets[l + 1] = off;
+  }
+}
+
 // ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
 // tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
 // as on the CPU. ----
@@ -250,6 +265,14 @@ void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_coun
   CUDA_CHECK(cudaGetLastError());
   dedup_position_kernel<<<int(ep), kThreads, 0, stream>>>(
       idx, p, expert_counts, send_pos, T, K, E / ep, wire_counts, ep, wire_pos, slots, weights);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E_local,
+                    int64_t align, int64_t* offsets, cudaStream_t stream) {
+  MOE_CHECK(align >= 1 && stride >= E_local,
+            "expert_offsets: align " << align << ", stride " << stride);
+  expert_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, E_local, align, offsets);
   CUDA_CHECK(cudaGetLastError());
 }
 

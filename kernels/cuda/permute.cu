@@ -55,8 +55,10 @@ __global__ void regroup_zero_padding_kernel(const int32_t* counts, const int64_t
 
 template <class T>
 __global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const int64_t* offsets,
-                                    int64_t nb, int64_t H, int64_t rows, bool to_expert_major,
+                                    int64_t nb, int64_t H, int64_t rows_bound, bool to_expert_major,
                                     T* dst) {
+  // The rows are the counts' sum, known here only: the grid was sized by the bound.
+  const int64_t rows = min(rows_bound, offsets[nb - 1] + int64_t(counts[nb - 1]));
   for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     // i is a row in source-rank-major order: find its block by binary search.
     int64_t lo = 0, hi = nb - 1;
@@ -90,12 +92,12 @@ void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K
 }
 
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t align, int64_t rows_bound, bool to_expert_major, DType dtype,
                   int64_t* block_offsets, void* dst, cudaStream_t stream) {
   MOE_CHECK(align >= 1, "regroup_rows: align " << align);
   regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, align, block_offsets);
   CUDA_CHECK(cudaGetLastError());
-  if (rows == 0) return;  // no rows: no padding either
+  if (rows_bound == 0 || ep * E_local == 0) return;  // no rows: no padding either
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     if (to_expert_major && align > 1) {
@@ -103,9 +105,9 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
       regroup_zero_padding_kernel<<<grid, 128, 0, stream>>>(counts, block_offsets, ep, E_local, H,
                                                             align, static_cast<S*>(dst));
     }
-    regroup_rows_kernel<<<row_grid(rows), 128, 0, stream>>>(static_cast<const S*>(src), counts,
-                                                            block_offsets, ep * E_local, H, rows,
-                                                            to_expert_major, static_cast<S*>(dst));
+    regroup_rows_kernel<<<row_grid(rows_bound), 128, 0, stream>>>(
+        static_cast<const S*>(src), counts, block_offsets, ep * E_local, H, rows_bound,
+        to_expert_major, static_cast<S*>(dst));
   });
   CUDA_CHECK(cudaGetLastError());
 }

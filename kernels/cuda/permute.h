@@ -14,12 +14,13 @@ namespace moe::cuda {
 // A row with send_pos -1 (dropped by the capacity) is not moved.
 void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                   DType dtype, void* dst, cudaStream_t stream);
-// counts [ep, E_local] i32 on the device; rows = sum(counts) (known on the host), the rows of the
-// source-rank-major side; the expert-major side has expert_major_offsets' rows (core/layout.h),
-// padding included (zero-filled when to_expert_major, skipped otherwise). block_offsets is device
-// scratch of 2 * ep * E_local int64.
+// counts [ep, E_local] i32 on the device; their sum, read there, is the rows of the
+// source-rank-major side, and rows_bound (host) at least that: it sizes the grid. The
+// expert-major side has expert_major_offsets' rows (core/layout.h), padding included
+// (zero-filled when to_expert_major, skipped otherwise). block_offsets is device scratch of
+// 2 * ep * E_local int64.
 void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
-                  int64_t align, int64_t rows, bool to_expert_major, DType dtype,
+                  int64_t align, int64_t rows_bound, bool to_expert_major, DType dtype,
                   int64_t* block_offsets, void* dst, cudaStream_t stream);
 
 }  // namespace moe::cuda

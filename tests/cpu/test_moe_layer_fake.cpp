@@ -11,6 +11,7 @@
 
 #include "comm/comm.h"
 #include "core/device.h"
+#include "core/layout.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
 #include "core/ops.h"
@@ -143,23 +144,28 @@ class FakeOps : public Ops {
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }
-  void regroup(const Dims&, const void* src, const int32_t*, const int32_t*, bool to_expert_major,
+  void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
+                      int64_t* offsets) override {
+    r_.add("expert_offsets");
+    expert_major_offsets_strided(counts, d.ep, stride, d.E_local, d.align, offsets);
+  }
+  void regroup(const Dims&, const void* src, const int32_t*, int64_t, bool to_expert_major,
                void* dst) override {
     r_.add(to_expert_major ? "regroup_to_experts" : "regroup_to_send", {src, dst});
   }
-  void expert_ffn_fwd(const Dims&, const void* xe, const void*, const void*, const int64_t* off,
-                      void* h, void* a, void* ye) override {
-    r_.add("expert_ffn_fwd", {xe, h, a, ye}, off);
+  void expert_ffn_fwd(const Dims&, const void* xe, const void*, const void*,
+                      const ExpertOffsets& off, void* h, void* a, void* ye) override {
+    r_.add("expert_ffn_fwd", {xe, h, a, ye}, off.device);
   }
   void expert_ffn_bwd_data(const Dims&, const void* dye, const void* h, const void*, const void*,
-                           const int64_t* off, void* da, void* dh, void* dxe) override {
-    r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off);
+                           const ExpertOffsets& off, void* da, void* dh, void* dxe) override {
+    r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off.device);
   }
   void expert_ffn_bwd_weights(const Dims&, const void* dye, const void* xe, const void* a,
-                              const void* dh, const int64_t* off, void* dw_in, void*,
+                              const void* dh, const ExpertOffsets& off, void* dw_in, void*,
                               bool accumulate) override {
     r_.add(accumulate ? "expert_ffn_bwd_weights_add" : "expert_ffn_bwd_weights",
-           {dye, xe, a, dh, dw_in}, off);
+           {dye, xe, a, dh, dw_in}, off.device);
   }
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {

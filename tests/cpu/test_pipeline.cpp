@@ -17,6 +17,7 @@
 #include "core/routing_modes.h"
 #include "core/workload.h"
 #include "tests/common/cpu_layer.h"
+#include "tests/common/small_workload.h"
 #include "tests/common/user_error.h"
 
 namespace moe {
@@ -25,15 +26,7 @@ namespace {
 using test::user_error_of;
 
 // A small workload with the aux and z losses, changed by `sets` (--set assignments).
-Workload workload(const std::vector<std::string>& sets) {
-  Workload w = workload_from_json_text(
-      R"({"model": {"hidden": 32, "ffn": 16, "experts": 8, "topk": 2}, "tokens_per_rank": 16,
-          "router": {"aux_coeff": 0.01, "z_coeff": 0.001}, "seed": 7, "roofline": false})",
-      "pipeline");
-  for (const std::string& set : sets) apply_override(w, set);
-  resolve_and_validate(w, 1);
-  return w;
-}
+Workload workload(const std::vector<std::string>& sets) { return test::small_workload(sets, 7); }
 
 Workload pipelined(Workload w, int64_t chunks) {
   w.overlap = Overlap::kPipeline;

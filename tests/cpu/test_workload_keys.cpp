@@ -49,9 +49,10 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(w.gemm.sm90_cluster, 1);
   EXPECT_FALSE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kCooperative);
+  EXPECT_FALSE(w.graph);
   for (const char* s : {"overlap=pipeline", "overlap_chunks=4", "gemm.method=grouped_batched",
                         "gemm.streams=8", "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong",
-                        "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact"})
+                        "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact", "graph=true"})
     apply_override(w, s);
   EXPECT_EQ(w.overlap, Overlap::kPipeline);
   EXPECT_EQ(w.overlap_chunks, 4);
@@ -61,7 +62,9 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(w.gemm.sm90_cluster, 2);
   EXPECT_TRUE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kPingpong);
+  EXPECT_TRUE(w.graph);
   const nlohmann::json j = workload_to_json(w);
+  EXPECT_EQ(j.at("graph"), true);
   EXPECT_EQ(j.at("overlap"), "pipeline");
   EXPECT_EQ(j.at("overlap_chunks"), 4);
   EXPECT_EQ(j.at("gemm").at("method"), "grouped_batched");
@@ -69,7 +72,7 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(describe_how_keys(w),
             "overlap=pipeline overlap_chunks=4 gemm.method=grouped_batched gemm.streams=8 "
             "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.sm90_fuse_swiglu=true "
-            "gemm.algo=exact");
+            "gemm.algo=exact graph=true");
   // The JSON form reads back to the same workload.
   EXPECT_EQ(workload_to_json(workload_from_json_text(j.dump(), "j")), j);
   EXPECT_NE(user_error_of([&] {

@@ -64,6 +64,12 @@ std::vector<int32_t> random_routing(int64_t T, int64_t K, const std::vector<int3
   return idx;
 }
 
+// v's rows of `width` followed by NaN rows up to `rows` rows.
+std::vector<float> padded_rows(std::vector<float> v, int64_t width, int64_t rows) {
+  v.resize(size_t(rows * width), NAN);
+  return v;
+}
+
 std::vector<int32_t> first_experts(int32_t E) {
   std::vector<int32_t> e(E);
   std::iota(e.begin(), e.end(), 0);
@@ -403,12 +409,42 @@ TEST(DispatchCudaRegroup, BothDirectionsMatchCpu) {
               cpu::regroup_rows(x.data(), counts.data(), ep, El, H, 1, to_expert_major,
                                 want.data());
               StorageBuf dst(dtype, std::vector<float>((rows + 1) * H, NAN));
-              cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, 1, rows, to_expert_major, dtype,
-                                 block_offsets.ptr, dst.ptr, stream.s);
+              // A bound past the rows: the kernel must stop at the counts' sum.
+              cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, 1, rows + 1, to_expert_major,
+                                 dtype, block_offsets.ptr, dst.ptr, stream.s);
               CUDA_CHECK(cudaStreamSynchronize(stream.s));
               expect_identical(dst.host(), want, what);
             }
           }
+}
+
+// ---- expert_offsets ----
+
+// The device offsets the sync-free step's GEMMs read, against core/layout.h's: a slice of wider
+// rows (stride > E_local, the all-gather's [ep, E] counts) and the regroup's own (stride
+// E_local), with zeros and padding.
+TEST(DispatchCudaExpertOffsets, MatchTheHostLayout) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  uint64_t seed = 390;
+  for (int64_t ep : {1, 2, 8})
+    for (int64_t El : {1, 3, 256})
+      for (int64_t extra : {0, 5})
+        for (int64_t align : {1, 16, 128}) {
+          const int64_t stride = El + extra;
+          const std::string what = "ep=" + std::to_string(ep) + " E_local=" + std::to_string(El) +
+                                   " stride=" + std::to_string(stride) +
+                                   " align=" + std::to_string(align);
+          SCOPED_TRACE(what);
+          const std::vector<int32_t> counts = regroup_counts(0, ep, stride, seed++);
+          std::vector<int64_t> want(El + 1);
+          expert_major_offsets_strided(counts.data(), ep, stride, El, align, want.data());
+          DevBuf<int32_t> d_counts(counts);
+          DevBuf<int64_t> got(std::vector<int64_t>(El + 1, -7));
+          cuda::expert_offsets(d_counts.ptr, ep, stride, El, align, got.ptr, stream.s);
+          CUDA_CHECK(cudaStreamSynchronize(stream.s));
+          EXPECT_EQ(got.host(), want) << what;
+        }
 }
 
 // Expert-major blocks padded to multiples of align: random counts (zeros included, and blocks of
@@ -461,8 +497,8 @@ TEST(DispatchCudaRegroup, AlignedBothDirectionsMatchCpu) {
                 cpu::regroup_rows(x.data(), counts.data(), ep, El, H, align, to_expert_major,
                                   want.data());
                 StorageBuf src(dtype, x), dst(dtype, std::vector<float>((dst_rows + 1) * H, NAN));
-                cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, align, rows, to_expert_major,
-                                   dtype, block_offsets.ptr, dst.ptr, stream.s);
+                cuda::regroup_rows(src.ptr, d_counts.ptr, ep, El, H, align, rows + 1,
+                                   to_expert_major, dtype, block_offsets.ptr, dst.ptr, stream.s);
                 CUDA_CHECK(cudaStreamSynchronize(stream.s));
                 const std::vector<float> got = dst.host();
                 expect_identical(got, want, what);
@@ -708,16 +744,26 @@ TEST(DispatchCudaSwiglu, ForwardAndBackwardMatchCpu) {
       std::vector<float> want_a(s.n * s.F), want_dh(s.n * 2 * s.F);
       cpu::swiglu_fwd(h.data(), s.n, s.F, dtype, want_a.data());
       cpu::swiglu_bwd(da.data(), h.data(), s.n, s.F, dtype, want_dh.data());
-      StorageBuf d_h(dtype, h), d_da(dtype, da);
-      StorageBuf a(dtype, std::vector<float>(s.n * s.F, NAN));
-      StorageBuf dh(dtype, std::vector<float>(s.n * 2 * s.F, NAN));
-      cuda::swiglu_fwd(d_h.ptr, s.n, s.F, dtype, a.ptr, stream.s);
-      cuda::swiglu_bwd(d_da.ptr, d_h.ptr, s.n, s.F, dtype, dh.ptr, stream.s);
+      // The row count is read on the device; the grid is sized for 3 rows more, which must
+      // stay NaN.
+      const int64_t bound = s.n + 3;
+      StorageBuf d_h(dtype, padded_rows(h, 2 * s.F, bound)),
+          d_da(dtype, padded_rows(da, s.F, bound));
+      StorageBuf a(dtype, std::vector<float>(bound * s.F, NAN));
+      StorageBuf dh(dtype, std::vector<float>(bound * 2 * s.F, NAN));
+      DevBuf<int64_t> n_dev(std::vector<int64_t>{s.n});
+      cuda::swiglu_fwd(d_h.ptr, n_dev.ptr, bound, s.F, dtype, a.ptr, stream.s);
+      cuda::swiglu_bwd(d_da.ptr, d_h.ptr, n_dev.ptr, bound, s.F, dtype, dh.ptr, stream.s);
       const int64_t n_a = s.n * s.F, n_dh = 2 * n_a;
-      expect_storage_close(a.host(), want_a, dtype, std::max<int64_t>(1, (n_a - 1) / 200), 0.0,
-                           what + " a");
-      expect_storage_close(dh.host(), want_dh, dtype, std::max<int64_t>(1, (n_dh - 1) / 200), 0.0,
-                           what + " dh");
+      const std::vector<float> got_a = a.host(), got_dh = dh.host();
+      expect_storage_close(std::vector<float>(got_a.begin(), got_a.begin() + n_a), want_a, dtype,
+                           std::max<int64_t>(1, (n_a - 1) / 200), 0.0, what + " a");
+      expect_storage_close(std::vector<float>(got_dh.begin(), got_dh.begin() + n_dh), want_dh,
+                           dtype, std::max<int64_t>(1, (n_dh - 1) / 200), 0.0, what + " dh");
+      int64_t written_past = 0;
+      for (size_t i = size_t(n_a); i < got_a.size(); ++i) written_past += !std::isnan(got_a[i]);
+      for (size_t i = size_t(n_dh); i < got_dh.size(); ++i) written_past += !std::isnan(got_dh[i]);
+      EXPECT_EQ(written_past, 0) << what << ": rows past the device's count written";
     }
 }
 
@@ -738,8 +784,9 @@ TEST(DispatchCudaSwiglu, PackedAndElementPathsAgreeBitwise) {
       auto at = [&](const StorageBuf& b) { return static_cast<char*>(b.ptr) + shift * eb; };
       StorageBuf h(dtype, shifted_by(h_vals, shift)), da(dtype, shifted_by(da_vals, shift));
       StorageBuf d_a(dtype, 1 + n * F), d_dh(dtype, 1 + n * 2 * F);
-      cuda::swiglu_fwd(at(h), n, F, dtype, at(d_a), stream.s);
-      cuda::swiglu_bwd(at(da), at(h), n, F, dtype, at(d_dh), stream.s);
+      DevBuf<int64_t> n_dev(std::vector<int64_t>{n});
+      cuda::swiglu_fwd(at(h), n_dev.ptr, n, F, dtype, at(d_a), stream.s);
+      cuda::swiglu_bwd(at(da), at(h), n_dev.ptr, n, F, dtype, at(d_dh), stream.s);
       const std::vector<float> got_a = d_a.host(), got_dh = d_dh.host();
       a[shift].assign(got_a.begin() + shift, got_a.begin() + shift + n * F);
       dh[shift].assign(got_dh.begin() + shift, got_dh.begin() + shift + n * 2 * F);

@@ -53,7 +53,7 @@ void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::ve
   runner.set_sm90_fuse_swiglu(fuse);
   runner.set_sm90_schedule({1, pingpong});
   cuda::ExpertGemmLists lists;
-  const cuda::ExpertRows er{off.data(), d_off.ptr};
+  const ExpertOffsets er{d_off.ptr, off.data(), off[El]};
   cuda::expert_ffn_fwd(d_xe.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, dt, d_h.ptr, d_a.ptr,
                        d_ye.ptr, runner, lists, nullptr);
   cuda::expert_ffn_bwd_data(d_dye.ptr, d_h.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, dt, d_da.ptr,
@@ -124,7 +124,7 @@ TEST(ExpertFfnCuda, WeightGradientsAccumulateOverChunks) {
                                   grad, dw_in.data(), dw_out.data(), c > 0);
       StorageBuf d_dye(dt, dye), d_xe(dt, xe), d_a(dt, a), d_dh(dt, dh);
       DevBuf<int64_t> d_off(off);
-      const cuda::ExpertRows er{off.data(), d_off.ptr};
+      const ExpertOffsets er{d_off.ptr, off.data(), off[El]};
       cuda::expert_ffn_bwd_weights(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, dt, grad,
                                    d_dw_in.ptr, d_dw_out.ptr, c > 0, runner, lists, nullptr);
     }

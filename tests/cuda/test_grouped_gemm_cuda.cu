@@ -214,7 +214,7 @@ TEST(GroupedGemmSm90, SwigluEpilogueMatchesTheSeparateKernel) {
   const auto kFused = cuda::GroupedEpilogue::kSwiGLU;
   ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kBf16), "");
   gg.run(s, doff.ptr, x.ptr, w.ptr, h1.ptr, DType::kBf16, DType::kBf16, nullptr);
-  cuda::swiglu_fwd(h1.ptr, R, F, DType::kBf16, a1.ptr, nullptr);
+  cuda::swiglu_fwd(h1.ptr, doff.ptr + G, R, F, DType::kBf16, a1.ptr, nullptr);
   for (const GroupedSchedule& sched : kSchedules) {  // ping-pong: the cooperative kernel
     SCOPED_TRACE(schedule_name(sched));
     gg.set_schedule(sched);
@@ -257,7 +257,7 @@ TEST(GroupedGemmSm90, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
       ASSERT_EQ(GroupedGemm::fused_unsupported_reason(s, kFused, DType::kBf16), "");
       gg.force_tile_n(tile_n);
       gg.run(s, doff.ptr, dy.ptr, w.ptr, da.ptr, DType::kBf16, DType::kBf16, nullptr);
-      cuda::swiglu_bwd(da.ptr, h.ptr, R, F, DType::kBf16, dh1.ptr, nullptr);
+      cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
       gg.run_fused(kFused, s, doff.ptr, dy.ptr, w.ptr, dh2.ptr, h.ptr, DType::kBf16, DType::kBf16,
                    nullptr);
       expect_identical(dh2.host(), dh1.host(), "dh");

@@ -189,7 +189,7 @@ moe_mpi_case(np4_ep4_pipeline4_alltoall_dedup_shared_capacity 4 --set mesh.ep=4
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
-               allgather alltoall_dedup pipeline)
+               allgather alltoall_dedup pipeline graph)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
