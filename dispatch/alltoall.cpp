@@ -194,8 +194,8 @@ DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& 
 
 // As the constructor and layout() allocate: send positions, the counts and the device offsets;
 // send-order x, y and dy, except where the send order is the expert-major order (they are the
-// caller's buffers then); the all-to-all's landing buffer where there is one, grown for the expert-major rows of balanced
-// routing plus the align padding.
+// caller's buffers then); the all-to-all's landing buffer where there is one, grown for the
+// expert-major rows of balanced routing plus the align padding.
 int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, E_local = E / w.mesh.ep;
