@@ -59,6 +59,10 @@ int64_t SharedBuffers::bytes() const {
                          offsets});
 }
 
+int64_t expert_rows_bound(int64_t ep, int64_t T, int64_t K, int64_t E_local, int64_t align) {
+  return saturating_sum({saturating_product({ep, T, K}), saturating_product({E_local, align - 1})});
+}
+
 BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
   const int64_t T = w.tokens_per_rank, fsdp = w.mesh.fsdp, El = E / w.mesh.ep;
@@ -82,10 +86,12 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
   const int64_t chunks = step_chunks(w);
-  const int64_t chunk_rows = saturating_sum({bytes({T / chunks, K}), bytes({El, w.align - 1})});
-  p.balanced_rows = chunk_rows;
+  const int64_t chunk_rows =
+      w.graph ? expert_rows_bound(w.mesh.ep, T / chunks, K, El, w.align)
+              : saturating_sum({bytes({T / chunks, K}), bytes({El, w.align - 1})});
+  p.planned_rows = chunk_rows;
   for (int64_t c = 1; c < chunks; ++c)
-    p.balanced_rows = saturating_sum({chunk_rows_begin(p.balanced_rows), chunk_rows});
+    p.planned_rows = saturating_sum({chunk_rows_begin(p.planned_rows), chunk_rows});
   p.shared = plan_shared_buffers(w, S, G);
   return p;
 }

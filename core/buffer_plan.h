@@ -41,6 +41,10 @@ struct SharedBuffers {
   int64_t bytes() const;
 };
 
+// The most expert-major rows a rank's dispatcher holds for T tokens per rank: every row its EP
+// group routes (ep * T * K), each local expert padded to a multiple of align.
+int64_t expert_rows_bound(int64_t ep, int64_t T, int64_t K, int64_t E_local, int64_t align);
+
 struct BufferPlan {
   // Expert weights as FSDP shards of this EP rank's flattened [E_local, H, 2F] / [E_local, F, H],
   // padded so that every shard has the same number of elements.
@@ -59,9 +63,11 @@ struct BufferPlan {
   // Ragged, bytes per expert-major row: each of xe, ye, dye, dxe ([., H] storage), of h and dh
   // ([., 2F]), of a and da ([., F]).
   int64_t row_h = 0, row_2f = 0, row_f = 0;
-  // Rows the ragged buffers are first sized for: balanced routing, each local expert padded, in
-  // every chunk (overlap pipeline), each chunk's rows starting where chunk_rows_begin puts them.
-  int64_t balanced_rows = 0;
+  // Rows the ragged buffers are first sized for, in every chunk (overlap pipeline), each chunk's
+  // rows starting where chunk_rows_begin puts them: balanced routing's, each local expert padded;
+  // with graph the most any routing gives (expert_rows_bound), which the sync-free step never
+  // grows past.
+  int64_t planned_rows = 0;
   SharedBuffers shared;
 
   int64_t fixed_bytes() const;

@@ -56,4 +56,25 @@ void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t r
   block_layout(recv, ep, E / ep, align, base.data(), offsets, starts, dest);
 }
 
+int64_t expert_block_table_entries(int64_t ep, int64_t E_local) {
+  return ep * (E_local + 1) + ep * E_local + E_local;
+}
+
+void expert_block_table(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
+                        int64_t E_local, int64_t align, int32_t* table, int64_t* offsets) {
+  std::vector<int32_t> recv(ep * E_local), base(ep, 0);
+  for (int64_t s = 0; s < ep; ++s) {
+    for (int64_t e = 0; e < first; ++e) base[s] += counts[s * stride + e];
+    for (int64_t l = 0; l < E_local; ++l) recv[s * E_local + l] = counts[s * stride + first + l];
+  }
+  int32_t* starts = table;
+  int32_t* dest = starts + ep * (E_local + 1);
+  int32_t* rows = dest + ep * E_local;
+  block_layout(recv.data(), ep, E_local, align, base.data(), offsets, starts, dest);
+  for (int64_t l = 0; l < E_local; ++l) {
+    rows[l] = 0;
+    for (int64_t s = 0; s < ep; ++s) rows[l] += recv[s * E_local + l];
+  }
+}
+
 }  // namespace moe

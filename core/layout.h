@@ -37,4 +37,14 @@ void gathered_counts(const int32_t* counts_all, int64_t ep, int64_t E, int64_t r
 void gathered_layout(const int32_t* counts_all, int64_t ep, int64_t E, int64_t rank, int64_t align,
                      int32_t* recv, int64_t* offsets, int32_t* starts, int32_t* dest);
 
+// The expert-major blocks as the dispatchers that place rows themselves keep them on the device
+// (dispatch/expert_blocks.h), from counts where they are: source s's rows for local expert l at
+// counts[s * stride + first + l], and the rows before them in its send order (base) the sum of
+// counts[s * stride + e], e < first. table: starts [ep, E_local + 1] and dest [ep, E_local] as
+// block_layout's, then rows [E_local] (each expert's rows before its padding); offsets
+// [E_local + 1] as expert_major_offsets'. Entries of the table: expert_block_table_entries.
+int64_t expert_block_table_entries(int64_t ep, int64_t E_local);
+void expert_block_table(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
+                        int64_t E_local, int64_t align, int32_t* table, int64_t* offsets);
+
 }  // namespace moe

@@ -132,9 +132,9 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     ch.token_begin = c * chunk.T;
     ch.dispatcher = make_dispatcher(one, mesh, chunk, device, ops, comm, *timer_, phases);
   }
-  // Size the ragged buffers for balanced routing up front; skew grows them once, in warm-up. At
-  // ep 1 balanced routing's rows are the most any routing gives: the sync-free step's bound.
-  grow_expert_buffers_for(b.balanced_rows);
+  // Size the ragged buffers for balanced routing up front (skew grows them once, in warm-up), or
+  // for the most rows any routing gives in a sync-free step, which never grows them.
+  grow_expert_buffers_for(b.planned_rows);
 }
 
 MoeLayer::~MoeLayer() {

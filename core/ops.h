@@ -105,6 +105,15 @@ class Ops {
   // another (core/layout.h expert_major_offsets).
   virtual void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
                               int64_t* offsets) = 0;
+  // The expert-major blocks of a dispatcher that places rows itself, on the device: table
+  // [expert_block_table_entries] i32 and offsets [E_local + 1] i64 from the d.ep sources' counts
+  // at counts[s * stride + first + l] (core/layout.h expert_block_table).
+  virtual void expert_blocks(const Dims& d, const int32_t* counts, int64_t stride, int64_t first,
+                             int32_t* table, int64_t* offsets) = 0;
+  // Zeros each local expert's padding rows of expert_major [., H] storage: [offsets[l] + rows[l],
+  // offsets[l + 1]), rows [E_local] i32 (the table's last part).
+  virtual void zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
+                                   void* expert_major) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend

@@ -224,15 +224,16 @@ void resolve_and_validate(Workload& w, int world_size) {
   // A sync-free step needs every size without the counts: NCCL's ragged all-to-all and the host
   // plans of allgather and alltoall_dedup take them from the host.
   if (w.graph) {
-    MOE_USER_CHECK(ep == 1, "graph = true needs a step with no host sync, and at mesh.ep = "
-                                << ep
-                                << " the all-to-all takes its sizes from counts on the host: "
-                                   "set mesh.ep=1 (mesh.fsdp may be > 1), or graph=false");
-    MOE_USER_CHECK(w.dispatch == DispatchKind::kAlltoall,
-                   "graph = true runs dispatch = \"alltoall\" only (\""
-                       << name_of(w.dispatch)
-                       << "\" plans its blocks on the host each step): set dispatch=alltoall, or "
-                          "graph=false");
+    MOE_USER_CHECK(w.dispatch != DispatchKind::kAlltoallDedup,
+                   "graph = true needs a step with no host sync, and dispatch = "
+                   "\"alltoall_dedup\" sizes its all-to-all from counts on the host: set "
+                   "dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false");
+    MOE_USER_CHECK(ep == 1 || w.dispatch == DispatchKind::kAllgather,
+                   "graph = true needs a step with no host sync, and at mesh.ep = "
+                       << ep
+                       << " dispatch = \"alltoall\" takes its all-to-all's sizes from counts on "
+                          "the host: set dispatch=allgather (fixed-size collectives), or "
+                          "mesh.ep=1, or graph=false");
     MOE_USER_CHECK(w.warmup >= 2,
                    "graph = true captures the step in the last warm-up step, "
                    "after at least one run as issued (which sizes every buffer): "
@@ -269,7 +270,7 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   Workload w = w_in;
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
   const BufferPlan plan = plan_step_buffers(w, storage_bytes, grad_bytes);
-  int64_t bytes = sum({plan.fixed_bytes(), plan.ragged_bytes(plan.balanced_rows),
+  int64_t bytes = sum({plan.fixed_bytes(), plan.ragged_bytes(plan.planned_rows),
                        step_dispatch_buffer_bytes(w, storage_bytes)});
   if (w.check != CheckMode::kOff)
     bytes = sum({bytes, estimate_reference_bytes(w, world_size, false).host});

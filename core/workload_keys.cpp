@@ -266,9 +266,10 @@ const std::vector<KeySpec>& schema() {
                     "a sync-free step (the counts never reach the host: buffers hold the most "
                     "rows any routing gives, the expert GEMMs read device offsets) captured in "
                     "one CUDA graph in the last warm-up step and replayed in the timed ones "
-                    "(bitwise equal to graph false); needs mesh.ep 1, dispatch alltoall, warmup "
-                    ">= 2 and, on the CUDA backend, gemm.method grouped_sm90 or auto with bf16; "
-                    "the CPU backend runs the sync-free step as issued")),
+                    "(bitwise equal to graph false); needs dispatch allgather (any mesh.ep) or "
+                    "alltoall (mesh.ep 1), warmup >= 2 and, on the CUDA backend, gemm.method "
+                    "grouped_sm90 or auto with bf16; the CPU backend runs the sync-free step as "
+                    "issued")),
       run(int_key("steps", MOE_FIELD(steps), "timed steps")),
       run(int_key("warmup", MOE_FIELD(warmup), "untimed steps before timing")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),

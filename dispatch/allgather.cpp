@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/layout.h"
 #include "core/saturating.h"
@@ -14,7 +15,7 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
                                          const DispatchPhases& phases)
     : DispatcherBase(d, mesh, device, ops, comm, timer, phases),
       dg_(d),
-      blocks_(d, device, ops, buffers_) {
+      blocks_(d, device, ops, buffers_, expert_rows_bound(d.ep, d.T, d.K, d.E_local, d.align)) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
   dg_.T = ep * T;
   // Positions are int32, as the layout's send positions are.
@@ -41,9 +42,7 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
     counts_all_ = counts_;
     send_pos_all_ = send_pos_;
   }
-  counts_host_.resize(ep * E);
-  recv_host_.resize(ep * El);
-  base_host_.resize(ep);
+  counts_host_.resize(E);
 }
 
 void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
@@ -56,14 +55,10 @@ void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
     comm_.allgather(send_pos_, send_pos_all_, 4 * T * K, Group::kEp);
     comm_.allgather(p, p_all_, 4 * T * K, Group::kEp);
   }
-  // The one device-to-host copy of the dispatch: the GEMMs' offsets and the blocks' places.
-  device_.copy_to_host(counts_host_.data(), counts_all_, 4 * counts_host_.size());
+  // The blocks of this rank's experts in each source's send order; their host copy is the one
+  // device-to-host copy of the dispatch (none in a sync-free step).
+  blocks_.plan(counts_all_, E, ep_rank_ * d_.E_local);
   timer_.end(phases_.counts_exchange);
-
-  gathered_counts(counts_host_.data(), ep, E, ep_rank_, recv_host_.data(), base_host_.data());
-  blocks_.plan(recv_host_.data(), base_host_.data(), counts_all_ + ep_rank_ * d_.E_local, E);
-  rows_kept_ = 0;
-  for (int64_t e = 0; e < E; ++e) rows_kept_ += counts_host_[ep_rank_ * E + e];
   ops_.expert_major_positions(d_, send_pos_all_, blocks_.starts(0), blocks_.dest(0), pos_);
 }
 
@@ -122,8 +117,11 @@ void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
 StepTraffic AllgatherDispatcher::traffic() {
   StepTraffic t;
   t.rows_received = blocks_.rows_received();
-  t.rows_dropped = d_.T * d_.K - rows_kept_;
-  t.rows_padded = blocks_.offsets().rows_bound - t.rows_received;
+  t.rows_padded = blocks_.rows_padded();
+  device_.copy_to_host(counts_host_.data(), counts_, 4 * counts_host_.size());
+  int64_t rows_kept = 0;
+  for (int32_t c : counts_host_) rows_kept += c;
+  t.rows_dropped = d_.T * d_.K - rows_kept;
   if (d_.ep == 1) return t;
   // Each collective sends this rank's chunk (all-gather) or the other ranks' chunks of its
   // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
@@ -153,15 +151,15 @@ DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh&
   return b;
 }
 
-// As the constructor allocates: the rank's layout, the positions, the blocks (table, offsets,
-// a zero row); at ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial
+// As the constructor allocates: the rank's layout, the positions, the blocks (offsets and
+// table); at ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial
 // values.
 int64_t AllgatherDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, ep = w.mesh.ep, E_local = E / ep;
   int64_t bytes = saturating_sum(
       {saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K})})}),
-       ExpertBlocks::device_bytes(ep, E_local, w.align, H, S)});
+       ExpertBlocks::device_bytes(ep, E_local)});
   if (ep > 1)
     bytes = saturating_sum({bytes, 4 * ep * E, saturating_product({3 * 4, ep, T, K}),
                             saturating_product({S, ep, T, H}), saturating_product({4, ep, T, H}),

@@ -83,10 +83,7 @@ class AllgatherDispatcher : public DispatcherBase {
   float* out_f32_ = nullptr;
   float* dp_all_ = nullptr;
 
-  std::vector<int32_t> counts_host_;  // [ep, E]
-  std::vector<int32_t> recv_host_;    // [ep, E_local]
-  std::vector<int32_t> base_host_;    // [ep]
-  int64_t rows_kept_ = 0;             // this rank's (t, k) rows after the capacity
+  std::vector<int32_t> counts_host_;  // [E] this rank's, for traffic() after the step
   const void* ye_used_ = nullptr;     // the forward's y, which the combine's backward reads
 };
 

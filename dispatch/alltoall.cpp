@@ -28,7 +28,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   expert_counts_ = buffers_.alloc<int32_t>(4 * (E + d_.ep * El));
   recv_counts_ = expert_counts_ + E;
   offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
-  rows_bound_ = T * K + El * (d_.align - 1);
+  rows_bound_ = expert_rows_bound(d_.ep, T, K, El, d_.align);
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
   if (!send_is_expert_major_) {
     send_ = buffers_.alloc(sb * T * K * H);

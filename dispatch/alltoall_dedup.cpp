@@ -57,7 +57,7 @@ AlltoallDedupDispatcher::AlltoallDedupDispatcher(const Dims& d, const Mesh& mesh
   slots_ = buffers_.alloc<int32_t>(4 * wire_max * K);
   weights_ = buffers_.alloc<float>(4 * wire_max * K);
   dp_wire_ = buffers_.alloc<float>(4 * wire_max * K);
-  blocks_ = std::make_unique<ExpertBlocks>(d, device, ops, buffers_);
+  blocks_ = std::make_unique<ExpertBlocks>(d, device, ops, buffers_, max_rows);
   send_rows_.resize(ep);
   recv_rows_.resize(ep);
   recv_first_.assign(ep + 1, 0);
@@ -114,7 +114,7 @@ void AlltoallDedupDispatcher::layout(const int32_t* idx, const float* p) {
     recv_first_[r + 1] = recv_first_[r] + recv_rows_[r];
   }
   // A source's slots count from the first row it sends this rank: its blocks start at 0.
-  blocks_->plan(recv_counts_host_, nullptr, recv_counts_, El);
+  blocks_->plan(recv_counts_, El, 0);
   if (recv_first_[ep] > received_rows_) {
     release_received();
     hold_received(grown_rows(recv_first_[ep]));
@@ -214,7 +214,7 @@ StepTraffic AlltoallDedupDispatcher::traffic() {
   t.rows_to_others = wire_rows - send_rows_[ep_rank_];
   t.rows_received = blocks_->rows_received();
   t.rows_dropped = d_.T * d_.K - rows_kept_;
-  t.rows_padded = blocks_->offsets().rows_bound - t.rows_received;
+  t.rows_padded = blocks_->rows_padded();
   // The dispatch direction sends this rank's wire rows (and their metadata); the combine
   // direction returns one row for each wire row that reached this rank.
   const double row = double(device_.storage_bytes()) * double(d_.H);
@@ -266,7 +266,7 @@ int64_t AlltoallDedupDispatcher::buffer_bytes(const Workload& w, int64_t storage
   int64_t bytes =
       saturating_product({4, saturating_sum({T * K, E + ep * E_local + 2 * ep, T * ep})});
   bytes = saturating_sum(
-      {bytes, ExpertBlocks::device_bytes(ep, E_local, w.align, H, S),
+      {bytes, ExpertBlocks::device_bytes(ep, E_local),
        saturating_product({wire_max, saturating_sum({H * S, 3 * 4 * K})}),
        saturating_product({grown_rows(planned_received_rows(w)), received_row_bytes(H, K, S)})});
   return bytes;

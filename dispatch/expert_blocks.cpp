@@ -1,58 +1,61 @@
 #include "dispatch/expert_blocks.h"
 
+#include "core/error.h"
 #include "core/layout.h"
 
 namespace moe {
-
 namespace {
 
-int64_t table_entries(int64_t ep, int64_t E_local, int64_t align) {
-  return ep * (2 * E_local + 1) + E_local * (align - 1);
+// int64 words of the offsets and the table together.
+int64_t words(int64_t ep, int64_t E_local) {
+  return E_local + 1 + (expert_block_table_entries(ep, E_local) + 1) / 2;
 }
 
 }  // namespace
 
-ExpertBlocks::ExpertBlocks(const Dims& d, Device& device, Ops& ops, OwnedBuffers& buffers)
-    : d_(d), device_(device), ops_(ops) {
-  table_host_.resize(table_entries(d.ep, d.E_local, d.align));
-  table_ = buffers.alloc<int32_t>(4 * table_host_.size());
-  if (d.align > 1) zero_row_ = buffers.alloc(device.storage_bytes() * d.H);  // zero-filled
-  offsets_.assign(d.E_local + 1, 0);
-  offsets_dev_ = buffers.alloc<int64_t>(8 * (d.E_local + 1));
+ExpertBlocks::ExpertBlocks(const Dims& d, Device& device, Ops& ops, OwnedBuffers& buffers,
+                           int64_t rows_bound)
+    : d_(d), device_(device), ops_(ops), rows_bound_(rows_bound) {
+  host_.assign(words(d.ep, d.E_local), 0);
+  offsets_dev_ = buffers.alloc<int64_t>(8 * host_.size());
+  table_ = reinterpret_cast<int32_t*>(offsets_dev_ + d.E_local + 1);
 }
 
-int64_t ExpertBlocks::device_bytes(int64_t ep, int64_t E_local, int64_t align, int64_t H,
-                                   int64_t storage_bytes) {
-  return 4 * table_entries(ep, E_local, align) + 8 * (E_local + 1) +
-         (align > 1 ? H * storage_bytes : 0);
+int64_t ExpertBlocks::device_bytes(int64_t ep, int64_t E_local) { return 8 * words(ep, E_local); }
+
+void ExpertBlocks::plan(const int32_t* counts, int64_t stride, int64_t first) {
+  ops_.expert_blocks(d_, counts, stride, first, table_, offsets_dev_);
+  host_stale_ = true;
+  if (!d_.sync_free) copy_to_host();
 }
 
-void ExpertBlocks::plan(const int32_t* counts, const int32_t* base, const int32_t* counts_dev,
-                        int64_t stride) {
-  const int64_t ep = d_.ep, El = d_.E_local;
-  int32_t* starts = table_host_.data();
-  int32_t* dest = starts + ep * (El + 1);
-  int32_t* padding = dest + ep * El;
-  block_layout(counts, ep, El, d_.align, base, offsets_.data(), starts, dest);
-  rows_received_ = 0;
-  num_padding_ = 0;
-  for (int64_t l = 0; l < El; ++l) {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < ep; ++s) rows += counts[s * El + l];
-    rows_received_ += rows;
-    for (int64_t r = offsets_[l] + rows; r < offsets_[l + 1]; ++r)
-      padding[num_padding_++] = int32_t(r);
-  }
-  device_.copy_to_device(table_, table_host_.data(), 4 * size_t(padding - starts + num_padding_));
-  ops_.expert_offsets(d_, counts_dev, stride, offsets_dev_);
+void ExpertBlocks::copy_to_host() {
+  device_.copy_to_host(host_.data(), offsets_dev_, 8 * host_.size());
+  host_stale_ = false;
+}
+
+ExpertOffsets ExpertBlocks::offsets() const {
+  if (d_.sync_free) return {offsets_dev_, nullptr, rows_bound_};
+  MOE_CHECK(!host_stale_, "expert blocks: offsets asked for before plan()");
+  return {offsets_dev_, host_.data(), host_[d_.E_local]};
+}
+
+int64_t ExpertBlocks::rows_received() {
+  if (host_stale_) copy_to_host();
+  const auto* rows = reinterpret_cast<const int32_t*>(host_.data() + d_.E_local + 1) +
+                     d_.ep * (2 * d_.E_local + 1);
+  int64_t n = 0;
+  for (int64_t l = 0; l < d_.E_local; ++l) n += rows[l];
+  return n;
+}
+
+int64_t ExpertBlocks::rows_padded() {
+  const int64_t received = rows_received();  // brings the offsets to the host too
+  return host_[d_.E_local] - received;
 }
 
 void ExpertBlocks::zero_padding(void* expert_major) {
-  if (num_padding_ == 0) return;
-  Dims one = d_;
-  one.T = 1;
-  one.K = num_padding_;
-  ops_.permute(one, zero_row_, table_ + d_.ep * (2 * d_.E_local + 1), expert_major);
+  if (d_.align > 1) ops_.zero_expert_padding(d_, rows(), offsets_dev_, expert_major);
 }
 
 }  // namespace moe

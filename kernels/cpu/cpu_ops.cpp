@@ -76,6 +76,16 @@ void CpuOps::expert_offsets(const Dims& d, const int32_t* counts, int64_t stride
   expert_major_offsets_strided(counts, d.ep, stride, d.E_local, d.align, offsets);
 }
 
+void CpuOps::expert_blocks(const Dims& d, const int32_t* counts, int64_t stride, int64_t first,
+                           int32_t* table, int64_t* offsets) {
+  expert_block_table(counts, d.ep, stride, first, d.E_local, d.align, table, offsets);
+}
+
+void CpuOps::zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
+                                 void* expert_major) {
+  cpu::zero_expert_padding(rows, offsets, d.E_local, d.H, F(expert_major));
+}
+
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
 }

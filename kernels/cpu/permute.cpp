@@ -1,5 +1,6 @@
 #include "kernels/cpu/permute.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -39,6 +40,13 @@ void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E
     std::memcpy(dst + to * H, src + from * H, sizeof(float) * rows * H);
     rank_offset += rows;
   }
+}
+
+void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
+                         float* expert_major) {
+  for (int64_t l = 0; l < E_local; ++l)
+    for (int64_t r = offsets[l] + rows[l]; r < offsets[l + 1]; ++r)
+      std::fill(expert_major + r * H, expert_major + (r + 1) * H, 0.0f);
 }
 
 }  // namespace moe::cpu

@@ -18,4 +18,9 @@ void permute_rows(const float* src, const int32_t* send_pos, int64_t T, int64_t 
 void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E_local, int64_t H,
                   int64_t align, bool to_expert_major, float* dst);
 
+// Zeros local expert l's padding rows [offsets[l] + rows[l], offsets[l + 1]) of expert_major
+// [., H], l < E_local: the GEMMs run over them and the weight gradients sum over them.
+void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
+                         float* expert_major);
+
 }  // namespace moe::cpu

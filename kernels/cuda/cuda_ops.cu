@@ -169,6 +169,17 @@ void CudaOps::expert_offsets(const Dims& d, const int32_t* counts, int64_t strid
   cuda::expert_offsets(counts, d.ep, stride, d.E_local, d.align, offsets, stream());
 }
 
+void CudaOps::expert_blocks(const Dims& d, const int32_t* counts, int64_t stride, int64_t first,
+                            int32_t* table, int64_t* offsets) {
+  cuda::expert_blocks(counts, d.ep, stride, first, d.E_local, d.align, table, offsets, stream());
+}
+
+void CudaOps::zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
+                                  void* expert_major) {
+  cuda::zero_expert_padding(rows, offsets, d.E_local, d.H, d.align, d.dtype, expert_major,
+                            stream());
+}
+
 void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                       bool to_expert_major, void* dst) {
   auto* offsets = static_cast<int64_t*>(scratch(kRegroupOffsets, 16 * d.ep * d.E_local));

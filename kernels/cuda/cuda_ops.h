@@ -55,6 +55,10 @@ class CudaOps : public Ops {
                     int32_t* slots, float* weights) override;
   void expert_offsets(const Dims& d, const int32_t* counts, int64_t stride,
                       int64_t* offsets) override;
+  void expert_blocks(const Dims& d, const int32_t* counts, int64_t stride, int64_t first,
+                     int32_t* table, int64_t* offsets) override;
+  void zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
+                           void* expert_major) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;

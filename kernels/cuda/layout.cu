@@ -199,6 +199,37 @@ __global__ void expert_offsets_kernel(const int32_t* counts, int64_t ep, int64_t
   }
 }
 
+// One thread, as expert_offsets_kernel: the table's few thousand entries at most.
+__global__ void expert_blocks_kernel(const int32_t* counts, int64_t ep, int64_t stride,
+                                     int64_t first, int64_t El, int64_t align, int32_t* table,
+                                     int64_t* offsets) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int32_t* starts = table;
+  int32_t* dest = starts + ep * (El + 1);
+  int32_t* rows = dest + ep * El;
+  for (int64_t s = 0; s < ep; ++s) {
+    const int32_t* c = counts + s * stride;
+    int32_t row = 0;
+    for (int64_t e = 0; e < first; ++e) row += c[e];
+    for (int64_t l = 0; l <= El; ++l) {
+      starts[s * (El + 1) + l] = row;
+      if (l < El) row += c[first + l];
+    }
+  }
+  int64_t off = 0;
+  offsets[0] = 0;
+  for (int64_t l = 0; l < El; ++l) {
+    int32_t n = 0;
+    for (int64_t s = 0; s < ep; ++s) {
+      dest[s * El + l] = int32_t(off + n);
+      n += counts[s * stride + first + l];
+    }
+    rows[l] = n;
+    off += (n + align - 1) / align * align;
+    offsets[l + 1] = off;
+  }
+}
+
 // ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
 // tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
 // as on the CPU. ----
@@ -273,6 +304,16 @@ void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E
   MOE_CHECK(align >= 1 && stride >= E_local,
             "expert_offsets: align " << align << ", stride " << stride);
   expert_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, E_local, align, offsets);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void expert_blocks(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
+                   int64_t E_local, int64_t align, int32_t* table, int64_t* offsets,
+                   cudaStream_t stream) {
+  MOE_CHECK(align >= 1 && stride >= first + E_local,
+            "expert_blocks: align " << align << ", stride " << stride << ", first " << first);
+  expert_blocks_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, first, E_local, align, table,
+                                             offsets);
   CUDA_CHECK(cudaGetLastError());
 }
 

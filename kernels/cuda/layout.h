@@ -24,6 +24,12 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
 void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E_local,
                     int64_t align, int64_t* offsets, cudaStream_t stream);
 
+// table [expert_block_table_entries] i32 and offsets [E_local + 1] i64 on the device from
+// counts on the device: core/layout.h's expert_block_table, computed where the counts are.
+void expert_blocks(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
+                   int64_t E_local, int64_t align, int32_t* table, int64_t* offsets,
+                   cudaStream_t stream);
+
 // pos [sources * rows_per_source] i32: each gathered routed row's place in this rank's
 // expert-major buffer, -1 where another rank's experts take it or it was dropped; starts
 // [sources, E_local + 1] and dest [sources, E_local] i32 on the device (the twin's contract).

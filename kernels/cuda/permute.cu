@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
@@ -51,6 +52,15 @@ __global__ void regroup_zero_padding_kernel(const int32_t* counts, const int64_t
   const int64_t start = offsets[nb + l], end = offsets[nb + last] + counts[last];
   const int64_t padded = start + (end - start + align - 1) / align * align;
   for (int64_t r = end + blockIdx.y; r < padded; r += gridDim.y) zero_row(dst + r * H, H);
+}
+
+// Expert blockIdx.x's padding rows, blockIdx.y and every gridDim.y-th after it.
+template <class T>
+__global__ void zero_expert_padding_kernel(const int32_t* rows, const int64_t* offsets, int64_t H,
+                                           T* dst) {
+  const int64_t l = blockIdx.x;
+  for (int64_t r = offsets[l] + rows[l] + blockIdx.y; r < offsets[l + 1]; r += gridDim.y)
+    zero_row(dst + r * H, H);
 }
 
 template <class T>
@@ -108,6 +118,18 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
     regroup_rows_kernel<<<row_grid(rows_bound), 128, 0, stream>>>(
         static_cast<const S*>(src), counts, block_offsets, ep * E_local, H, rows_bound,
         to_expert_major, static_cast<S*>(dst));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
+                         int64_t align, DType dtype, void* expert_major, cudaStream_t stream) {
+  if (align <= 1 || E_local == 0) return;  // no padding rows
+  with_storage(dtype, [&](auto* tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    const dim3 grid(unsigned(E_local), unsigned(std::min<int64_t>(align - 1, 64)));
+    zero_expert_padding_kernel<<<grid, 128, 0, stream>>>(rows, offsets, H,
+                                                         static_cast<S*>(expert_major));
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -23,4 +23,10 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
                   int64_t align, int64_t rows_bound, bool to_expert_major, DType dtype,
                   int64_t* block_offsets, void* dst, cudaStream_t stream);
 
+// Zeros local expert l's padding rows [offsets[l] + rows[l], offsets[l + 1]) of expert_major
+// [., H], l < E_local; rows [E_local] i32 and offsets [E_local + 1] i64 on the device, at most
+// align - 1 padding rows per expert.
+void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
+                         int64_t align, DType dtype, void* expert_major, cudaStream_t stream);
+
 }  // namespace moe::cuda

@@ -157,5 +157,23 @@ TEST(DispatchAllgather, GatheredLayoutByHand) {
   EXPECT_EQ(pos, (std::vector<int32_t>{-1, -1, -1, 0, 1, 2, -1, /**/ -1, 3, 4, 8, 9, -1, -1}));
 }
 
+// The table the dispatchers keep on the device (core/layout.h expert_block_table, read from the
+// counts where they lie) is gathered_layout's, with each expert's rows after it.
+TEST(DispatchAllgather, BlockTableIsTheGatheredLayout) {
+  const std::vector<int32_t> counts_all = {1, 2, 3, 0,   // source 0
+                                           0, 1, 2, 2};  // source 1
+  std::vector<int32_t> recv(4), starts(6), dest(4);
+  std::vector<int64_t> offsets(3), table_offsets(3, -1);
+  gathered_layout(counts_all.data(), 2, 4, 1, 4, recv.data(), offsets.data(), starts.data(),
+                  dest.data());
+  ASSERT_EQ(expert_block_table_entries(2, 2), 6 + 4 + 2);
+  std::vector<int32_t> table(12, -1);
+  expert_block_table(counts_all.data(), 2, 4, 2, 2, 4, table.data(), table_offsets.data());
+  EXPECT_EQ(table_offsets, offsets);
+  EXPECT_EQ(std::vector<int32_t>(table.begin(), table.begin() + 6), starts);
+  EXPECT_EQ(std::vector<int32_t>(table.begin() + 6, table.begin() + 10), dest);
+  EXPECT_EQ(std::vector<int32_t>(table.begin() + 10, table.end()), (std::vector<int32_t>{5, 2}));
+}
+
 }  // namespace
 }  // namespace moe

@@ -2,8 +2,9 @@
 // buffers at their bound, the expert FFN reading only the device offsets) computes what the
 // step that copies the counts to the host computes, bit for bit, over the layouts that move rows
 // differently (align's padding and regroups, a capacity's drops, the pipeline's chunks, shared
-// experts); it never waits for the device, where the other step waits once per dispatcher; and
-// its traffic, counted after the step, is the same. The refusals name the key and the fix.
+// experts, the all-gather dispatcher's blocks); it never waits for the device, where the other step
+// waits once per dispatcher; and its traffic, counted after the step, is the same. The refusals
+// name the key and the fix.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -94,19 +95,36 @@ TEST(Graph, PipelineChunksAndSharedExperts) {
   EXPECT_FALSE(r.o.dw_sh_in.empty());
 }
 
+TEST(Graph, Allgather) {
+  const StepsRun r = expect_sync_free_step_is_the_step({"dispatch=allgather", "align=16"});
+  EXPECT_GT(r.traffic.rows_padded, 0);
+}
+TEST(Graph, AllgatherPipelineCapacity) {
+  expect_sync_free_step_is_the_step({"dispatch=allgather", "overlap=pipeline", "overlap_chunks=2",
+                                     "capacity_factor=0.75", "align=4"});
+}
+
 TEST(Graph, RefusalsNameTheKeyAndTheFix) {
   Workload w = workload({"graph=true"});
   w.mesh.ep = 2;
   std::string msg = user_error_of([&] { resolve_and_validate(w, 2); });
-  EXPECT_NE(msg.find("set mesh.ep=1 (mesh.fsdp may be > 1), or graph=false"), std::string::npos)
+  EXPECT_NE(msg.find("set dispatch=allgather (fixed-size collectives), or mesh.ep=1, or "
+                     "graph=false"),
+            std::string::npos)
       << msg;
+  w.dispatch = DispatchKind::kAllgather;
+  EXPECT_NO_THROW(resolve_and_validate(w, 2));
   w.mesh.ep = 1;
   w.mesh.fsdp = 2;
+  w.dispatch = DispatchKind::kAlltoall;
   EXPECT_NO_THROW(resolve_and_validate(w, 2));
   w = workload({"graph=true"});
-  w.dispatch = DispatchKind::kAllgather;
+  w.dispatch = DispatchKind::kAlltoallDedup;
   msg = user_error_of([&] { resolve_and_validate(w, 1); });
-  EXPECT_NE(msg.find("set dispatch=alltoall, or graph=false"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("set dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or "
+                     "graph=false"),
+            std::string::npos)
+      << msg;
   w = workload({"graph=true"});
   w.warmup = 1;
   msg = user_error_of([&] { resolve_and_validate(w, 1); });

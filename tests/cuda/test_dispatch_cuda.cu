@@ -447,6 +447,52 @@ TEST(DispatchCudaExpertOffsets, MatchTheHostLayout) {
         }
 }
 
+// The dispatchers' block table on the device against core/layout.h's, and the padding rows it
+// gives zeroed where the CPU twin zeroes them (every other row left as it was).
+TEST(DispatchCudaExpertBlocks, TableAndPaddingMatchTheCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  uint64_t seed = 395;
+  for (int64_t ep : {1, 2, 8})
+    for (int64_t El : {1, 3, 32})
+      for (int64_t first_experts : {0, 2})
+        for (int64_t align : {1, 16}) {
+          const int64_t first = first_experts * El, stride = first + El + 3, H = 24;
+          const std::string what = "ep=" + std::to_string(ep) + " E_local=" + std::to_string(El) +
+                                   " first=" + std::to_string(first) +
+                                   " align=" + std::to_string(align);
+          SCOPED_TRACE(what);
+          const std::vector<int32_t> counts = regroup_counts(0, ep, stride, seed++);
+          const int64_t n = expert_block_table_entries(ep, El);
+          std::vector<int32_t> want(n);
+          std::vector<int64_t> want_offsets(El + 1);
+          expert_block_table(counts.data(), ep, stride, first, El, align, want.data(),
+                             want_offsets.data());
+          DevBuf<int32_t> d_counts(counts), table(std::vector<int32_t>(n, -7));
+          DevBuf<int64_t> offsets(std::vector<int64_t>(El + 1, -7));
+          cuda::expert_blocks(d_counts.ptr, ep, stride, first, El, align, table.ptr, offsets.ptr,
+                              stream.s);
+          CUDA_CHECK(cudaStreamSynchronize(stream.s));
+          EXPECT_EQ(table.host(), want) << what;
+          EXPECT_EQ(offsets.host(), want_offsets) << what;
+          const int64_t R = want_offsets[El];
+          std::vector<float> rows = random_values(R * H, DType::kFp32, 1.0f, 2.0f, seed++);
+          std::vector<float> want_rows = rows;
+          const int32_t* expert_rows = want.data() + ep * (2 * El + 1);
+          cpu::zero_expert_padding(expert_rows, want_offsets.data(), El, H, want_rows.data());
+          for (DType dtype : kDTypes) {
+            StorageBuf got(dtype, rows);
+            cuda::zero_expert_padding(table.ptr + ep * (2 * El + 1), offsets.ptr, El, H, align,
+                                      dtype, got.ptr, stream.s);
+            CUDA_CHECK(cudaStreamSynchronize(stream.s));
+            std::vector<float> expect = want_rows;
+            if (dtype == DType::kBf16)
+              for (float& v : expect) v = round_to_bf16(v);
+            expect_identical(got.host(), expect, what + " " + dtype_name(dtype) + " padding");
+          }
+        }
+}
+
 // Expert-major blocks padded to multiples of align: random counts (zeros included, and blocks of
 // up to 300 rows so that some experts end exactly on a multiple), both directions. Going to
 // expert-major the padding rows (NaN before) must come out zero; coming back the padding of the

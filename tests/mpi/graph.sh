@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# graph=true (CPU backend: the sync-free step, issued) on 1 rank and on ep 1 x fsdp 2: every run
-# passes its float64 check, its digests are graph=false's, its report and result JSON say the
+# graph=true (CPU backend: the sync-free step, issued) with alltoall on 1 rank and on ep 1 x
+# fsdp 2, with allgather on ep 2 and ep 2 x fsdp 2: every run passes its float64 check, its digests are graph=false's, its report and result JSON say the
 # steps ran sync-free with 0 host waits (graph=false: one per dispatcher and step), and the
 # combinations it cannot run are refused on every rank with exit status 2, naming the fix.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --steps 2 --warmup 2 --set router.aux_coeff=0.01)
-for mesh in "1 1" "2 2"; do
-  read -r np fsdp <<<"$mesh"
-  for extra in "" "--set overlap=pipeline --set overlap_chunks=4 --set align=8"; do
-    tag="np$np-$(echo "$extra" | tr -dc 'a-z0-9')"
+for mesh in "1 1 1" "2 1 2" "2 2 1" "4 2 2"; do
+  read -r np ep fsdp <<<"$mesh"
+  extras=("" "--set overlap=pipeline --set overlap_chunks=4 --set align=8")
+  # At ep > 1 only the all-gather dispatcher's collectives have fixed sizes.
+  [ "$ep" -gt 1 ] && extras=("--set dispatch=allgather"
+    "--set dispatch=allgather --set overlap=pipeline --set align=8 --set capacity_factor=0.75")
+  for extra in "${extras[@]}"; do
+    tag="np$np-ep$ep-$(echo "$extra" | tr -dc 'a-z0-9')"
     for g in false true; do
       # shellcheck disable=SC2086
-      mpi "$np" "${args[@]}" --set mesh.ep=1 --set mesh.fsdp="$fsdp" $extra --set graph="$g" \
+      mpi "$np" "${args[@]}" --set mesh.ep="$ep" --set mesh.fsdp="$fsdp" $extra --set graph="$g" \
         --out "$WORK/$tag-$g.json" >"$WORK/$tag-$g.txt" ||
         { cat "$WORK/$tag-$g.txt"; fail "$tag graph=$g: the run failed"; }
       grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/$tag-$g.txt" ||
@@ -26,7 +30,7 @@ for mesh in "1 1" "2 2"; do
 import json, sys
 base, extra = sys.argv[1], sys.argv[2]
 t, f = (json.load(open(f"{base}-{g}.json")) for g in ("true", "false"))
-chunks = 4 if "pipeline" in extra else 1
+chunks = (2 if "allgather" in extra else 4) if "pipeline" in extra else 1
 def check(cond, what):
     if not cond:
         sys.exit(f"FAIL: {base}: {what}")
@@ -41,8 +45,8 @@ PY
   done
 done
 
-for bad in "--set mesh.ep=2|set mesh.ep=1 (mesh.fsdp may be > 1), or graph=false" \
-  "--set mesh.ep=1 --set dispatch=allgather|set dispatch=alltoall, or graph=false" \
+for bad in "--set mesh.ep=2|set dispatch=allgather (fixed-size collectives), or mesh.ep=1, or graph=false" \
+  "--set mesh.ep=1 --set dispatch=alltoall_dedup|set dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false" \
   "--set mesh.ep=1 --warmup 1|set warmup to 2 or more (got 1)"; do
   set="${bad%%|*}" want="${bad#*|}"
   rc=0
