@@ -90,6 +90,7 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
       w.graph ? expert_rows_bound(w.mesh.ep, T / chunks, K, El, w.align)
               : saturating_sum({bytes({T / chunks, K}), bytes({El, w.align - 1})});
   p.planned_rows = chunk_rows;
+  p.ragged_exact = w.graph;
   for (int64_t c = 1; c < chunks; ++c)
     p.planned_rows = saturating_sum({chunk_rows_begin(p.planned_rows), chunk_rows});
   p.shared = plan_shared_buffers(w, S, G);
@@ -106,8 +107,8 @@ int64_t BufferPlan::fixed_bytes() const {
 
 int64_t BufferPlan::ragged_bytes(int64_t rows) const {
   // Each ragged buffer grows on its own, with its own headroom.
-  auto buffers = [rows](int64_t n, int64_t per_row) {
-    return saturating_product({n, grown_bytes(saturating_product({rows, per_row}))});
+  auto buffers = [this, rows](int64_t n, int64_t per_row) {
+    return saturating_product({n, ragged_buffer_bytes(saturating_product({rows, per_row}))});
   };
   return saturating_sum({buffers(4, row_h), buffers(2, row_2f), buffers(2, row_f)});
 }

@@ -68,11 +68,17 @@ struct BufferPlan {
   // with graph the most any routing gives (expert_rows_bound), which the sync-free step never
   // grows past.
   int64_t planned_rows = 0;
+  // graph: the ragged buffers are allocated once, at the bound, with no headroom for growth.
+  bool ragged_exact = false;
   SharedBuffers shared;
 
   int64_t fixed_bytes() const;
-  // The ragged buffers grown for `rows` expert-major rows (headroom included).
+  // The ragged buffers grown for `rows` expert-major rows (headroom included unless exact).
   int64_t ragged_bytes(int64_t rows) const;
+  // What one ragged buffer allocates to hold `bytes`.
+  int64_t ragged_buffer_bytes(int64_t bytes) const {
+    return ragged_exact ? bytes : grown_bytes(bytes);
+  }
 };
 
 // w resolved (mesh set); storage_bytes and grad_bytes per stored element and per expert weight

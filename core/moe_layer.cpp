@@ -154,7 +154,7 @@ void* MoeLayer::fixed(size_t bytes) {
 void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
   if (bytes > b.bytes || !b.ptr) {
     device_.release(b.ptr);
-    b.bytes = std::max<size_t>(size_t(grown_bytes(int64_t(bytes))), 1);
+    b.bytes = std::max<size_t>(size_t(plan_.ragged_buffer_bytes(int64_t(bytes))), 1);
     b.ptr = device_.alloc(b.bytes);
   }
   return b.ptr;

@@ -43,7 +43,11 @@ TEST(BufferPlan, EstimateIsWhatTheStepAllocates) {
         std::string(R"(, "overlap": "pipeline", "overlap_chunks": 2, "align": 4)"),
         std::string(R"(, "overlap": "pipeline", "overlap_chunks": 5, "dispatch": "allgather")"),
         std::string(
-            R"(, "overlap": "pipeline", "overlap_chunks": 2, "dispatch": "alltoall_dedup")")}) {
+            R"(, "overlap": "pipeline", "overlap_chunks": 2, "dispatch": "alltoall_dedup")"),
+        // The sync-free step's buffers at their bound, without headroom.
+        std::string(R"(, "graph": true, "align": 4, "warmup": 2)"),
+        std::string(
+            R"(, "graph": true, "dispatch": "allgather", "overlap": "pipeline", "warmup": 2)")}) {
     SCOPED_TRACE(extra);
     const Workload w = balanced(extra);
     EXPECT_EQ(bytes_a_step_holds(w), estimate_rank_bytes(w, 1));
@@ -80,6 +84,19 @@ TEST(BufferPlan, GrowthLeavesAQuarterOfHeadroom) {
   // 20 rows: 4 buffers of 20 x 8 floats, 2 of 20 x 8, 2 of 20 x 4, each with its headroom.
   EXPECT_EQ(plan.ragged_bytes(20),
             4 * grown_bytes(20 * 32) + 2 * grown_bytes(20 * 32) + 2 * grown_bytes(20 * 16));
+}
+
+// graph: the sync-free step sizes its ragged buffers once, for the most rows any routing gives
+// (every row the EP group routes, each expert padded), and never grows them: no headroom.
+TEST(BufferPlan, SyncFreeBuffersHoldTheBoundExactly) {
+  Workload w = balanced(R"(, "graph": true, "align": 4, "warmup": 2)");
+  const BufferPlan plan = plan_step_buffers(w, 4, 4);
+  EXPECT_TRUE(plan.ragged_exact);
+  EXPECT_EQ(plan.planned_rows, expert_rows_bound(1, 10, 2, 4, 4));
+  EXPECT_EQ(plan.planned_rows, 10 * 2 + 4 * 3);
+  EXPECT_EQ(plan.ragged_bytes(20), 4 * 20 * 32 + 2 * 20 * 32 + 2 * 20 * 16);
+  // At ep 2 the bound is the group's rows: twice a rank's.
+  EXPECT_EQ(expert_rows_bound(2, 10, 2, 2, 4), 2 * 10 * 2 + 2 * 3);
 }
 
 }  // namespace
