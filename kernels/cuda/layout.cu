@@ -184,35 +184,21 @@ __global__ void expert_major_positions_kernel(const int32_t* send_pos, const int
   }
 }
 
-// One thread: E_local prefix sums of at most 8 sources each (E_local <= a few hundred), too few
-// to be worth a parallel scan.
-__global__ void expert_offsets_kernel(const int32_t* counts, int64_t ep, int64_t stride, int64_t El,
-                                      int64_t align, int64_t* offsets) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int64_t off = 0;
-  offsets[0] = 0;
-  for (int64_t l = 0; l < El; ++l) {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < ep; ++s) rows += counts[s * stride + l];
-    off += (rows + align - 1) / align * align;
-    offsets[l + 1] = off;
-  }
-}
-
-// One thread, as expert_offsets_kernel: the table's few thousand entries at most.
+// One thread: E_local prefix sums of at most a few sources each, and a table of a few thousand
+// entries at most, too little to be worth a parallel scan. table nullptr: the offsets alone
+// (expert_offsets).
 __global__ void expert_blocks_kernel(const int32_t* counts, int64_t ep, int64_t stride,
                                      int64_t first, int64_t El, int64_t align, int32_t* table,
                                      int64_t* offsets) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int32_t* starts = table;
-  int32_t* dest = starts + ep * (El + 1);
-  int32_t* rows = dest + ep * El;
-  for (int64_t s = 0; s < ep; ++s) {
+  int32_t* dest = table ? table + ep * (El + 1) : nullptr;
+  int32_t* rows = table ? dest + ep * El : nullptr;
+  for (int64_t s = 0; table && s < ep; ++s) {
     const int32_t* c = counts + s * stride;
     int32_t row = 0;
     for (int64_t e = 0; e < first; ++e) row += c[e];
     for (int64_t l = 0; l <= El; ++l) {
-      starts[s * (El + 1) + l] = row;
+      table[s * (El + 1) + l] = row;  // starts
       if (l < El) row += c[first + l];
     }
   }
@@ -221,10 +207,10 @@ __global__ void expert_blocks_kernel(const int32_t* counts, int64_t ep, int64_t 
   for (int64_t l = 0; l < El; ++l) {
     int32_t n = 0;
     for (int64_t s = 0; s < ep; ++s) {
-      dest[s * El + l] = int32_t(off + n);
+      if (dest) dest[s * El + l] = int32_t(off + n);
       n += counts[s * stride + first + l];
     }
-    rows[l] = n;
+    if (rows) rows[l] = n;
     off += (n + align - 1) / align * align;
     offsets[l + 1] = off;
   }
@@ -303,7 +289,8 @@ void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E
                     int64_t align, int64_t* offsets, cudaStream_t stream) {
   MOE_CHECK(align >= 1 && stride >= E_local,
             "expert_offsets: align " << align << ", stride " << stride);
-  expert_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, E_local, align, offsets);
+  expert_blocks_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, 0, E_local, align, nullptr,
+                                             offsets);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -41,6 +41,13 @@ __global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_
   }
 }
 
+// Rows [begin, end) of dst [., H] zeroed by the blocks of one grid row: blockIdx.y's, then every
+// gridDim.y-th after it (an expert's padding, at most align - 1 rows).
+template <class T>
+__device__ void zero_rows(T* dst, int64_t H, int64_t begin, int64_t end) {
+  for (int64_t r = begin + blockIdx.y; r < end; r += gridDim.y) zero_row(dst + r * H, H);
+}
+
 // The padding rows of local expert blockIdx.x, between its last block's end and the next multiple
 // of align, must be zeros: the GEMMs run over them and the weight gradients sum over them. Its
 // first block (s = 0) starts the expert; its last (s = ep - 1) ends the rows.
@@ -50,17 +57,15 @@ __global__ void regroup_zero_padding_kernel(const int32_t* counts, const int64_t
                                             T* dst) {
   const int64_t l = blockIdx.x, nb = ep * El, last = (ep - 1) * El + l;
   const int64_t start = offsets[nb + l], end = offsets[nb + last] + counts[last];
-  const int64_t padded = start + (end - start + align - 1) / align * align;
-  for (int64_t r = end + blockIdx.y; r < padded; r += gridDim.y) zero_row(dst + r * H, H);
+  zero_rows(dst, H, end, start + (end - start + align - 1) / align * align);
 }
 
-// Expert blockIdx.x's padding rows, blockIdx.y and every gridDim.y-th after it.
+// Expert blockIdx.x's padding rows (the block table's rows and offsets).
 template <class T>
 __global__ void zero_expert_padding_kernel(const int32_t* rows, const int64_t* offsets, int64_t H,
                                            T* dst) {
   const int64_t l = blockIdx.x;
-  for (int64_t r = offsets[l] + rows[l] + blockIdx.y; r < offsets[l + 1]; r += gridDim.y)
-    zero_row(dst + r * H, H);
+  zero_rows(dst, H, offsets[l] + rows[l], offsets[l + 1]);
 }
 
 template <class T>
