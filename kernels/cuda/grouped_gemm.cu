@@ -15,9 +15,7 @@ namespace {
 using namespace sm90;
 
 constexpr int kBM = 128;                  // rows of C per tile: one 64-row half per MMA warpgroup
-constexpr int kBK = 64;                   // K per stage: one 128-byte swizzled row of bf16
 constexpr int kThreads = 384;             // warpgroup 0 loads, warpgroups 1 and 2 multiply
-constexpr int kBoxBytes = 64 * 64 * 2;    // a 64 x 64 bf16 TMA box; also a warpgroup's A rows
 constexpr int kProducerRegs = 40;         // the loader needs few registers ...
 constexpr int kConsumerRegs = 232;        // ... the MMA warpgroups' accumulators many
 constexpr uint32_t kBothConsumers = 256;  // threads of the two MMA warpgroups
@@ -26,20 +24,37 @@ constexpr uint32_t kTailBarrier = 1;      // named barrier id for the zeroed K t
 // kTurnBarrier + c for its turn to issue MMAs.
 constexpr uint32_t kTurnBarrier = 4;
 
+// K per stage. Where K is the operands' inner dimension, one 128-byte swizzled row of bf16. The
+// weight gradients' K runs down the rows of both operands (MN-major), and there a stage takes 32
+// rows: stages half the size and twice as many in the same shared memory. A stage stays taken
+// from its load until the MMAs of the stage after it are issued, so bytes in flight are
+// (stages - 2) stages; with 64-row stages the weight gradients fitted only 3 stages beside their
+// staging boxes and waited for their loads (ncu: tensor pipes under 50% busy on DeepSeek-V3's).
+constexpr int k_per_stage(GroupedLayout L) { return L == GroupedLayout::kRowsTTimesRows ? 32 : 64; }
+
+// sm_90's most shared memory per block, less the kernel's static prefix array and the slack for
+// aligning the stages to the 128-byte swizzle's 1024-byte atom.
+constexpr int kSmemBudget = 227 * 1024 - 4 * int(GroupedGemm::kMaxGroups + 1) - 1024;
+
 template <GroupedLayout L, int BN>
 struct TileConfig {
-  // The weight gradients store C by TMA from two staging boxes per MMA warpgroup, so that one box
-  // drains while the next fills: they give a stage for it (their K per expert is short anyway).
   static constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
-  static constexpr int kEpilogueBoxes = kRowsK ? 2 : 1;
-  static constexpr int kStages = (BN == 256 ? 4 : 6) - (kRowsK ? 1 : 0);
+  static constexpr int kBK = k_per_stage(L);
+  // A TMA box of 64 columns by kBK rows (MN-major operands), or a 64-row half of a K-major A.
+  static constexpr int kLoadBox = 64 * kBK * 2;
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = BN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // The weight gradients store C by TMA from four staging boxes per MMA warpgroup, a whole bf16
+  // tile of 256 columns, so that its stores drain while the next tile's MMAs run.
+  static constexpr int kEpilogueBoxes = kRowsK ? 4 : 1;
   static constexpr int kBoxBytes = 64 * 128;  // a 64-row x 128-byte staging box of C
   static constexpr int kEpilogueBytes = 2 * kEpilogueBoxes * kBoxBytes;
-  // + 1024 to align the stages to the 128-byte swizzle's 1024-byte atom, + the mbarriers.
+  // As many stages as fit (8 at most), with a full and an empty mbarrier each.
+  static constexpr int kFit = (kSmemBudget - kEpilogueBytes) / (kStageBytes + 16);
+  static constexpr int kStages = kFit < 8 ? kFit : 8;
   static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + 1024 + 2 * kStages * 8;
+  static_assert(kStages >= 3, "too few stages fit in shared memory");
 };
 
 struct Params {
@@ -99,9 +114,15 @@ __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, 
   const int m_units = ceil_div(m_tiles_of<L>(p, tile.rows), kCluster);
   tile.m0 = ((local % m_units) * kCluster + rank) * kBM;
   tile.n0 = (local / m_units) * BN;
-  tile.k_tiles =
-      L == GroupedLayout::kRowsTTimesRows ? ceil_div(tile.rows, kBK) : ceil_div(p.K, kBK);
+  tile.k_tiles = ceil_div(L == GroupedLayout::kRowsTTimesRows ? tile.rows : p.K, k_per_stage(L));
   return tile;
+}
+
+// decode_tile for a unit that may be past the schedule's end (then `last`, unchanged).
+template <GroupedLayout L, int BN, int kCluster>
+__device__ __forceinline__ Tile decode_next(const Params& p, const int* prefix, int t, int total,
+                                            int rank, const Tile& last) {
+  return t < total ? decode_tile<L, BN, kCluster>(p, prefix, t, rank) : last;
 }
 
 // In place: counts [G] -> inclusive prefix sums, by one warp.
@@ -140,6 +161,24 @@ __device__ __forceinline__ void store_pair_smem(uint8_t* p, __nv_bfloat16, float
 }
 __device__ __forceinline__ void store_pair_smem(uint8_t* p, float, float x, float y) {
   *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+
+// The q-th 128-byte-wide column box of a warpgroup's 64-row fragment into a swizzled staging box.
+template <int BN, class OutT>
+__device__ __forceinline__ void stage_fragment_box(const float (&frag)[BN / 2], int q,
+                                                   uint8_t* stage, OutT, int warp, int lane) {
+  constexpr int kBoxCols = 128 / int(sizeof(OutT));
+#pragma unroll
+  for (int jj = 0; jj < kBoxCols / 8; ++jj) {
+    const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
+    const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + lane / 4 + 8 * h;
+      store_pair_smem(stage + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
+                      frag[4 * j + 2 * h + 1]);
+    }
+  }
 }
 
 // Rows [row0, row0 + 64) of a tile's 64 x 128-column box of C from `stage` (swizzled), stopping
@@ -341,8 +380,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       else
         tma_load_3d(dst, &map_b, bar, c0, c1, c2);
     };
+    // Each tile is decoded a tile ahead, so that the offsets' loads and the search run while
+    // the stages of the tile before are issued.
+    Tile tile = decode_next<L, kTileN, kCluster>(p, prefix, first_unit, total, rank, Tile{});
     for (int t = first_unit; t < total; t += units_step) {
-      const Tile tile = decode_tile<L, kTileN, kCluster>(p, prefix, t, rank);
+      const Tile next =
+          decode_next<L, kTileN, kCluster>(p, prefix, t + units_step, total, rank, tile);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         const int s = it % Cfg::kStages;
         const int round = it / Cfg::kStages;
@@ -351,18 +394,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* sb = sa + Cfg::kABytes;
         mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
         if constexpr (kRowsK) {
-          const int row = int(tile.r0) + kt * kBK;
+          const int row = int(tile.r0) + kt * Cfg::kBK;
 #pragma unroll
           for (int j = 0; j < kBM / 64; ++j)
-            tma_load_2d(sa + j * kBoxBytes, &map_a, &full[s], tile.m0 + 64 * j, row);
+            tma_load_2d(sa + j * Cfg::kLoadBox, &map_a, &full[s], tile.m0 + 64 * j, row);
 #pragma unroll
           for (int j = rank; j < BN / 64; j += kCluster)
-            load_b(sb + j * kBoxBytes, &full[s], tile.n0 + 64 * j, row, 0);
+            load_b(sb + j * Cfg::kLoadBox, &full[s], tile.n0 + 64 * j, row, 0);
         } else {
-          tma_load_2d(sa, &map_a, &full[s], kt * kBK, int(tile.r0) + tile.m0);
+          tma_load_2d(sa, &map_a, &full[s], kt * Cfg::kBK, int(tile.r0) + tile.m0);
           if constexpr (kBKMajor) {
             // BN / kCluster rows of 128 bytes per CTA.
-            load_b(sb + rank * (BN / kCluster) * 128, &full[s], kt * kBK,
+            load_b(sb + rank * (BN / kCluster) * 128, &full[s], kt * Cfg::kBK,
                    tile.n0 + rank * (BN / kCluster), tile.g);
           } else {
 #pragma unroll
@@ -371,11 +414,12 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int col = !kSwiGLU || j < BN / 128
                                   ? tile.n0 + 64 * j
                                   : p.tile_cols + tile.n0 + 64 * (j - BN / 128);
-              load_b(sb + j * kBoxBytes, &full[s], col, kt * kBK, tile.g);
+              load_b(sb + j * Cfg::kLoadBox, &full[s], col, kt * Cfg::kBK, tile.g);
             }
           }
         }
       }
+      tile = next;
     }
     if constexpr (kCluster > 1) {
       // Stay until both CTAs' consumers have released every stage issued: the peer still
@@ -406,10 +450,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Ping-pong: this warpgroup's tiles are the CTA's c-th, (c + 2)-th, ...; `it` (the stage
   // iteration, which fixes each stage's slot and phase) skips the other warpgroup's stages.
   int it = kPingpong && c == 1 && first_unit < total ? k_tiles_of(first_unit) : 0;
-  int boxes_stored = 0;
   const int my_step = kPingpong ? 2 * units_step : units_step;
-  for (int t = first_unit + (kPingpong ? c * units_step : 0); t < total; t += my_step) {
-    const Tile tile = decode_tile<L, kTileN, kCluster>(p, prefix, t, rank);
+  const int my_first = first_unit + (kPingpong ? c * units_step : 0);
+  // Decoded a tile ahead, as in the producer: the loads and the search run beside the MMAs.
+  Tile next = decode_next<L, kTileN, kCluster>(p, prefix, my_first, total, rank, Tile{});
+  for (int t = my_first; t < total; t += my_step) {
+    const Tile tile = next;
+    next = decode_next<L, kTileN, kCluster>(p, prefix, t + my_step, total, rank, tile);
     const bool other_next = kPingpong && t + units_step < total;  // the other's next tile
     if (tile.k_tiles == 0) {
 #pragma unroll
@@ -432,12 +479,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         // The group's last K stage may hold the next group's rows: zero them in both operands
         // (0 * x must not meet a NaN either), each warpgroup its own A half and half of B's boxes
         // (ping-pong: the stage's one consumer all of them).
-        const int valid = tile.rows - kt * kBK;
-        if (valid < kBK) {
-          const int bytes = (kBK - valid) * 128;
+        const int valid = tile.rows - kt * Cfg::kBK;
+        if (valid < Cfg::kBK) {
+          const int bytes = (Cfg::kBK - valid) * 128;
           const uint4 zero = make_uint4(0, 0, 0, 0);
           for (int j = kPingpong ? 0 : c; j < kBM / 64 + BN / 64; j += kPingpong ? 1 : 2) {
-            uint8_t* box = j < kBM / 64 ? sa + j * kBoxBytes : sb + (j - kBM / 64) * kBoxBytes;
+            uint8_t* box =
+                j < kBM / 64 ? sa + j * Cfg::kLoadBox : sb + (j - kBM / 64) * Cfg::kLoadBox;
             for (int b = t128 * 16; b < bytes; b += 128 * 16)
               *reinterpret_cast<uint4*>(box + valid * 128 + b) = zero;
           }
@@ -451,15 +499,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t b_base = smem_addr(sb);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
+      for (int kk = 0; kk < Cfg::kBK / 16; ++kk) {
         // K-major: the next 16 K are 32 bytes along the swizzled row; MN-major: 16 rows down.
-        const uint64_t db = kTransB ? smem_desc(b_base + kk * 2048, kBoxBytes, 1024)
+        const uint64_t db = kTransB ? smem_desc(b_base + kk * 2048, Cfg::kLoadBox, 1024)
                                     : smem_desc(b_base + kk * 32, 16, 1024);
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           // The 64-row half's A: rows [64 (h or c), + 64) of the stage's 128.
-          const uint32_t a_base = smem_addr(sa) + (kPingpong ? h : c) * kBoxBytes;
-          const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, kBoxBytes, 1024)
+          const uint32_t a_base = smem_addr(sa) + (kPingpong ? h : c) * Cfg::kLoadBox;
+          const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, Cfg::kLoadBox, 1024)
                                       : smem_desc(a_base + kk * 32, 16, 1024);
           wgmma_tile_k16<kTransA, kTransB, BN>(acc[h], da, db, (kt > 0 || kk > 0) ? 1 : 0);
         }
@@ -493,52 +541,54 @@ __global__ void __launch_bounds__(kThreads, 1)
         swiglu_epilogue(p, tile, row0, frag, boxes_c, wg_barrier, t128, warp, lane);
       } else if constexpr (kEpi == GroupedEpilogue::kSwiGLUBackward) {
         swiglu_bwd_epilogue<BN>(p, tile, row0, frag, boxes_c, wg_barrier, t128, warp, lane);
-      } else {
+      } else if constexpr (kRowsK) {
+        // By rounds of the warpgroup's staging boxes (one round per bf16 tile): once the stores
+        // of the round before have read their boxes (a tile ago, in bf16), fill them all, then
+        // store them all; boxes wholly past C's edge are filled and not stored.
+        constexpr int kBoxes = BN / kBoxCols;
 #pragma unroll
-        for (int q = 0; q < BN / kBoxCols; ++q) {
-          const int col0 = tile.n0 + q * kBoxCols;
-          // Boxes wholly past C's edge are skipped (the same for the whole warpgroup). The
-          // staging box alternates by boxes stored, not by q, so that a skip never puts a box
-          // into the buffer the last store may still read.
-          if (col0 >= p.N || row0 >= (kRowsK ? p.M : tile.rows)) continue;
-          uint8_t* stage_c = boxes_c + (boxes_stored % Cfg::kEpilogueBoxes) * Cfg::kBoxBytes;
-          if constexpr (kRowsK) {
-            if (t128 == 0) tma_store_wait_read<1>();  // this box's last store has left it
-          }
+        for (int q0 = 0; q0 < kBoxes; q0 += Cfg::kEpilogueBoxes) {
+          constexpr int kRound = kBoxes < Cfg::kEpilogueBoxes ? kBoxes : Cfg::kEpilogueBoxes;
+          if (t128 == 0) tma_store_wait_read<0>();
           named_barrier_sync(wg_barrier, 128);
 #pragma unroll
-          for (int jj = 0; jj < kBoxCols / 8; ++jj) {
-            const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
-            const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+          for (int qq = 0; qq < kRound; ++qq)
+            stage_fragment_box<BN>(frag, q0 + qq, boxes_c + qq * Cfg::kBoxBytes, OutT{}, warp,
+                                   lane);
+          fence_proxy_async_smem();
+          named_barrier_sync(wg_barrier, 128);
+          if (t128 == 0 && row0 < p.M) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = warp * 16 + lane / 4 + 8 * h;
-              store_pair_smem(stage_c + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
-                              frag[4 * j + 2 * h + 1]);
-            }
-          }
-          ++boxes_stored;
-          if constexpr (kRowsK) {
-            fence_proxy_async_smem();
-            named_barrier_sync(wg_barrier, 128);
-            if (t128 == 0) {
+            for (int qq = 0; qq < kRound; ++qq) {
+              const int col0 = tile.n0 + (q0 + qq) * kBoxCols;
+              if (col0 >= p.N) break;
+              const uint8_t* stage_c = boxes_c + qq * Cfg::kBoxBytes;
               if constexpr (kEpi == GroupedEpilogue::kAdd)
                 tma_reduce_add_3d(&map_c, stage_c, col0, row0, tile.g);
               else
                 tma_store_3d(&map_c, stage_c, col0, row0, tile.g);
             }
-          } else {
-            named_barrier_sync(wg_barrier, 128);
-            OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
-            const int chunk = t128 % 8;
-            const int col = col0 + chunk * (16 / int(sizeof(OutT)));
+          }
+        }
+      } else {
+        // One box at a time through the one staging box, stored by rows.
 #pragma unroll
-            for (int pass = 0; pass < 4; ++pass) {
-              const int r = pass * 16 + t128 / 8;
-              if (row0 + r < tile.rows && col < p.N)
-                *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
-                    *reinterpret_cast<const uint4*>(stage_c + swizzled(r, chunk * 16));
-            }
+        for (int q = 0; q < BN / kBoxCols; ++q) {
+          const int col0 = tile.n0 + q * kBoxCols;
+          // Boxes wholly past C's edge are skipped (the same for the whole warpgroup).
+          if (col0 >= p.N || row0 >= tile.rows) continue;
+          named_barrier_sync(wg_barrier, 128);  // every thread has read the box's last contents
+          stage_fragment_box<BN>(frag, q, boxes_c, OutT{}, warp, lane);
+          named_barrier_sync(wg_barrier, 128);
+          OutT* C = static_cast<OutT*>(p.C) + tile.r0 * int64_t(p.N);
+          const int chunk = t128 % 8;
+          const int col = col0 + chunk * (16 / int(sizeof(OutT)));
+#pragma unroll
+          for (int pass = 0; pass < 4; ++pass) {
+            const int r = pass * 16 + t128 / 8;
+            if (row0 + r < tile.rows && col < p.N)
+              *reinterpret_cast<uint4*>(C + int64_t(row0 + r) * p.N + col) =
+                  *reinterpret_cast<const uint4*>(boxes_c + swizzled(r, chunk * 16));
           }
         }
       }
@@ -605,6 +655,7 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
             const void* A, const void* B, void* C, cudaStream_t stream, void* aux) {
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
+  constexpr uint32_t kBK = uint32_t(k_per_stage(L));
   const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows));
   CUtensorMap map_a, map_b, map_c;
   if constexpr (kRowsK) {
