@@ -144,24 +144,60 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
   }
 }
 
+namespace {
+
+// Where group g's operands and output start in grouped_gemm's arrays, and how many values its
+// A and B hold (core/grouped_gemm.h's layouts).
+struct GroupOperands {
+  int64_t a, b, c, a_size, b_size;
+};
+
+GroupOperands group_operands(GroupedLayout layout, int64_t g, int64_t r0, int64_t rows, int64_t M,
+                             int64_t N, int64_t K) {
+  if (layout == GroupedLayout::kRowsTTimesRows)
+    return {r0 * M, r0 * N, g * M * N, rows * M, rows * N};
+  return {r0 * K, g * K * N, r0 * N, rows * K, K * N};
+}
+
+// One group's product from its operands.
+void gemm_of_group(GroupedLayout layout, int64_t rows, int64_t M, int64_t N, int64_t K,
+                   const float* A, const float* B, float* C, DType out_dtype, bool accumulate) {
+  switch (layout) {
+    case GroupedLayout::kRowsTimesWeight:
+      if (rows > 0) gemm(false, false, rows, N, K, A, B, C, false, out_dtype);
+      break;
+    case GroupedLayout::kRowsTimesWeightT:
+      if (rows > 0) gemm(false, true, rows, N, K, A, B, C, false, out_dtype);
+      break;
+    case GroupedLayout::kRowsTTimesRows:
+      gemm(true, false, M, N, rows, A, B, C, accumulate, out_dtype);
+      break;
+  }
+}
+
+}  // namespace
+
 void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
                   int64_t K, const float* A, const float* B, float* C, DType out_dtype,
                   bool accumulate) {
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
-    switch (layout) {
-      case GroupedLayout::kRowsTimesWeight:
-        if (rows > 0)
-          gemm(false, false, rows, N, K, A + r0 * K, B + g * K * N, C + r0 * N, false, out_dtype);
-        break;
-      case GroupedLayout::kRowsTimesWeightT:
-        if (rows > 0)
-          gemm(false, true, rows, N, K, A + r0 * K, B + g * N * K, C + r0 * N, false, out_dtype);
-        break;
-      case GroupedLayout::kRowsTTimesRows:
-        gemm(true, false, M, N, rows, A + r0 * M, B + r0 * N, C + g * M * N, accumulate, out_dtype);
-        break;
-    }
+    const GroupOperands at = group_operands(layout, g, r0, rows, M, N, K);
+    gemm_of_group(layout, rows, M, N, K, A + at.a, B + at.b, C + at.c, out_dtype, accumulate);
+  }
+}
+
+void grouped_gemm_fp8(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
+                      int64_t K, const float* A, const float* B, float* C, DType out_dtype,
+                      Fp8Recipe recipe, bool accumulate) {
+  std::vector<float> a, b;
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
+    const GroupOperands at = group_operands(layout, g, r0, rows, M, N, K);
+    a.assign(A + at.a, A + at.a + at.a_size);
+    b.assign(B + at.b, B + at.b + at.b_size);
+    fp8_quantize_group_operands(layout, rows, M, N, K, a.data(), b.data(), recipe);
+    gemm_of_group(layout, rows, M, N, K, a.data(), b.data(), C + at.c, out_dtype, accumulate);
   }
 }
 

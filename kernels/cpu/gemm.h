@@ -3,6 +3,7 @@
 // rounded to the storage dtype (bf16 output) or kept fp32 (gradients, logits).
 #include <cstdint>
 
+#include "core/fp8.h"
 #include "core/grouped_gemm.h"
 #include "core/workload.h"
 
@@ -21,6 +22,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
 void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
                   int64_t K, const float* A, const float* B, float* C, DType out_dtype,
                   bool accumulate = false);
+
+// grouped_gemm with each group's operands quantized to FP8 first (core/fp8.h: the blocks of
+// `recipe` laid on that group's rows only), then multiplied as grouped_gemm multiplies: what
+// ../shared/MATH.md's "FP8 expert GEMMs" computes.
+void grouped_gemm_fp8(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
+                      int64_t K, const float* A, const float* B, float* C, DType out_dtype,
+                      Fp8Recipe recipe, bool accumulate = false);
 
 // Rounds v to the storage dtype (identity for fp32).
 float store_as(DType dtype, float v);

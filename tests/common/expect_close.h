@@ -1,6 +1,6 @@
 #pragma once
-// Elementwise comparison of a backend's floats with a float64 expectation, for the CPU kernel
-// tests.
+// Comparing a backend's floats with an expectation, for the CPU tests: elementwise against
+// float64, or by relative L2 distance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +27,16 @@ inline void expect_close(const char* what, const std::vector<float>& got,
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " out of tolerance"
                     << os.str();
+}
+
+// ||got - ref|| / ||ref||, summed in float64.
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / norm);
 }
 
 }  // namespace moe::test

@@ -112,17 +112,10 @@ std::vector<std::vector<float>> returned(const GroupCase& c, const std::vector<W
   return back;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
-}
+using test::rel_l2;
 
 double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
-  return rel_l2(got, std::vector<float>(want.begin(), want.end()));
+  return test::rel_l2(got, std::vector<float>(want.begin(), want.end()));
 }
 
 std::vector<float> flat(const std::vector<std::vector<float>>& v) {

@@ -17,6 +17,7 @@
 #include "core/routing_modes.h"
 #include "core/workload.h"
 #include "tests/common/cpu_layer.h"
+#include "tests/common/expect_close.h"
 #include "tests/common/small_workload.h"
 #include "tests/common/user_error.h"
 
@@ -47,14 +48,7 @@ StepRun run(const Workload& w) {
   return {cpu.layer.download_outputs(), cpu.layer.lanes()};
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-    norm += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(diff / norm);
-}
+using test::rel_l2;
 
 // The tensors a step produces, by name.
 std::vector<std::pair<std::string, const std::vector<float>*>> tensors(const StepOutputs& o) {

@@ -1,0 +1,87 @@
+#include "core/fp8.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moe {
+
+float e4m3_round(float v) {
+  const float a = std::fabs(v);
+  if (!(a < kE4m3Max)) return std::copysign(kE4m3Max, v);  // saturate (NaN too: never produced)
+  // The grid's spacing at a: 2^(e - 3) for a in [2^e, 2^(e + 1)) with e >= -6 (normals), 2^-9
+  // below 2^-6 (subnormals). Scaling by a power of two is exact, so nearbyint (ties to even in
+  // the default rounding mode) rounds on the grid; a result of 2^(e + 1) is on the grid too.
+  int exp = 0;
+  std::frexp(a, &exp);  // a = f * 2^exp, f in [0.5, 1): a's leading bit is 2^(exp - 1)
+  const int quantum_exp = std::max(exp - 1, -6) - 3;
+  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -quantum_exp)), quantum_exp);
+  return std::copysign(std::min(q, kE4m3Max), v);
+}
+
+float fp8_scale(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
+
+float fp8_quantize(float v, float scale) { return scale * e4m3_round(v / scale); }
+
+namespace {
+
+// Quantizes the block of X [r0, r1) x [c0, c1) (row stride ld) with one scale.
+void quantize_block(float* X, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  float amax = 0.0f;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(X[r * ld + c]));
+  const float scale = fp8_scale(amax);
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c) X[r * ld + c] = fp8_quantize(X[r * ld + c], scale);
+}
+
+// Blocks of block_rows x block_cols from X's first row and column (a last partial block is a
+// block).
+void quantize_blocks(float* X, int64_t rows, int64_t cols, int64_t ld, int64_t block_rows,
+                     int64_t block_cols) {
+  for (int64_t r = 0; r < rows; r += block_rows)
+    for (int64_t c = 0; c < cols; c += block_cols)
+      quantize_block(X, ld, r, std::min(rows, r + block_rows), c, std::min(cols, c + block_cols));
+}
+
+}  // namespace
+
+void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, int64_t ld, Fp8Recipe recipe) {
+  if (recipe == Fp8Recipe::kTensor)
+    quantize_blocks(X, rows, cols, ld, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
+  else
+    quantize_blocks(X, rows, cols, ld, 1, kFp8Block);
+}
+
+void fp8_quantize_down_columns(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe) {
+  if (recipe == Fp8Recipe::kTensor)
+    quantize_blocks(X, rows, cols, cols, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
+  else
+    quantize_blocks(X, rows, cols, cols, kFp8Block, 1);
+}
+
+void fp8_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe) {
+  if (recipe == Fp8Recipe::kTensor)
+    quantize_blocks(W, rows, cols, cols, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
+  else
+    quantize_blocks(W, rows, cols, cols, kFp8Block, kFp8Block);
+}
+
+void fp8_quantize_group_operands(GroupedLayout layout, int64_t rows, int64_t M, int64_t N,
+                                 int64_t K, float* A, float* B, Fp8Recipe recipe) {
+  switch (layout) {
+    case GroupedLayout::kRowsTimesWeight:  // A [rows, K] @ B [K, N]
+      fp8_quantize_along_rows(A, rows, K, K, recipe);
+      fp8_quantize_weight(B, K, N, recipe);
+      break;
+    case GroupedLayout::kRowsTimesWeightT:  // A [rows, K] @ (B [N, K])^T
+      fp8_quantize_along_rows(A, rows, K, K, recipe);
+      fp8_quantize_weight(B, N, K, recipe);
+      break;
+    case GroupedLayout::kRowsTTimesRows:  // (A [rows, M])^T @ B [rows, N]
+      fp8_quantize_down_columns(A, rows, M, recipe);
+      fp8_quantize_down_columns(B, rows, N, recipe);
+      break;
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,54 @@
+#pragma once
+// FP8 (OCP E4M3) quantization of the expert GEMMs' operands, exactly as ../shared/MATH.md
+// defines it ("FP8 expert GEMMs"): a block's scale is its amax / 448 in fp32 (1 for an all-zero
+// block), and each value becomes scale * e4m3(value / scale). The CPU backend and the reference
+// quantize through these functions; a CUDA quantization kernel is tested against them.
+#include <cstdint>
+
+#include "core/grouped_gemm.h"
+
+namespace moe {
+
+// How an operand is cut into blocks that share one scale.
+enum class Fp8Recipe {
+  // The whole operand of one expert's GEMM is one block (per-tensor current scaling, as
+  // TransformerEngine and Megatron-Core train).
+  kTensor,
+  // DeepSeek-V3's recipe: activations and gradients in 1 x 128 blocks along the GEMM's reduction
+  // dimension (128 x 1 down the rows for a weight gradient's operands), weights in 128 x 128.
+  kBlock,
+};
+
+constexpr float kE4m3Max = 448.0f;  // the largest finite E4M3 value
+constexpr int64_t kFp8Block = 128;  // the block recipe's block edge
+
+// v rounded to nearest, ties to even, on the E4M3 grid (3 mantissa bits, exponent bias 7,
+// subnormals down to 2^-9), saturating to +-448: finite input never gives NaN or Inf.
+float e4m3_round(float v);
+
+// The scale of a block whose largest magnitude is amax: amax / 448 in fp32, or 1 when amax is 0.
+float fp8_scale(float amax);
+
+// scale * e4m3(v / scale), in fp32.
+float fp8_quantize(float v, float scale);
+
+// In place, the operand X stored [rows, cols] (row stride ld), reduced over its columns (each
+// row's values meet one row of the other operand): one block (kTensor) or 1 x 128 blocks along
+// each row (kBlock). Activations and gradients that multiply weights.
+void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, int64_t ld, Fp8Recipe recipe);
+
+// In place, the operand X stored [rows, cols] reduced over its rows (a weight gradient's
+// operands): one block, or 128 x 1 blocks down each column, starting at X's first row.
+void fp8_quantize_down_columns(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe);
+
+// In place, one expert's weight W stored [rows, cols]: one block, or 128 x 128 blocks from W's
+// first row and column.
+void fp8_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe);
+
+// How one expert's GEMM of `layout` quantizes each operand (core/grouped_gemm.h's shapes):
+// A [rows, K] and B ([K, N] or [N, K]) for the row layouts, A [rows, M] and B [rows, N] for the
+// weight gradients. Copies of one group's operands go in; they come out quantized.
+void fp8_quantize_group_operands(GroupedLayout layout, int64_t rows, int64_t M, int64_t N,
+                                 int64_t K, float* A, float* B, Fp8Recipe recipe);
+
+}  // namespace moe
