@@ -35,46 +35,41 @@ void quantize_block(float* X, int64_t ld, int64_t r0, int64_t r1, int64_t c0, in
 }
 
 // Blocks of block_rows x block_cols from X's first row and column (a last partial block is a
-// block).
-void quantize_blocks(float* X, int64_t rows, int64_t cols, int64_t ld, int64_t block_rows,
+// block), or, per tensor, X whole as one block.
+void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int64_t block_rows,
                      int64_t block_cols) {
+  if (recipe == Fp8Recipe::kTensor) {
+    quantize_block(X, cols, 0, rows, 0, cols);
+    return;
+  }
   for (int64_t r = 0; r < rows; r += block_rows)
     for (int64_t c = 0; c < cols; c += block_cols)
-      quantize_block(X, ld, r, std::min(rows, r + block_rows), c, std::min(cols, c + block_cols));
+      quantize_block(X, cols, r, std::min(rows, r + block_rows), c, std::min(cols, c + block_cols));
 }
 
 }  // namespace
 
-void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, int64_t ld, Fp8Recipe recipe) {
-  if (recipe == Fp8Recipe::kTensor)
-    quantize_blocks(X, rows, cols, ld, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
-  else
-    quantize_blocks(X, rows, cols, ld, 1, kFp8Block);
+void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe) {
+  quantize_blocks(X, rows, cols, recipe, 1, kFp8Block);
 }
 
 void fp8_quantize_down_columns(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe) {
-  if (recipe == Fp8Recipe::kTensor)
-    quantize_blocks(X, rows, cols, cols, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
-  else
-    quantize_blocks(X, rows, cols, cols, kFp8Block, 1);
+  quantize_blocks(X, rows, cols, recipe, kFp8Block, 1);
 }
 
 void fp8_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe) {
-  if (recipe == Fp8Recipe::kTensor)
-    quantize_blocks(W, rows, cols, cols, std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1));
-  else
-    quantize_blocks(W, rows, cols, cols, kFp8Block, kFp8Block);
+  quantize_blocks(W, rows, cols, recipe, kFp8Block, kFp8Block);
 }
 
 void fp8_quantize_group_operands(GroupedLayout layout, int64_t rows, int64_t M, int64_t N,
                                  int64_t K, float* A, float* B, Fp8Recipe recipe) {
   switch (layout) {
     case GroupedLayout::kRowsTimesWeight:  // A [rows, K] @ B [K, N]
-      fp8_quantize_along_rows(A, rows, K, K, recipe);
+      fp8_quantize_along_rows(A, rows, K, recipe);
       fp8_quantize_weight(B, K, N, recipe);
       break;
     case GroupedLayout::kRowsTimesWeightT:  // A [rows, K] @ (B [N, K])^T
-      fp8_quantize_along_rows(A, rows, K, K, recipe);
+      fp8_quantize_along_rows(A, rows, K, recipe);
       fp8_quantize_weight(B, N, K, recipe);
       break;
     case GroupedLayout::kRowsTTimesRows:  // (A [rows, M])^T @ B [rows, N]

@@ -32,10 +32,10 @@ float fp8_scale(float amax);
 // scale * e4m3(v / scale), in fp32.
 float fp8_quantize(float v, float scale);
 
-// In place, the operand X stored [rows, cols] (row stride ld), reduced over its columns (each
-// row's values meet one row of the other operand): one block (kTensor) or 1 x 128 blocks along
-// each row (kBlock). Activations and gradients that multiply weights.
-void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, int64_t ld, Fp8Recipe recipe);
+// In place, the operand X stored [rows, cols], reduced over its columns (each row's values meet
+// one row of the other operand): one block (kTensor) or 1 x 128 blocks along each row (kBlock).
+// Activations and gradients that multiply weights.
+void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe);
 
 // In place, the operand X stored [rows, cols] reduced over its rows (a weight gradient's
 // operands): one block, or 128 x 1 blocks down each column, starting at X's first row.

@@ -72,7 +72,7 @@ TEST(Fp8, ScaleOfZeroIsOne) {
   EXPECT_EQ(fp8_scale(448.0f), 1.0f);
   std::vector<float> zeros(7 * 130, 0.0f);
   for (Fp8Recipe r : {Fp8Recipe::kTensor, Fp8Recipe::kBlock}) {
-    fp8_quantize_along_rows(zeros.data(), 7, 130, 130, r);
+    fp8_quantize_along_rows(zeros.data(), 7, 130, r);
     for (float v : zeros) ASSERT_EQ(v, 0.0f);
   }
 }
@@ -101,12 +101,12 @@ TEST(Fp8, BlocksAlongRowsAreIndependent) {
   const int64_t rows = 3, cols = 300;  // blocks [0, 128), [128, 256), [256, 300) per row
   const auto x = random_floats(rng, rows * cols);
   auto q = x;
-  fp8_quantize_along_rows(q.data(), rows, cols, cols, Fp8Recipe::kBlock);
+  fp8_quantize_along_rows(q.data(), rows, cols, Fp8Recipe::kBlock);
   expect_quantized(x, q);
   // Scaling up one block (row 1, columns 128..255) changes no other value's quantization.
   auto y = x;
   for (int64_t c = 128; c < 256; ++c) y[1 * cols + c] *= 1000.0f;
-  fp8_quantize_along_rows(y.data(), rows, cols, cols, Fp8Recipe::kBlock);
+  fp8_quantize_along_rows(y.data(), rows, cols, Fp8Recipe::kBlock);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       if (!(r == 1 && c >= 128 && c < 256)) {
@@ -115,8 +115,8 @@ TEST(Fp8, BlocksAlongRowsAreIndependent) {
   // Per tensor, the same change moves the one scale and so the other values.
   auto t = x, u = x;
   for (int64_t c = 128; c < 256; ++c) u[1 * cols + c] *= 1000.0f;
-  fp8_quantize_along_rows(t.data(), rows, cols, cols, Fp8Recipe::kTensor);
-  fp8_quantize_along_rows(u.data(), rows, cols, cols, Fp8Recipe::kTensor);
+  fp8_quantize_along_rows(t.data(), rows, cols, Fp8Recipe::kTensor);
+  fp8_quantize_along_rows(u.data(), rows, cols, Fp8Recipe::kTensor);
   expect_quantized(x, t);
   int moved = 0;
   for (int64_t c = 0; c < 128; ++c) moved += t[c] != u[c];
@@ -176,7 +176,7 @@ TEST(Fp8, GroupedGemmQuantizesEachGroupsOperands) {
           fp8_quantize_down_columns(qa.data() + r0 * M, n, M, recipe);
           fp8_quantize_down_columns(qb.data() + r0 * N, n, N, recipe);
         } else {
-          fp8_quantize_along_rows(qa.data() + r0 * K, n, K, K, recipe);
+          fp8_quantize_along_rows(qa.data() + r0 * K, n, K, recipe);
           if (layout == GroupedLayout::kRowsTimesWeight)
             fp8_quantize_weight(qb.data() + g * K * N, K, N, recipe);
           else
