@@ -114,6 +114,11 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "the row offsets on the GPU (the other methods need them on the host) and "
       "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
       "graph=false");
+  MOE_USER_CHECK(w.precision == Precision::kBf16 || name != "cuda",
+                 "precision = \"" << name_of(w.precision)
+                                  << "\": the CUDA backend has no FP8 expert GEMMs yet (the CPU "
+                                     "backend runs both recipes); use --backend cpu or set "
+                                     "precision=bf16");
   MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || name == "cuda",
                  "reference = \"gpu\" needs --backend cuda (this run uses "
                      << name << "); set reference=cpu or reference=auto");

@@ -268,7 +268,8 @@ std::vector<std::string> work_differences(const CompareRun& a, const CompareRun&
   // work of their default.
   static const std::map<std::string, json> kAddedLater = {{"config.expert_grad_dtype", "fp32"},
                                                           {"config.model.shared_experts", 0},
-                                                          {"config.model.shared_ffn", 0}};
+                                                          {"config.model.shared_ffn", 0},
+                                                          {"config.precision", "bf16"}};
   for (auto* f : {&fa, &fb})
     for (const auto& [key, value] : kAddedLater)
       if (!f->count(key)) (*f)[key] = value;

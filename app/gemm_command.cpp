@@ -54,6 +54,10 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   MOE_USER_CHECK(w.dtype == DType::kBf16,
                  "moebench gemm times bf16 GEMMs; set dtype=bf16 (the workload has "
                      << dtype_name(w.dtype) << ")");
+  MOE_USER_CHECK(w.precision == Precision::kBf16,
+                 "moebench gemm times bf16 GEMMs; FP8 ones are not in the CUDA backend yet: set "
+                 "precision=bf16 (the workload has "
+                     << name_of(w.precision) << ")");
 #ifndef MOE_HAVE_CUDA
   MOE_USER_CHECK(false, "moebench gemm needs the CUDA backend; this build has none");
   return 2;

@@ -303,9 +303,11 @@ json result_to_json(const RunResult& r) {
   json checks = json::array();
   for (const CheckResult& c : r.checks) {
     json tensors = json::object();
-    for (const TensorCheck& t : c.tensors)
+    for (const TensorCheck& t : c.tensors) {
       tensors[t.name] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs},     {"tol", t.tol},
                          {"count", t.count},   {"nonfinite", t.nonfinite}, {"pass", t.pass}};
+      if (t.rel_l2_unquantized >= 0) tensors[t.name]["rel_l2_unquantized"] = t.rel_l2_unquantized;
+    }
     checks.push_back({{"step", c.step},
                       {"reference", c.reference},
                       {"reference_seconds", c.reference_seconds},
@@ -365,9 +367,12 @@ void print_summary(const RunResult& r, std::FILE* out) {
                  long(g.before_timed.plans), long(g.before_timed.heuristic_queries),
                  long(g.timed.plans), long(g.timed.heuristic_queries));
   }
-  std::fprintf(out, "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s\n",
+  std::fprintf(out,
+               "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s, precision "
+               "%s\n",
                w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
-               long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype));
+               long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype),
+               name_of(w.precision));
   std::fprintf(out, "# knobs: %s\n", describe_how_keys(w).c_str());
   std::fprintf(out, "# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
                name_of(w.router.score), w.router.softmax_after_topk ? " (softmax after top-k)" : "",
@@ -455,11 +460,21 @@ void print_summary(const RunResult& r, std::FILE* out) {
   const CheckResult& c = r.checks.front();
   std::fprintf(out, "#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
                c.reference.c_str(), c.reference_seconds);
-  std::fprintf(out, "# %-9s %12s %12s %10s  %s\n", "tensor", "rel_l2", "max_abs", "tol", "result");
+  // With FP8, a column for information: the distance to the step without quantization.
+  const bool fp8 = w.precision != Precision::kBf16;
+  if (fp8)
+    std::fprintf(out,
+                 "# (%s: checked against the same quantization; \"vs bf16\" is the distance "
+                 "to the unquantized reference, what FP8 costs)\n",
+                 name_of(w.precision));
+  std::fprintf(out, "# %-9s %12s %12s %10s%s  %s\n", "tensor", "rel_l2", "max_abs", "tol",
+               fp8 ? "      vs bf16" : "", "result");
   int passed = 0, total = 0;
   for (const TensorCheck& t : c.tensors) {
-    std::fprintf(out, "  %-9s %12.3e %12.3e %10.1e  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
-                 t.tol, t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
+    char unquantized[32] = "";
+    if (fp8) std::snprintf(unquantized, sizeof unquantized, " %12.3e", t.rel_l2_unquantized);
+    std::fprintf(out, "  %-9s %12.3e %12.3e %10.1e%s  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
+                 t.tol, unquantized, t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
     passed += t.pass;
     ++total;
   }

@@ -189,6 +189,55 @@ std::pair<int64_t, int64_t> checked_local_experts(const Mesh& mesh) {
   return {El * mesh.fsdp_rank / mesh.fsdp, El * (mesh.fsdp_rank + 1) / mesh.fsdp};
 }
 
+// The backend's outputs against one reference result: every tensor's check, in report order.
+std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MPI_Comm world,
+                                         const StepOutputs& o, const ReferenceResult& ref,
+                                         int64_t part, int64_t E_part, double timeout_s) {
+  const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
+                K = w.model.topk;
+  // Replicated tensors are counted once: dw_gate on rank 0, each expert's grads on one fsdp rank.
+  const int64_t n_gate = mesh.rank == 0 ? H * E : 0;
+  const int64_t n_in = E_part * H * 2 * F, n_out = E_part * F * H;
+  const std::vector<double> ref_p = ref_p_in_backend_order(o.idx, ref, T, K);
+  const double tol_act = tolerance_for("out", w.dtype);
+  std::vector<TensorCheck> c;
+  c.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
+                             tolerance_for("out", w.dtype), world, timeout_s));
+  c.push_back(compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H, tolerance_for("dx", w.dtype),
+                             world, timeout_s));
+  c.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
+                             tolerance_for("dw_gate", w.dtype), world, timeout_s));
+  MOE_CHECK(o.grad_expert_begin <= part &&
+                int64_t(o.dw_in.size()) >= (part - o.grad_expert_begin + E_part) * H * 2 * F,
+            "check: the downloaded gradients do not cover local experts [" << part << ", "
+                                                                           << part + E_part << ")");
+  const int64_t at = part - o.grad_expert_begin;
+  c.push_back(compare_tensor("dw_in", o.dw_in.data() + at * H * 2 * F, ref.dw_in.data(), n_in,
+                             tolerance_for("dw_in", w.dtype), world, timeout_s));
+  c.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(), n_out,
+                             tolerance_for("dw_out", w.dtype), world, timeout_s));
+  if (w.model.shared_experts > 0) {
+    c.push_back(compare_replicated("dw_sh_in", o.dw_sh_in, ref.dw_sh_in,
+                                   tolerance_for("dw_sh_in", w.dtype), world, timeout_s));
+    c.push_back(compare_replicated("dw_sh_out", o.dw_sh_out, ref.dw_sh_out,
+                                   tolerance_for("dw_sh_out", w.dtype), world, timeout_s));
+  }
+  c.push_back(compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world, timeout_s));
+  c.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
+  c.push_back(compare_scalar("z", o.z, ref.z, tol_act));
+  // The loss's error must be what out's, aux's and z's errors explain (compare_loss).
+  double dout_sq = 0;
+  for (int64_t i = 0; i < T * H; ++i) dout_sq += double(o.dout[i]) * double(o.dout[i]);
+  allreduce_bounded(&dout_sq, 1, MPI_DOUBLE, MPI_SUM, world, "the check's dout norm", timeout_s);
+  const TensorCheck& out_check = c.front();
+  const double dout_norm = std::sqrt(dout_sq);
+  const double out_err = out_check.rel_l2 * (out_check.ref_norm > 0 ? out_check.ref_norm : 1.0);
+  const double bound = out_err * dout_norm + std::fabs(o.aux - ref.aux) + std::fabs(o.z - ref.z);
+  const double scale = out_check.ref_norm * dout_norm + std::fabs(ref.aux) + std::fabs(ref.z);
+  c.push_back(compare_loss(o.loss, ref.loss, bound, scale));
+  return c;
+}
+
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
                        const StepOutputs& o, const ReferenceMathFactory& make_math,
                        double timeout_s) {
@@ -208,54 +257,22 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
   allreduce_bounded(&seconds, 1, MPI_DOUBLE, MPI_MAX, world, "the check's timing", timeout_s);
-  const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
-                K = w.model.topk;
-  // Replicated tensors are counted once: dw_gate on rank 0, each expert's grads on one fsdp rank.
-  const int64_t n_gate = mesh.rank == 0 ? H * E : 0;
-  const int64_t n_in = E_part * H * 2 * F, n_out = E_part * F * H;
-  const std::vector<double> ref_p = ref_p_in_backend_order(o.idx, ref, T, K);
-  const double tol_act = tolerance_for("out", w.dtype);
 
   CheckResult c;
   c.step = step;
   c.reference = ref.math;
   c.reference_seconds = seconds;
-  c.tensors.push_back(compare_tensor("out", o.out.data(), ref.out.data(), T * H,
-                                     tolerance_for("out", w.dtype), world, timeout_s));
-  c.tensors.push_back(compare_tensor("dx", o.dx.data(), ref.dx.data(), T * H,
-                                     tolerance_for("dx", w.dtype), world, timeout_s));
-  c.tensors.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
-                                     tolerance_for("dw_gate", w.dtype), world, timeout_s));
-  MOE_CHECK(o.grad_expert_begin <= part &&
-                int64_t(o.dw_in.size()) >= (part - o.grad_expert_begin + E_part) * H * 2 * F,
-            "check: the downloaded gradients do not cover local experts [" << part << ", "
-                                                                           << part + E_part << ")");
-  const int64_t at = part - o.grad_expert_begin;
-  c.tensors.push_back(compare_tensor("dw_in", o.dw_in.data() + at * H * 2 * F, ref.dw_in.data(),
-                                     n_in, tolerance_for("dw_in", w.dtype), world, timeout_s));
-  c.tensors.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(),
-                                     n_out, tolerance_for("dw_out", w.dtype), world, timeout_s));
-  if (w.model.shared_experts > 0) {
-    c.tensors.push_back(compare_replicated("dw_sh_in", o.dw_sh_in, ref.dw_sh_in,
-                                           tolerance_for("dw_sh_in", w.dtype), world, timeout_s));
-    c.tensors.push_back(compare_replicated("dw_sh_out", o.dw_sh_out, ref.dw_sh_out,
-                                           tolerance_for("dw_sh_out", w.dtype), world, timeout_s));
+  c.tensors = compare_outputs(w, mesh, world, o, ref, part, E_part, timeout_s);
+  if (w.precision != Precision::kBf16) {
+    // For information: how far FP8 lands from the same step without quantization.
+    Workload unquantized = w;
+    unquantized.precision = Precision::kBf16;
+    const ReferenceResult plain = compute_reference(unquantized, mesh, world, in, make_math);
+    const std::vector<TensorCheck> u =
+        compare_outputs(w, mesh, world, o, plain, part, E_part, timeout_s);
+    for (size_t i = 0; i < u.size(); ++i) c.tensors[i].rel_l2_unquantized = u[i].rel_l2;
   }
-  c.tensors.push_back(
-      compare_tensor("p", o.p.data(), ref_p.data(), T * K, tol_act, world, timeout_s));
-  c.tensors.push_back(compare_scalar("aux", o.aux, ref.aux, tol_act));
-  c.tensors.push_back(compare_scalar("z", o.z, ref.z, tol_act));
-  // The loss's error must be what out's, aux's and z's errors explain (compare_loss).
-  double dout_sq = 0;
-  for (int64_t i = 0; i < T * H; ++i) dout_sq += double(o.dout[i]) * double(o.dout[i]);
-  allreduce_bounded(&dout_sq, 1, MPI_DOUBLE, MPI_SUM, world, "the check's dout norm", timeout_s);
-  const TensorCheck& out_check = c.tensors.front();
-  const double dout_norm = std::sqrt(dout_sq);
-  const double out_err = out_check.rel_l2 * (out_check.ref_norm > 0 ? out_check.ref_norm : 1.0);
-  const double bound = out_err * dout_norm + std::fabs(o.aux - ref.aux) + std::fabs(o.z - ref.z);
-  const double scale = out_check.ref_norm * dout_norm + std::fabs(ref.aux) + std::fabs(ref.z);
-  c.tensors.push_back(compare_loss(o.loss, ref.loss, bound, scale));
-  c.routing.tokens = T * mesh.world;
+  c.routing.tokens = w.tokens_per_rank * mesh.world;
   c.routing.mismatches = ref.routing_mismatches;
   c.routing.near_ties = ref.routing_near_ties;
   c.routing.drop_mismatches = ref.drop_mismatches;

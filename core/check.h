@@ -21,6 +21,9 @@ struct TensorCheck {
   double tol = 0;         // rel_l2 tolerance
   int64_t nonfinite = 0;  // NaN or Inf in got
   bool pass = false;
+  // With FP8 expert GEMMs, for information: rel_l2 against the same step's reference without
+  // quantization (what FP8 costs in accuracy); -1 where not computed.
+  double rel_l2_unquantized = -1;
 };
 
 struct RoutingCheck {
@@ -31,8 +34,9 @@ struct RoutingCheck {
 
 struct CheckResult {
   int64_t step = 0;
-  std::string reference;         // the reference math: "cpu float64" or "gpu fp32"
-  double reference_seconds = 0;  // wall time of the reference, slowest rank
+  std::string reference;  // the reference math: "cpu float64" or "gpu fp32"
+  // Wall time of the reference (with FP8, both: quantized and not), slowest rank.
+  double reference_seconds = 0;
   std::vector<TensorCheck> tensors;
   RoutingCheck routing;
   bool pass = false;  // every tensor and the routing passed

@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace moe {
+
+Fp8Recipe fp8_recipe_of(Precision precision) {
+  MOE_CHECK(precision != Precision::kBf16, "fp8_recipe_of: precision bf16 has no FP8 recipe");
+  return precision == Precision::kFp8Tensor ? Fp8Recipe::kTensor : Fp8Recipe::kBlock;
+}
 
 float e4m3_round(float v) {
   const float a = std::fabs(v);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/grouped_gemm.h"
+#include "core/workload.h"
 
 namespace moe {
 
@@ -18,6 +19,9 @@ enum class Fp8Recipe {
   // dimension (128 x 1 down the rows for a weight gradient's operands), weights in 128 x 128.
   kBlock,
 };
+
+// The recipe of an FP8 precision; refuses Precision::kBf16.
+Fp8Recipe fp8_recipe_of(Precision precision);
 
 constexpr float kE4m3Max = 448.0f;  // the largest finite E4M3 value
 constexpr int64_t kFp8Block = 128;  // the block recipe's block edge

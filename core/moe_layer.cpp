@@ -48,6 +48,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   d_.N = d_.T * mesh.world;
   d_.dtype = w.dtype;
   d_.grad_dtype = w.expert_grad_dtype;
+  d_.precision = w.precision;
   d_.capacity = expert_capacity(w);
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;

@@ -20,7 +20,8 @@ struct Dims {
   int64_t ep = 1, fsdp = 1, world = 1;
   int64_t N = 0;  // global tokens = T * world
   DType dtype = DType::kBf16;
-  DType grad_dtype = DType::kFp32;  // expert weight gradients (Workload::expert_grad_dtype)
+  DType grad_dtype = DType::kFp32;         // expert weight gradients (Workload::expert_grad_dtype)
+  Precision precision = Precision::kBf16;  // the expert GEMMs' (Workload::precision)
   // Rows one source rank may send each expert (0 = dropless) and which rows are dropped beyond
   // it: the lowest p (ties: later (t, k)) or the later (t, k).
   int64_t capacity = 0;

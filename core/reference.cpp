@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/init.h"
 #include "core/routing_modes.h"
 
@@ -147,19 +150,158 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
       }
 }
 
-// The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass).
+// ---- FP8 expert GEMMs (MATH.md "FP8 expert GEMMs") ----
+
+// A row block of float64 values through FP8: rounded to float (the values are bf16 already, or
+// are rounded to it first), quantized by `quantize` in place, and back.
+std::vector<double> quantized(std::vector<float> v, const std::function<void(float*)>& quantize) {
+  quantize(v.data());
+  return std::vector<double>(v.begin(), v.end());
+}
+
+double to_bf16(double v) { return round_to_bf16(float(v)); }
+
+// C [n, N] = A [n, K] @ B, B [K, N] or, transposed, [N, K].
+std::vector<double> matmul(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
+                           int64_t K, int64_t N, bool trans_b) {
+  std::vector<double> C(n * N, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = A[r * K + k];
+      if (a == 0) continue;
+      for (int64_t j = 0; j < N; ++j) C[r * N + j] += a * (trans_b ? B[j * K + k] : B[k * N + j]);
+    }
+  return C;
+}
+
+// C [M, N] += A [n, M]^T @ B [n, N].
+void add_rows_t_times_rows(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
+                           int64_t M, int64_t N, double* C) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < M; ++i) {
+      const double a = A[r * M + i];
+      if (a == 0) continue;
+      for (int64_t j = 0; j < N; ++j) C[i * N + j] += a * B[r * N + j];
+    }
+}
+
+// One expert's weights [rows, cols] as its FP8 GEMMs see them (128 x 128 blocks or one scale;
+// the data gradients multiply the transpose, whose blocks are the same).
+std::vector<double> quantized_weight(const double* w, int64_t rows, int64_t cols,
+                                     Fp8Recipe recipe) {
+  return quantized(std::vector<float>(w, w + rows * cols),
+                   [&](float* v) { fp8_quantize_weight(v, rows, cols, recipe); });
+}
+
+// MATH.md step 7 and its backward for all n pairs of one expert's FP8 operand (one GEMM's rows:
+// every operand is quantized as a whole, so no row is computed apart from the others), in the
+// order the backends' expert-major rows take. The operands a, dy and dh are rounded to bf16, as
+// the backends store them, before they are quantized, and so are h and da, which the backends
+// store before SwiGLU and its backward read them (docs/layer.md says why it matters). w_in_q [H,
+// 2F] and w_out_q [F, H] are quantized already. Outputs as in expert_block.
+void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
+                        const std::vector<double>& w_in_q, const std::vector<double>& w_out_q,
+                        Fp8Recipe recipe, bool backward, double* dw_in, double* dw_out) {
+  const int64_t F2 = 2 * F;
+  auto along_rows = [&](const std::vector<float>& v, int64_t cols) {
+    return quantized(v, [&](float* q) { fp8_quantize_along_rows(q, n, cols, recipe); });
+  };
+  auto down_columns = [&](const std::vector<float>& v, int64_t cols) {
+    return quantized(v, [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
+  };
+  std::vector<float> x(n * H), a(n * F);
+  for (int64_t b = 0; b < n; ++b) std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]);
+  std::vector<double> h = matmul(along_rows(x, H), w_in_q, n, H, F2, false);
+  for (double& v : h) v = to_bf16(v);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t f = 0; f < F; ++f)
+      a[b * F + f] = float(to_bf16(silu(h[b * F2 + f]) * h[b * F2 + F + f]));
+  const std::vector<double> y = matmul(along_rows(a, F), w_out_q, n, F, H, false);
+  for (int64_t b = 0; b < n; ++b) {
+    const Pair& pr = pairs[b];
+    const double* yb = &y[b * H];
+    if (pr.out)
+      for (int64_t o = 0; o < H; ++o) pr.out[o] += pr.p * yb[o];
+    if (pr.dp) {
+      double dot = 0;
+      for (int64_t o = 0; o < H; ++o) dot += yb[o] * pr.dout[o];
+      *pr.dp = dot;
+    }
+  }
+  if (!backward) return;
+
+  std::vector<float> dy(n * H), dh(n * F2);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < H; ++o) dy[b * H + o] = float(to_bf16(pairs[b].p * pairs[b].dout[o]));
+  std::vector<double> da = matmul(along_rows(dy, H), w_out_q, n, H, F, true);
+  for (double& v : da) v = to_bf16(v);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t f = 0; f < F; ++f) {
+      const double g = h[b * F2 + f], u = h[b * F2 + F + f], d = da[b * F + f];
+      dh[b * F2 + f] = float(to_bf16(d * u * silu_grad(g)));
+      dh[b * F2 + F + f] = float(to_bf16(d * silu(g)));
+    }
+  const std::vector<double> dx = matmul(along_rows(dh, F2), w_in_q, n, F2, H, true);
+  for (int64_t b = 0; b < n; ++b)
+    if (pairs[b].dx)
+      for (int64_t i = 0; i < H; ++i) pairs[b].dx[i] += dx[b * H + i];
+  // The weight gradients reduce over the rows: 128 x 1 blocks down them.
+  if (dw_out) add_rows_t_times_rows(down_columns(a, F), down_columns(dy, H), n, F, H, dw_out);
+  if (dw_in) add_rows_t_times_rows(down_columns(x, H), down_columns(dh, F2), n, H, F2, dw_in);
+}
+
+// Splits one expert's pairs (in token order) into its FP8 operands by operand[t] (empty: one
+// operand), each kept in token order, and runs each whole.
+void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair>& pairs,
+                            const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
+                            const double* w_in, const double* w_out, int64_t F, bool backward,
+                            double* dw_in, double* dw_out) {
+  const int64_t H = prob.model.hidden;
+  const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
+  const std::vector<double> w_in_q = quantized_weight(w_in, H, 2 * F, recipe);
+  const std::vector<double> w_out_q = quantized_weight(w_out, F, H, recipe);
+  std::vector<int32_t> ids;
+  for (int64_t t : tokens) ids.push_back(operand.empty() ? 0 : operand[t]);
+  std::vector<int32_t> distinct = ids;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  std::vector<Pair> rows;
+  for (int32_t id : distinct) {
+    rows.clear();
+    for (size_t i = 0; i < pairs.size(); ++i)
+      if (ids[i] == id) rows.push_back(pairs[i]);
+    expert_operand_fp8(H, F, rows.data(), int64_t(rows.size()), w_in_q, w_out_q, recipe, backward,
+                       dw_in, dw_out);
+  }
+}
+
+// The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass). With FP8,
+// every row of an operand that holds an own token's row or feeds a local expert's gradient takes
+// part: the operand's scales depend on all of its rows.
 void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
                  const double* p, const ExpertsPass& ps) {
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
   const int64_t E = prob.model.experts, K = prob.model.topk;
+  const bool fp8 = prob.precision != Precision::kBf16;
   BlockScratch scratch(H, F);
   std::vector<Pair> pairs;
+  std::vector<int64_t> tokens;  // each pair's token
+  // FP8: the operands that hold an own token's rows.
+  std::vector<uint8_t> wanted;
+  if (fp8)
+    for (int64_t t = ps.token_begin; t < ps.token_end; ++t) {
+      const size_t id = prob.gemm_operand.empty() ? 0 : size_t(prob.gemm_operand[t]);
+      if (wanted.size() <= id) wanted.resize(id + 1, 0);
+      wanted[id] = 1;
+    }
   for (int64_t e = 0; e < E; ++e) {
     const bool local = e >= ps.expert_begin && e < ps.expert_end;
     pairs.clear();
+    tokens.clear();
     for (int64_t t = 0; t < N; ++t) {
       const bool own = t >= ps.token_begin && t < ps.token_end;
-      if (!own && !local) continue;
+      const size_t id = fp8 && !prob.gemm_operand.empty() ? size_t(prob.gemm_operand[t]) : 0;
+      if (!own && !local && !(id < wanted.size() && wanted[id])) continue;
       for (int64_t k = 0; k < K; ++k) {
         if (idx[t * K + k] != e || (dropped && dropped[t * K + k])) continue;
         const int64_t r = t - ps.token_begin;
@@ -170,35 +312,52 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
           pr.dx = ps.backward ? ps.dx + r * H : nullptr;
         }
         pairs.push_back(pr);
+        tokens.push_back(t);
       }
     }
     double* dw_in = local && ps.backward ? ps.dw_in + (e - ps.expert_begin) * H * 2 * F : nullptr;
     double* dw_out = local && ps.backward ? ps.dw_out + (e - ps.expert_begin) * F * H : nullptr;
+    const double* w_in = &prob.w_in[e * H * 2 * F];
+    const double* w_out = &prob.w_out[e * F * H];
+    if (fp8) {
+      if (!pairs.empty())
+        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, w_in, w_out, F, ps.backward,
+                               dw_in, dw_out);
+      continue;
+    }
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
-      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0),
-                   &prob.w_in[e * H * 2 * F], &prob.w_out[e * F * H], ps.backward, dw_in, dw_out,
-                   scratch);
+      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
+                   ps.backward, dw_in, dw_out, scratch);
   }
 }
 
 // The shared experts for the own tokens of ps (ReferenceMath::shared_experts): each own token is
-// a pair of weight 1 with every shared expert.
+// a pair of weight 1 with every shared expert; with FP8, the own tokens' operands
+// (shared_operand) are quantized as wholes.
 void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
   const int64_t H = prob.model.hidden, F = prob.model.shared_ffn, S = prob.model.shared_experts;
   BlockScratch scratch(H, F);
   std::vector<Pair> pairs;
+  std::vector<int64_t> tokens;
   for (int64_t t = ps.token_begin; t < ps.token_end; ++t) {
     const int64_t r = t - ps.token_begin;
     pairs.push_back({&prob.x[t * H], &prob.dout[t * H], 1.0, ps.out ? ps.out + r * H : nullptr,
                      nullptr, ps.backward && ps.dx ? ps.dx + r * H : nullptr});
+    tokens.push_back(t);
   }
   for (int64_t s = 0; s < S; ++s) {
     double* dw_in = ps.backward && ps.dw_in ? ps.dw_in + s * H * 2 * F : nullptr;
     double* dw_out = ps.backward && ps.dw_out ? ps.dw_out + s * F * H : nullptr;
+    const double* w_in = &prob.w_sh_in[s * H * 2 * F];
+    const double* w_out = &prob.w_sh_out[s * F * H];
+    if (prob.precision != Precision::kBf16) {
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, w_in, w_out, F, ps.backward,
+                             dw_in, dw_out);
+      continue;
+    }
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
-      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0),
-                   &prob.w_sh_in[s * H * 2 * F], &prob.w_sh_out[s * F * H], ps.backward, dw_in,
-                   dw_out, scratch);
+      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
+                   ps.backward, dw_in, dw_out, scratch);
   }
 }
 
@@ -213,6 +372,10 @@ void check_problem(const ReferenceProblem& prob) {
             "x / dout must hold N * H = " << N * H << " values");
   MOE_CHECK(!prob.router.expert_bias || int64_t(prob.expert_bias.size()) == E,
             "expert_bias must hold E = " << E << " values");
+  for (const std::vector<int32_t>* ids : {&prob.gemm_operand, &prob.shared_operand}) {
+    MOE_CHECK(ids->empty() || int64_t(ids->size()) == N, "FP8 operand ids must hold N values");
+    for (int32_t id : *ids) MOE_CHECK(id >= 0 && id < N, "FP8 operand id " << id);
+  }
 }
 
 void check_weights(const ReferenceProblem& prob) {
@@ -557,6 +720,16 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   // One source rank's tokens, or one chunk of them in a pipelined step (expert_capacity's group).
   prob.capacity_group = T / step_chunks(w);
   prob.drop_by_position = w.drop_policy == DropPolicy::kPosition;
+  prob.precision = w.precision;
+  if (w.precision != Precision::kBf16) {
+    // An expert's GEMM takes the rows of one EP group's tokens (consecutive ranks, core/mesh.h),
+    // of one chunk of them in a pipelined step; the shared experts' take each rank's own tokens,
+    // which are the only ones they get here.
+    const int64_t chunk = T / step_chunks(w);
+    prob.gemm_operand.resize(N);
+    for (int64_t t = 0; t < N; ++t)
+      prob.gemm_operand[t] = int32_t((t / T / mesh.ep) * (T / chunk) + (t % T) / chunk);
+  }
 
   // The world's tokens in rank order: token g = rank * T + t.
   std::vector<float> gathered(N * H);

@@ -90,6 +90,15 @@ struct ReferenceProblem {
   // dropping the lowest p or the later (t, k).
   int64_t capacity = 0, capacity_group = 0;
   bool drop_by_position = false;
+  // FP8 expert GEMMs (MATH.md "FP8 expert GEMMs"; none with bf16). Each quantizes its operands
+  // whole: one expert's rows in one GEMM of the backend. Token t's routed rows share operands
+  // with the rows of the tokens of equal gemm_operand[t] (its EP group's, in its chunk of a
+  // pipelined step), its shared experts' rows with those of equal shared_operand[t] (its rank's);
+  // empty: all tokens one operand. Inside an operand rows go by token, as in every dispatcher's
+  // expert-major order (by source rank, then token), which the 128-row blocks of the weight
+  // gradients' operands follow.
+  Precision precision = Precision::kBf16;
+  std::vector<int32_t> gemm_operand, shared_operand;  // [N] or empty
 };
 
 // One pass of the expert FFNs (MATH.md step 7, and with `backward` its gradients) over the rows

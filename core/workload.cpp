@@ -67,6 +67,11 @@ void resolve_and_validate(Workload& w, int world_size) {
   MOE_USER_CHECK(w.expert_grad_dtype == DType::kFp32 || w.dtype == DType::kBf16,
                  "expert_grad_dtype = \"bf16\" with dtype = \"fp32\": gradients narrower than "
                  "the weights they train; set expert_grad_dtype to \"fp32\" or dtype to \"bf16\"");
+  MOE_USER_CHECK(w.precision == Precision::kBf16 || w.dtype == DType::kBf16,
+                 "precision = \"" << name_of(w.precision)
+                                  << "\" with dtype = \"fp32\": FP8 quantizes the bf16 values "
+                                     "the step stores (MATH.md); set dtype to \"bf16\" or "
+                                     "precision to \"bf16\"");
   MOE_USER_CHECK(m.shared_experts >= 0 && m.shared_experts <= kMaxSharedExperts,
                  "model.shared_experts = " << m.shared_experts << " must be between 0 (none) and "
                                            << kMaxSharedExperts
@@ -308,6 +313,16 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   add(b.host, {4, T, H, 4});  // x, dout, out, dx
   add(b.host, {2, H, E, 4});  // w_gate, dw_gate
   add(b.host, {T, K, 9});     // idx, p, dropped
+  if (w.precision != Precision::kBf16) {
+    // FP8 (core/reference.cpp expert_operand_fp8): one expert's quantized weights and one
+    // operand's rows at a time, at most an EP group's tokens (or the rank's, shared experts),
+    // with their intermediates in float and float64; and the unquantized reference's results.
+    const int64_t Fmax = std::max(F, Fs);
+    const int64_t rows = std::max(prod({w.mesh.ep, T}) / step_chunks(w), T);
+    add(b.host, {3, H, Fmax, 8});
+    add(b.host, {rows, sum({prod({6, H}), prod({12, Fmax})}), 8});
+    add(b.host, {sum({prod({2, T, H}), P, shared, prod({H, E})}), 8});
+  }
   if (on_gpu) {
     add(b.device, {2, W, T, H, 4});        // the world's x and dout, fp32
     add(b.device, {W, T, E, 4});           // logits

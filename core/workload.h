@@ -13,6 +13,9 @@ namespace moe {
 // Every choice-valued key is a typed enum, parsed once (core/workload_keys.cpp holds each enum's
 // names, in declaration order, beside the key that takes it); name_of gives the JSON spelling.
 enum class DType { kBf16, kFp32 };
+// How the six expert GEMMs (routed and shared) multiply (MATH.md "FP8 expert GEMMs"): the stored
+// values, or each operand quantized to FP8 E4M3 first, per tensor or in DeepSeek-V3's blocks.
+enum class Precision { kBf16, kFp8Tensor, kFp8Block };
 enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
@@ -40,6 +43,7 @@ enum class GemmAlgo { kAuto, kBucket, kExact };
 enum class Sm90Schedule { kCooperative, kPingpong };
 
 const char* name_of(DType value);
+const char* name_of(Precision value);
 const char* name_of(RouterScore value);
 const char* name_of(RoutingMode value);
 const char* name_of(DropPolicy value);
@@ -110,6 +114,7 @@ struct Workload {
   MeshConfig mesh;
   DType dtype = DType::kBf16;
   DType expert_grad_dtype = DType::kFp32;
+  Precision precision = Precision::kBf16;
   DispatchKind dispatch = DispatchKind::kAlltoall;
   double capacity_factor = 0.0;  // 0 (JSON null) = dropless
   DropPolicy drop_policy = DropPolicy::kProbability;

@@ -34,6 +34,7 @@ const std::vector<std::string>& names_of();
     return names_of<Enum>().at(static_cast<size_t>(value)).c_str(); \
   }
 MOE_ENUM_NAMES(DType, "bf16", "fp32")
+MOE_ENUM_NAMES(Precision, "bf16", "fp8_tensor", "fp8_block")
 MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
@@ -209,6 +210,13 @@ const std::vector<KeySpec>& schema() {
           "Megatron keeps them) or bf16 (the parameters' dtype, as eager PyTorch makes them: "
           "half the bytes the wgrad GEMMs write and the reduce-scatter sends); accumulation is "
           "fp32 either way; bf16 needs `dtype` bf16"),
+      enum_key("precision", MOE_FIELD(precision),
+               "the expert GEMMs (routed and shared; forward, data and weight gradients): bf16 "
+               "multiplies the stored values; fp8_tensor quantizes each operand of each "
+               "expert's GEMM to FP8 E4M3 with one scale (per-tensor current scaling, as "
+               "TransformerEngine trains), fp8_block in DeepSeek-V3's 1 x 128 (activations, "
+               "gradients) and 128 x 128 (weights) blocks; fp32 accumulation either way; fp8 "
+               "needs dtype bf16 and, for now, the CPU backend (README, FP8)"),
       enum_key("dispatch", MOE_FIELD(dispatch),
                "how routed rows reach their experts: alltoall sends each (token, expert) row "
                "to its expert's rank; alltoall_dedup sends a token once to each rank its kept "

@@ -98,21 +98,21 @@ void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, int6
 void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                             const ExpertOffsets& offsets, void* h, void* a, void* ye) {
   cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype, F(h),
-                      F(a), F(ye));
+                      F(a), F(ye), d.precision);
 }
 
 void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                  const void* w_out, const ExpertOffsets& offsets, void* da,
                                  void* dh, void* dxe) {
   cpu::expert_ffn_bwd_data(F(dye), F(h), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F,
-                           d.dtype, F(da), F(dh), F(dxe));
+                           d.dtype, F(da), F(dh), F(dxe), d.precision);
 }
 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                     const void* dh, const ExpertOffsets& offsets, void* dw_in,
                                     void* dw_out, bool accumulate) {
   cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), offsets.device, d.E_local, d.H, d.F,
-                              d.grad_dtype, F(dw_in), F(dw_out), accumulate);
+                              d.grad_dtype, F(dw_in), F(dw_out), accumulate, d.precision);
 }
 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

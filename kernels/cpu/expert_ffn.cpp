@@ -10,6 +10,17 @@ namespace {
 
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// One of the FFN's grouped GEMMs at the workload's precision.
+void ffn_gemm(Precision precision, GroupedLayout layout, const int64_t* offsets, int64_t G,
+              int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C,
+              DType out_dtype, bool accumulate = false) {
+  if (precision == Precision::kBf16)
+    grouped_gemm(layout, G, offsets, M, N, K, A, B, C, out_dtype, accumulate);
+  else
+    grouped_gemm_fp8(layout, G, offsets, M, N, K, A, B, C, out_dtype, fp8_recipe_of(precision),
+                     accumulate);
+}
+
 }  // namespace
 
 void swiglu_fwd(const float* h, int64_t n, int64_t F, DType dtype, float* a) {
@@ -41,37 +52,41 @@ void swiglu_bwd(const float* da, const float* h, int64_t n, int64_t F, DType dty
 // products, so the same values as a loop over experts.
 void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
                     const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                    float* h, float* a, float* ye) {
+                    float* h, float* a, float* ye, Precision precision) {
   const int64_t rows = row_offsets[E_local];
-  grouped_gemm(GroupedLayout::kRowsTimesWeight, E_local, row_offsets, 0, 2 * F, H, xe, w_in, h,
-               dtype);
+  ffn_gemm(precision, GroupedLayout::kRowsTimesWeight, row_offsets, E_local, 0, 2 * F, H, xe, w_in,
+           h, dtype);
   swiglu_fwd(h, rows, F, dtype, a);
-  grouped_gemm(GroupedLayout::kRowsTimesWeight, E_local, row_offsets, 0, H, F, a, w_out, ye, dtype);
+  ffn_gemm(precision, GroupedLayout::kRowsTimesWeight, row_offsets, E_local, 0, H, F, a, w_out, ye,
+           dtype);
 }
 
 void expert_ffn_bwd_data(const float* dye, const float* h, const float* w_in, const float* w_out,
                          const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
-                         DType dtype, float* da, float* dh, float* dxe) {
+                         DType dtype, float* da, float* dh, float* dxe, Precision precision) {
   const int64_t rows = row_offsets[E_local];
-  grouped_gemm(GroupedLayout::kRowsTimesWeightT, E_local, row_offsets, 0, F, H, dye, w_out, da,
-               dtype);
+  ffn_gemm(precision, GroupedLayout::kRowsTimesWeightT, row_offsets, E_local, 0, F, H, dye, w_out,
+           da, dtype);
   swiglu_bwd(da, h, rows, F, dtype, dh);
-  grouped_gemm(GroupedLayout::kRowsTimesWeightT, E_local, row_offsets, 0, H, 2 * F, dh, w_in, dxe,
-               dtype);
+  ffn_gemm(precision, GroupedLayout::kRowsTimesWeightT, row_offsets, E_local, 0, H, 2 * F, dh, w_in,
+           dxe, dtype);
 }
 
 void expert_ffn_bwd_weights(const float* dye, const float* xe, const float* a, const float* dh,
                             const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F,
-                            DType grad_dtype, float* dw_in, float* dw_out, bool accumulate) {
+                            DType grad_dtype, float* dw_in, float* dw_out, bool accumulate,
+                            Precision precision) {
   // A bf16 sum of partial sums would round at every addition, unlike one fp32 sum rounded once.
   MOE_CHECK(
       !accumulate || grad_dtype == DType::kFp32,
       "expert_ffn_bwd_weights: accumulating needs fp32 gradients, got " << dtype_name(grad_dtype));
   // Weight gradients in grad_dtype (kept for the FSDP reduce-scatter); no rows give zeros.
-  grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, F, H, 0, a, dye, dw_out,
-               grad_dtype, accumulate);
-  grouped_gemm(GroupedLayout::kRowsTTimesRows, E_local, row_offsets, H, 2 * F, 0, xe, dh, dw_in,
-               grad_dtype, accumulate);
+  // FP8: 128 x 1 blocks down each expert's rows, in their expert-major order (by source rank,
+  // then token: every dispatcher's), padding rows last (zeros: they change no block's amax).
+  ffn_gemm(precision, GroupedLayout::kRowsTTimesRows, row_offsets, E_local, F, H, 0, a, dye, dw_out,
+           grad_dtype, accumulate);
+  ffn_gemm(precision, GroupedLayout::kRowsTTimesRows, row_offsets, E_local, H, 2 * F, 0, xe, dh,
+           dw_in, grad_dtype, accumulate);
 }
 
 void expert_ffn_bwd(const float* dye, const float* xe, const float* h, const float* a,

@@ -442,6 +442,10 @@ void reference_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 }
 
 std::unique_ptr<ReferenceMath> gpu_reference_math(const Workload& w, ReferenceProblem& prob) {
+  MOE_USER_CHECK(prob.precision == Precision::kBf16,
+                 "reference = \"gpu\" has no FP8 quantization yet: set reference=cpu for "
+                 "precision "
+                     << name_of(prob.precision));
   return std::make_unique<GpuMath>(w, prob);
 }
 

@@ -8,6 +8,7 @@
 #include "comm/mpi_comm.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
+#include "core/reference.h"
 #include "core/workload.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -36,5 +37,18 @@ struct CpuLayer {
   MpiComm comm;
   MoeLayer layer;
 };
+
+// The float64 reference of one rank's step `step` whose results are o (the backend's routing
+// and drops adopted at near ties only).
+inline ReferenceResult reference_of_step(const Workload& w, const StepOutputs& o, int64_t step) {
+  const Mesh mesh = make_mesh(1, 0, 1, 1, w.model.experts);
+  ReferenceInputs in;
+  in.x = o.x.data();
+  in.dout = o.dout.data();
+  in.got_idx = o.idx.data();
+  in.got_dropped = o.dropped.data();
+  in.step = step;
+  return compute_reference(w, mesh, MPI_COMM_WORLD, in);
+}
 
 }  // namespace moe::test

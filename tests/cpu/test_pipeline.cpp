@@ -73,14 +73,7 @@ const std::vector<float>& tensor(const StepOutputs& o, const std::string& name) 
 
 // Every tensor within its tolerance of the float64 reference, the routing and drops agreeing.
 void expect_passes_reference(const Workload& w, const StepOutputs& o) {
-  const Mesh mesh = make_mesh(1, 0, 1, 1, w.model.experts);
-  ReferenceInputs in;
-  in.x = o.x.data();
-  in.dout = o.dout.data();
-  in.got_idx = o.idx.data();
-  in.got_dropped = o.dropped.data();
-  in.step = 1;
-  const ReferenceResult ref = compute_reference(w, mesh, MPI_COMM_WORLD, in);
+  const ReferenceResult ref = test::reference_of_step(w, o, 1);
   EXPECT_EQ(ref.routing_mismatches, 0);
   EXPECT_EQ(ref.drop_mismatches, 0);
   const std::vector<std::pair<std::string, const std::vector<double>*>> refs = {

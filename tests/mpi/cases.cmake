@@ -184,12 +184,29 @@ moe_mpi_case(np4_ep4_pipeline4_alltoall_dedup_shared_capacity 4 --set mesh.ep=4
              --set overlap=pipeline --set overlap_chunks=4 ${MOE_DEDUP} --set capacity_factor=1.0
              --set model.topk=4 ${MOE_SHARED})
 
+# FP8 expert GEMMs (MATH.md "FP8 expert GEMMs"), both recipes, against the float64 reference that
+# quantizes the same operands: a shape with two 128-wide blocks along H, partial blocks along F
+# and experts of more than 128 rows per GEMM, on EP x FSDP meshes with every dispatcher, the
+# pipeline's chunks (each its own operand), capacity drops and align padding, shared experts,
+# and the sync-free step. tests/mpi/fp8.sh checks the result JSON and the refusals.
+set(MOE_FP8_SHAPE --set model.hidden=256 --set model.ffn=160 --set tokens_per_rank=256)
+foreach(recipe fp8_tensor fp8_block)
+  set(p --set precision=${recipe} ${MOE_FP8_SHAPE})
+  moe_mpi_case(np2_ep2_${recipe} 2 ${p} --set mesh.ep=2 ${MOE_SIGMOID_GROUPS})
+  moe_mpi_case(np4_ep2_fsdp2_${recipe}_pipeline4_shared 4 ${p} --set mesh.ep=2 --set mesh.fsdp=2
+               --set overlap=pipeline --set overlap_chunks=4 ${MOE_SHARED})
+  moe_mpi_case(np4_ep4_${recipe}_dedup_capacity_align 4 ${p} --set mesh.ep=4 ${MOE_DEDUP}
+               --set capacity_factor=1.0 --set align=16)
+  moe_mpi_case(np4_ep2_fsdp2_${recipe}_allgather_graph 4 ${p} --set mesh.ep=2 --set mesh.fsdp=2
+               --set dispatch=allgather --set graph=true --warmup 2)
+endforeach()
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
-               allgather alltoall_dedup pipeline graph)
+               allgather alltoall_dedup pipeline graph fp8)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})

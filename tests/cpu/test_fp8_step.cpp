@@ -1,0 +1,109 @@
+// The FP8 expert GEMMs (precision fp8_tensor, fp8_block) in a whole CPU step, one rank, against
+// the float64 reference that quantizes the same operands: every tensor lands near the
+// storage-rounding floor (MATH.md: about 2e-3), far inside the tolerances. And the check can
+// fail: the same step against the other recipe, against no quantization, or against a reference
+// that takes the wrong rows as one operand (the pipeline's chunks as one GEMM) misses them.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "core/moe_layer.h"
+#include "core/reference.h"
+#include "core/workload.h"
+#include "tests/common/cpu_layer.h"
+#include "tests/common/small_workload.h"
+
+namespace moe {
+namespace {
+
+// Two 128-wide blocks along H, a partial one along F and F_sh, and experts with more than 128
+// rows, so that every kind of block (1 x 128, 128 x 1, 128 x 128, partial) is met.
+Workload fp8_workload(const std::string& precision, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> sets = {"model.hidden=256",       "model.ffn=160",
+                                   "model.experts=4",        "tokens_per_rank=320",
+                                   "precision=" + precision, "model.shared_experts=1",
+                                   "model.shared_ffn=96"};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return test::small_workload(sets, 11);
+}
+
+StepOutputs run_step(const Workload& w) {
+  test::CpuLayer cpu(w);
+  cpu.run(2);
+  return cpu.layer.download_outputs();
+}
+
+ReferenceResult reference_of(const Workload& w, const StepOutputs& o) {
+  return test::reference_of_step(w, o, 1);
+}
+
+// rel_l2 of each expert-path tensor against ref, by name.
+std::vector<std::pair<std::string, double>> errors(const StepOutputs& o,
+                                                   const ReferenceResult& ref) {
+  const std::vector<std::tuple<std::string, const std::vector<float>*, const std::vector<double>*>>
+      t = {{"out", &o.out, &ref.out},
+           {"dx", &o.dx, &ref.dx},
+           {"dw_in", &o.dw_in, &ref.dw_in},
+           {"dw_out", &o.dw_out, &ref.dw_out},
+           {"dw_sh_in", &o.dw_sh_in, &ref.dw_sh_in},
+           {"dw_sh_out", &o.dw_sh_out, &ref.dw_sh_out}};
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, got, want] : t) {
+    EXPECT_EQ(got->size(), want->size()) << name;
+    const TensorCheck c =
+        compare_tensor(name, got->data(), want->data(), int64_t(got->size()), 1.0, MPI_COMM_SELF);
+    out.push_back({name, c.rel_l2});
+  }
+  return out;
+}
+
+class Fp8Step : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8Step, MatchesTheQuantizedReferenceAndNotTheOthers) {
+  const std::string precision = GetParam();
+  const Workload w = fp8_workload(precision);
+  const StepOutputs o = run_step(w);
+  const ReferenceResult ref = reference_of(w, o);
+  EXPECT_EQ(ref.routing_mismatches, 0);
+  for (const auto& [name, e] : errors(o, ref)) {
+    EXPECT_LT(e, tolerance_for(name, w.dtype)) << name;
+    EXPECT_LT(e, 5e-3) << name << ": far above the storage-rounding floor";
+  }
+  // A backend that skipped the quantization, or used the other recipe, fails the check.
+  const std::string other = precision == "fp8_block" ? "fp8_tensor" : "fp8_block";
+  for (const std::string& wrong : {std::string("bf16"), other}) {
+    const ReferenceResult r = reference_of(fp8_workload(wrong), o);
+    for (const auto& [name, e] : errors(o, r))
+      EXPECT_GT(e, tolerance_for(name, w.dtype)) << name << " against " << wrong;
+  }
+}
+
+TEST_P(Fp8Step, EachPipelineChunkIsItsOwnOperand) {
+  const std::string precision = GetParam();
+  const Workload w = fp8_workload(precision, {"overlap=pipeline", "overlap_chunks=2"});
+  const StepOutputs o = run_step(w);
+  for (const auto& [name, e] : errors(o, reference_of(w, o))) EXPECT_LT(e, 5e-3) << name;
+  // The same tokens taken as one GEMM per expert (overlap none's operands): per tensor, the
+  // scales change; in blocks, the weight gradients' 128-row blocks do (the rows are per-row
+  // blocks along their reduction, the same either way; the shared experts are not chunked).
+  const std::vector<std::pair<std::string, double>> whole =
+      errors(o, reference_of(fp8_workload(precision), o));
+  for (const auto& [name, e] : whole) {
+    const bool shared = name.rfind("dw_sh", 0) == 0;
+    const bool changes = !shared && (precision == "fp8_tensor" || name.rfind("dw_", 0) == 0);
+    if (changes)
+      EXPECT_GT(e, tolerance_for(name, w.dtype)) << name;
+    else
+      EXPECT_LT(e, 5e-3) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, Fp8Step, ::testing::Values("fp8_tensor", "fp8_block"));
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# precision = fp8_tensor | fp8_block on CPU ranks: the check passes against the quantizing
+# reference, and the result JSON, report and --dry-run say which precision ran; the distance to
+# the unquantized reference is reported per tensor (over the tolerance: a backend that skipped the
+# quantization would fail); compare refuses to put FP8 beside bf16 unless told, and takes a result
+# from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend (no FP8 GEMMs
+# yet), is refused naming the key (printed once, every rank exiting non-zero).
+source "$(dirname "$0")/common.sh"
+args=(run --config "$TINY" --set mesh.ep=2 --steps 2 --warmup 1 --set model.hidden=256
+  --set model.ffn=160 --set tokens_per_rank=256)
+mpi 2 "${args[@]}" -q --out "$WORK/bf16.json" >/dev/null
+for recipe in fp8_tensor fp8_block; do
+  mpi 2 "${args[@]}" --set precision=$recipe --out "$WORK/$recipe.json" >"$WORK/$recipe.txt" 2>&1 ||
+    { cat "$WORK/$recipe.txt"; fail "$recipe: the run failed"; }
+  grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/$recipe.txt" || { cat "$WORK/$recipe.txt"; fail "$recipe: no PASS"; }
+  grep -q "dtype bf16, precision $recipe" "$WORK/$recipe.txt" || fail "$recipe: the report header does not name it"
+  grep -q "vs bf16" "$WORK/$recipe.txt" || fail "$recipe: the report has no unquantized column"
+done
+
+/usr/bin/python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+def check(cond, what):
+    if not cond:
+        sys.exit(f"FAIL: {what}")
+plain = json.load(open(f"{work}/bf16.json"))
+check(plain["config"]["precision"] == "bf16", "default precision is not bf16")
+check(all("rel_l2_unquantized" not in t for t in plain["correctness"]["checks"][0]["tensors"].values()),
+      "a bf16 run reports an unquantized distance")
+for recipe in ("fp8_tensor", "fp8_block"):
+    r = json.load(open(f"{work}/{recipe}.json"))
+    check(r["config"]["precision"] == recipe, f"config does not record {recipe}")
+    t = r["correctness"]["checks"][0]["tensors"]
+    for name in ("out", "dx", "dw_in", "dw_out"):
+        got, u, tol = t[name]["rel_l2"], t[name]["rel_l2_unquantized"], t[name]["tol"]
+        check(got < 5e-3, f"{recipe} {name}: rel_l2 {got} far from the rounding floor")
+        check(tol < u < 0.2, f"{recipe} {name}: unquantized distance {u} not between tol and 0.2")
+    check(r["digests"]["out"] != plain["digests"]["out"], f"{recipe}: out is bf16's")
+a, b = (json.load(open(f"{work}/{n}.json")) for n in ("fp8_tensor", "fp8_block"))
+check(a["digests"]["dw_in"] != b["digests"]["dw_in"], "the two recipes give the same dw_in")
+old = json.load(open(f"{work}/bf16.json")); del old["config"]["precision"]
+json.dump(old, open(f"{work}/old.json", "w"))
+PY
+
+"$MOEBENCH" compare "$WORK/bf16.json" "$WORK/fp8_block.json" >"$WORK/cmp.txt" 2>&1 &&
+  fail "compare took a bf16 and an fp8 run"
+grep -q "config.precision" "$WORK/cmp.txt" || { cat "$WORK/cmp.txt"; fail "compare did not name the key"; }
+"$MOEBENCH" compare --allow-different-work "$WORK/bf16.json" "$WORK/fp8_block.json" >"$WORK/cmp2.txt" 2>&1 ||
+  { cat "$WORK/cmp2.txt"; fail "compare --allow-different-work refused bf16 vs fp8"; }
+"$MOEBENCH" compare "$WORK/old.json" "$WORK/bf16.json" >"$WORK/cmp_old.txt" 2>&1 ||
+  { cat "$WORK/cmp_old.txt"; fail "a result from before precision does not compare with bf16"; }
+
+mpi 2 "${args[@]}" --set precision=fp8_block --set dtype=fp32 >"$WORK/bad.txt" 2>&1 &&
+  fail "fp8 with fp32 storage was accepted"
+[ "$(grep -c 'precision = "fp8_block" with dtype = "fp32"' "$WORK/bad.txt")" -eq 1 ] ||
+  { cat "$WORK/bad.txt"; fail "the fp32 refusal is not printed once"; }
+"$MOEBENCH" run --config "$TINY" --dry-run --backend cuda --set precision=fp8_tensor >"$WORK/cuda.txt" 2>&1 &&
+  fail "the CUDA backend took fp8"
+grep -q "CUDA backend has no FP8 expert GEMMs" "$WORK/cuda.txt" || { cat "$WORK/cuda.txt"; fail "the CUDA refusal does not say why"; }
+"$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block >"$WORK/dry.txt" 2>&1 ||
+  { cat "$WORK/dry.txt"; fail "--dry-run with fp8 failed"; }
+grep -q "expert GEMMs fp8_block" "$WORK/dry.txt" || { cat "$WORK/dry.txt"; fail "--dry-run does not show the precision"; }
+echo "fp8: PASS"
