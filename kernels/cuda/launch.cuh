@@ -20,6 +20,22 @@ inline int row_grid(int64_t rows) {
   return int(std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 16)));
 }
 
+// The last index i in [0, n) with sorted[i] <= x (sorted nondecreasing, sorted[0] <= x): the
+// group whose start offset is the last at or below row x (empty groups share their successor's
+// start, and the last of equal starts is taken).
+template <class T>
+__device__ inline int64_t last_at_or_below(const T* sorted, int64_t n, int64_t x) {
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (sorted[mid] <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 // ---- row moves: one block per row, 16-byte vectors when the row allows. ----
 template <class T>
 __device__ inline void copy_row(T* dst, const T* src, int64_t H) {

@@ -76,14 +76,7 @@ __global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const i
   const int64_t rows = min(rows_bound, offsets[nb - 1] + int64_t(counts[nb - 1]));
   for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     // i is a row in source-rank-major order: find its block by binary search.
-    int64_t lo = 0, hi = nb - 1;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      if (offsets[mid] <= i)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
+    int64_t lo = last_at_or_below(offsets, nb, i);
     while (counts[lo] == 0 || i >= offsets[lo] + counts[lo]) ++lo;  // skip empty blocks
     const int64_t j = offsets[nb + lo] + (i - offsets[lo]);
     if (to_expert_major)
