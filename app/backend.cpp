@@ -114,11 +114,28 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "the row offsets on the GPU (the other methods need them on the host) and "
       "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
       "graph=false");
-  MOE_USER_CHECK(w.precision == Precision::kBf16 || name != "cuda",
-                 "precision = \"" << name_of(w.precision)
-                                  << "\": the CUDA backend has no FP8 expert GEMMs yet (the CPU "
-                                     "backend runs both recipes); use --backend cpu or set "
-                                     "precision=bf16");
+  if (name == "cuda" && w.precision != Precision::kBf16) {
+    // cuBLASLt's FP8 matmul, one call per expert (kernels/cuda/expert_ffn_fp8.h).
+    const std::string fp8 =
+        "precision = \"" + std::string(name_of(w.precision)) + "\" on the CUDA backend ";
+    MOE_USER_CHECK(w.gemm.method == GemmMethod::kAuto,
+                   fp8 << "runs cuBLASLt's FP8 matmul per expert, none of gemm.method's bf16 "
+                          "paths: leave gemm.method at auto");
+    MOE_USER_CHECK(!w.graph, fp8 << "needs the row counts on the host for its per-expert "
+                                    "calls: set graph=false");
+    MOE_USER_CHECK(w.align % 16 == 0,
+                   fp8 << "needs each expert's rows to start at a multiple of 16 (Hopper's FP8 "
+                          "kernels read 16-byte aligned operands; align is "
+                       << w.align << "): set align=16");
+    const int64_t Fs = w.model.shared_experts > 0 ? w.model.shared_ffn : 16;
+    MOE_USER_CHECK(w.model.hidden % 16 == 0 && w.model.ffn % 16 == 0 && Fs % 16 == 0,
+                   fp8 << "needs model.hidden, model.ffn and model.shared_ffn multiples of 16 "
+                          "(FP8 rows of 16-byte multiples)");
+  }
+  MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || w.precision == Precision::kBf16,
+                 "reference = \"gpu\" does not quantize to FP8 (the float64 reference does): set "
+                 "reference=cpu or reference=auto for precision "
+                     << name_of(w.precision));
   MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || name == "cuda",
                  "reference = \"gpu\" needs --backend cuda (this run uses "
                      << name << "); set reference=cpu or reference=auto");
@@ -126,6 +143,8 @@ void check_backend_supports(const std::string& name, const Workload& w) {
 
 std::string reference_device(const std::string& backend, const Workload& w) {
   if (w.reference != ReferenceDevice::kAuto) return name_of(w.reference);
+  // The GPU reference does not quantize to FP8 (yet): the float64 one does.
+  if (w.precision != Precision::kBf16) return "cpu";
   return backend == "cuda" ? "gpu" : "cpu";
 }
 
@@ -227,7 +246,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   if (me.rank == 0)
     for (const RankPlace& p : b.places) spdlog::info("{}", p.describe());
   check_no_shared_gpu(b.places);
-  auto ops = std::make_unique<CudaOps>(*device, w.gemm, w.graph);
+  auto ops = std::make_unique<CudaOps>(*device, w.gemm, w.graph, w.precision);
   auto comm = std::make_unique<NcclComm>(world, mesh, *device, timeout_s);
   // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.
   NcclComm* c = comm.get();

@@ -216,7 +216,9 @@ const std::vector<KeySpec>& schema() {
                "expert's GEMM to FP8 E4M3 with one scale (per-tensor current scaling, as "
                "TransformerEngine trains), fp8_block in DeepSeek-V3's 1 x 128 (activations, "
                "gradients) and 128 x 128 (weights) blocks; fp32 accumulation either way; fp8 "
-               "needs dtype bf16 and, for now, the CPU backend (README, FP8)"),
+               "needs dtype bf16, and on the CUDA backend (cuBLASLt's FP8 matmul per expert) "
+               "align a multiple of 16, graph false and gemm.method auto; checked by the "
+               "float64 reference (README, FP8)"),
       enum_key("dispatch", MOE_FIELD(dispatch),
                "how routed rows reach their experts: alltoall sends each (token, expert) row "
                "to its expert's rank; alltoall_dedup sends a token once to each rank its kept "

@@ -23,18 +23,23 @@ enum ScratchSlot {
   kXF32,
   kRegroupOffsets,
   kLayoutScratch,
+  kFp8CodesA,
+  kFp8CodesB,
+  kFp8ScalesA,
+  kFp8ScalesB,
   kNumScratchSlots
 };
 
 }  // namespace
 
-CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free)
-    : device_(device), scratch_(kNumScratchSlots) {
+CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Precision precision)
+    : device_(device), precision_(precision), scratch_(kNumScratchSlots) {
   gemm_ = std::make_unique<cuda::GemmRunner>(int(gemm.streams));
   gemm_->set_sm90_schedule(cuda::schedule_of(gemm));
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
-  fixed_gemm_method_ = gemm.method != GemmMethod::kAuto || sync_free;
+  fixed_gemm_method_ =
+      gemm.method != GemmMethod::kAuto || sync_free || precision != Precision::kBf16;
   if (gemm.method != GemmMethod::kAuto) set_expert_gemm_method(name_of(gemm.method));
   if (sync_free) {
     MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
@@ -47,7 +52,9 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free)
                                                          : cuda::AlgoPolicy::kAuto);
 }
 
-std::string CudaOps::expert_gemm_method() const { return cuda::gemm_method_name(gemm_->method()); }
+std::string CudaOps::expert_gemm_method() const {
+  return precision_ != Precision::kBf16 ? "cublaslt_fp8" : cuda::gemm_method_name(gemm_->method());
+}
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {
   return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries()};
@@ -187,8 +194,23 @@ void CudaOps::regroup(const Dims& d, const void* src, const int32_t* counts, int
                      d.dtype, offsets, dst, stream());
 }
 
+cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) {
+  const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
+  cuda::Fp8Scratch sc;
+  sc.a = static_cast<uint8_t*>(scratch(kFp8CodesA, b.a));
+  sc.b = static_cast<uint8_t*>(scratch(kFp8CodesB, b.b));
+  sc.a_scales = static_cast<float*>(scratch(kFp8ScalesA, b.a_scales));
+  sc.b_scales = static_cast<float*>(scratch(kFp8ScalesB, b.b_scales));
+  return sc;
+}
+
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                              const ExpertOffsets& off, void* h, void* a, void* ye) {
+  if (d.precision != Precision::kBf16) {
+    cuda::expert_ffn_fwd_fp8(xe, w_in, w_out, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
+                             h, a, ye, *gemm_, fp8_scratch(d, off), stream());
+    return;
+  }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
                        gemm_lists_, stream());
 }
@@ -196,6 +218,12 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
 void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                   const void* w_out, const ExpertOffsets& off, void* da, void* dh,
                                   void* dxe) {
+  if (d.precision != Precision::kBf16) {
+    cuda::expert_ffn_bwd_data_fp8(dye, h, w_in, w_out, off, d.E_local, d.H, d.F,
+                                  fp8_recipe_of(d.precision), da, dh, dxe, *gemm_,
+                                  fp8_scratch(d, off), stream());
+    return;
+  }
   cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, da, dh, dxe,
                             *gemm_, gemm_lists_, stream());
 }
@@ -203,6 +231,12 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                      const void* dh, const ExpertOffsets& off, void* dw_in,
                                      void* dw_out, bool accumulate) {
+  if (d.precision != Precision::kBf16) {
+    cuda::expert_ffn_bwd_weights_fp8(dye, xe, a, dh, off, d.E_local, d.H, d.F,
+                                     fp8_recipe_of(d.precision), d.grad_dtype, dw_in, dw_out,
+                                     accumulate, *gemm_, fp8_scratch(d, off), stream());
+    return;
+  }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,
                                dw_in, dw_out, accumulate, *gemm_, gemm_lists_, stream());
 }

@@ -13,6 +13,7 @@
 #include "core/ops.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/expert_ffn_fp8.h"
 
 namespace moe {
 namespace cuda {
@@ -24,9 +25,11 @@ class CudaOps : public Ops {
  public:
   // Creates the cuBLASLt runner; `gemm` (the workload's gemm.* keys) sets its side streams, its
   // algorithm policy and, unless auto, the expert GEMM method. sync_free (graph: true): auto
-  // means the grouped sm90 kernel, the one method that reads the offsets on the device. Work
-  // goes to device.stream().
-  CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free = false);
+  // means the grouped sm90 kernel, the one method that reads the offsets on the device. An FP8
+  // precision runs the expert GEMMs on cuBLASLt's FP8 matmul (kernels/cuda/expert_ffn_fp8.h), one
+  // fixed way. Work goes to device.stream().
+  CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free = false,
+          Precision precision = Precision::kBf16);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -87,11 +90,14 @@ class CudaOps : public Ops {
  private:
   // Grow-only device scratch owned by the ops (sized in warm-up, reused after).
   void* scratch(int slot, size_t bytes);
+  // The FP8 GEMMs' operand scratch, sized for these rows.
+  cuda::Fp8Scratch fp8_scratch(const Dims& d, const ExpertOffsets& rows);
   cudaStream_t stream() const { return device_.stream(); }
 
   CudaDevice& device_;
   std::unique_ptr<cuda::GemmRunner> gemm_;
   bool fixed_gemm_method_ = false;  // gemm.method named one: no choice in warm-up
+  Precision precision_ = Precision::kBf16;
   struct Scratch {
     void* ptr = nullptr;
     size_t bytes = 0;

@@ -85,7 +85,8 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 bool GemmRunner::PlanKey::operator==(const PlanKey& o) const {
   return trans_a == o.trans_a && trans_b == o.trans_b && accumulate == o.accumulate && M == o.M &&
          N == o.N && K == o.K && in == o.in && out == o.out && align_a == o.align_a &&
-         align_b == o.align_b && align_c == o.align_c;
+         align_b == o.align_b && align_c == o.align_c && fp8 == o.fp8 && lda == o.lda &&
+         ldb == o.ldb;
 }
 
 size_t GemmRunner::PlanKeyHash::operator()(const PlanKey& k) const {
@@ -97,7 +98,9 @@ size_t GemmRunner::PlanKeyHash::operator()(const PlanKey& k) const {
   mix(uint64_t(k.K));
   mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.accumulate) << 2 |
       uint64_t(k.in) << 3 | uint64_t(k.out) << 5);
-  mix(uint64_t(k.align_a) | uint64_t(k.align_b) << 16 | uint64_t(k.align_c) << 32);
+  mix(uint64_t(k.align_a) | uint64_t(k.align_b) << 16 | uint64_t(k.align_c) << 32 |
+      uint64_t(k.fp8) << 48);
+  mix(uint64_t(k.lda) ^ uint64_t(k.ldb) << 32);
   return h;
 }
 
@@ -189,6 +192,10 @@ bool gemm_algo_by_bucket(AlgoPolicy policy, int64_t M, int64_t N, int64_t K) {
 }
 
 void GemmRunner::describe(const PlanKey& key, Plan& plan) const {
+  if (key.fp8) {
+    describe_fp8(key, plan);
+    return;
+  }
   // cuBLASLt's A is our B and its B is our A (see the top of the file); m = N, n = M.
   const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -205,6 +212,34 @@ void GemmRunner::describe(const PlanKey& key, Plan& plan) const {
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, int64_t(a_rows)));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, int64_t(b_rows)));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, int64_t(m)));
+}
+
+// cuBLASLt's A is our B [N, K] (column-major [K, N], used transposed) and its B our A [M, K]
+// (column-major [K, M]): "TN", the one layout of Hopper's FP8 kernels. A stride below K (a bucket's
+// representative shape, whose K is rounded up) is raised to K.
+void GemmRunner::describe_fp8(const PlanKey& key, Plan& plan) const {
+  const uint64_t m = uint64_t(key.N), n = uint64_t(key.M), k = uint64_t(key.K);
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(CUBLAS_OP_T));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(CUBLAS_OP_N));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_HOST));
+  const auto scaling = Fp8Scaling(key.fp8);
+  const int32_t ours_a = scaling == Fp8Scaling::kTensor ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
+                                                        : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const int32_t ours_b = scaling == Fp8Scaling::kTensor ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
+                         : scaling == Fp8Scaling::kRowsTimesTiles
+                             ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                             : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, ours_b);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, ours_a);
+  // The heuristic sees scale pointers: until a call sets the real ones, an aligned device address
+  // (the workspace; never read before they are set).
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, workspace_all_);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, workspace_all_);
+  const int64_t ldb = std::max<int64_t>(key.ldb, key.K), lda = std::max<int64_t>(key.lda, key.K);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, k, m, ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, k, n, lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, cuda_type(key.out), m, n, int64_t(m)));
 }
 
 void GemmRunner::destroy(Plan& plan) noexcept {
@@ -237,8 +272,8 @@ bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulA
     ++heuristic_queries_;
     const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
                                                              plan.c, pref, 1, &result, &returned);
-    if (rc == CUBLAS_STATUS_NOT_SUPPORTED) {
-      returned = 0;  // "no algorithm"
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED || (key.fp8 && rc == CUBLAS_STATUS_INVALID_VALUE)) {
+      returned = 0;  // "no algorithm" (for FP8 cuBLASLt also answers so to a shape it refuses)
     } else {
       CUBLAS_CHECK(rc);
     }
@@ -289,6 +324,10 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
                         bucket_algo(key, plan, &plan.algo)) ||
                        heuristic(key, plan, &plan.algo);
     MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
+                         << (key.fp8 ? "FP8 (scaling " + std::to_string(key.fp8) + ", lda " +
+                                           std::to_string(key.lda) + ", ldb " +
+                                           std::to_string(key.ldb) + ") "
+                                     : std::string())
                          << shape_text(key.trans_a, key.trans_b, key.M, key.N, key.K, key.in,
                                        key.out, key.accumulate)
                          << " (alignments A=" << key.align_a << " B=" << key.align_b << " C="
@@ -323,6 +362,47 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
   }
   lt_matmul(trans_a, trans_b, GemmProblem{M, N, K, A, B, C}, accumulate, in, out, workspaces_[0],
             stream);
+}
+
+void GemmRunner::gemm_fp8(int64_t M, int64_t N, int64_t K, const Fp8Operand& A, const Fp8Operand& B,
+                          Fp8Scaling scaling, void* C, bool accumulate, DType out,
+                          cudaStream_t stream) {
+  check_args(M, N, K, DType::kBf16, out, accumulate);
+  MOE_CHECK(A.ld >= K && B.ld >= K,
+            "gemm_fp8: row strides " << A.ld << ", " << B.ld << " < K " << K);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(C, 0, size_t(M * N) * stored_bytes(out), stream));
+    return;
+  }
+  PlanKey key{false,
+              true,
+              accumulate,
+              M,
+              N,
+              K,
+              DType::kBf16,
+              out,
+              alignment_of(A.codes),
+              alignment_of(B.codes),
+              alignment_of(C)};
+  key.fp8 = uint8_t(scaling);
+  key.lda = A.ld;
+  key.ldb = B.ld;
+  const Plan& plan = plan_for(key);
+  // The scales move with every expert; the rest of the plan stays.
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, B.scales);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, A.scales);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t rc =
+      cublasLtMatmul(lt_, plan.desc, &alpha, B.codes, plan.a, A.codes, plan.b, &beta, C, plan.c, C,
+                     plan.c, &plan.algo, workspaces_[0], workspace_bytes_, stream);
+  MOE_CHECK(rc == CUBLAS_STATUS_SUCCESS,
+            "cublasLtMatmul (FP8, scaling "
+                << int(scaling) << ") failed with status " << int(rc) << " for M=" << M
+                << " N=" << N << " K=" << K << " lda=" << A.ld << " ldb=" << B.ld
+                << " alignments A=" << key.align_a << " B=" << key.align_b << " C=" << key.align_c
+                << " scales A=" << alignment_of(A.scales) << " B=" << alignment_of(B.scales));
 }
 
 // ---- grouped GEMMs ----

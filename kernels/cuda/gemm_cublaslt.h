@@ -31,6 +31,20 @@ struct GemmProblem {
   void* C = nullptr;
 };
 
+// How an FP8 GEMM's two operands are scaled (results/2026-11-25-fp8-cublaslt-probe: the pairs
+// cuBLASLt runs on Hopper). Per tensor: one fp32 scale each. kRowsTimesTiles: A in 1 x 128 blocks
+// along K (scales [ceil(K / 128), M], an A row's blocks M apart), B in 128 x 128 tiles (scales
+// row-major over B's [ceil(N / 128), ceil(K / 128)] tiles). kRowsTimesRows: both in 1 x 128
+// blocks along K, B's scales [ceil(K / 128), N].
+enum class Fp8Scaling : uint8_t { kTensor = 1, kRowsTimesTiles, kRowsTimesRows };
+
+// One FP8 operand: e4m3 codes K-major (row i's K codes at codes + i * ld) and their scales.
+struct Fp8Operand {
+  const uint8_t* codes = nullptr;
+  int64_t ld = 0;
+  const float* scales = nullptr;
+};
+
 enum class GemmMethod {
   kLtMultiStream,   // one cublasLtMatmul per problem, spread over the runner's side streams
   kGroupedBatched,  // one cublasGemmGroupedBatchedEx call (falls back to the above, see .cu)
@@ -65,6 +79,13 @@ class GemmRunner {
   // zeros (or C unchanged when accumulate); M == 0 or N == 0 does nothing. Runs on `stream`.
   void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
             const void* B, void* C, bool accumulate, DType in, DType out, cudaStream_t stream);
+
+  // C [M, N] (ldc N) = A [M, K] @ B [N, K]^T in FP8 (cuBLASLt's FP8 matmul; both operands K-major,
+  // as Hopper's FP8 kernels take them), fp32 accumulation, C `out` rounded once (+ C with
+  // accumulate, fp32 only). The scales are read on the device when the GEMM runs. K == 0 gives
+  // zeros (or C unchanged). Runs on `stream`.
+  void gemm_fp8(int64_t M, int64_t N, int64_t K, const Fp8Operand& A, const Fp8Operand& B,
+                Fp8Scaling scaling, void* C, bool accumulate, DType out, cudaStream_t stream);
 
   // Independent GEMMs with the same transposes and dtypes (one per expert; sizes may differ, C
   // regions must not overlap), by the current method. Ordered after prior work on `stream`, and
@@ -118,6 +139,8 @@ class GemmRunner {
     int64_t M, N, K;
     DType in, out;
     uint32_t align_a, align_b, align_c;
+    uint8_t fp8 = 0;           // an FP8 GEMM's Fp8Scaling, 0 for the others
+    int64_t lda = 0, ldb = 0;  // FP8: the operands' row strides (the others are dense)
     bool operator==(const PlanKey& o) const;
   };
   struct PlanKeyHash {
@@ -137,6 +160,7 @@ class GemmRunner {
   void release() noexcept;  // frees whatever the constructor got (also after a partial one)
   const Plan& plan_for(const PlanKey& key);
   void describe(const PlanKey& key, Plan& plan) const;  // the descriptor and layouts of a shape
+  void describe_fp8(const PlanKey& key, Plan& plan) const;
   static void destroy(Plan& plan) noexcept;
   // The heuristic's first algorithm for the shape; false when it has none.
   bool heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);

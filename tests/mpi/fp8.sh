@@ -3,8 +3,9 @@
 # reference, and the result JSON, report and --dry-run say which precision ran; the distance to
 # the unquantized reference is reported per tensor (over the tolerance: a backend that skipped the
 # quantization would fail); compare refuses to put FP8 beside bf16 unless told, and takes a result
-# from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend (no FP8 GEMMs
-# yet), is refused naming the key (printed once, every rank exiting non-zero).
+# from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend without
+# align 16, or with the GPU reference, is refused naming the key (printed once, every rank
+# exiting non-zero).
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" --set mesh.ep=2 --steps 2 --warmup 1 --set model.hidden=256
   --set model.ffn=160 --set tokens_per_rank=256)
@@ -55,8 +56,13 @@ mpi 2 "${args[@]}" --set precision=fp8_block --set dtype=fp32 >"$WORK/bad.txt" 2
 [ "$(grep -c 'precision = "fp8_block" with dtype = "fp32"' "$WORK/bad.txt")" -eq 1 ] ||
   { cat "$WORK/bad.txt"; fail "the fp32 refusal is not printed once"; }
 "$MOEBENCH" run --config "$TINY" --dry-run --backend cuda --set precision=fp8_tensor >"$WORK/cuda.txt" 2>&1 &&
-  fail "the CUDA backend took fp8"
-grep -q "CUDA backend has no FP8 expert GEMMs" "$WORK/cuda.txt" || { cat "$WORK/cuda.txt"; fail "the CUDA refusal does not say why"; }
+  fail "the CUDA backend took fp8 with align 1"
+grep -q "set align=16" "$WORK/cuda.txt" || { cat "$WORK/cuda.txt"; fail "the CUDA align refusal does not name the fix"; }
+"$MOEBENCH" run --config "$TINY" --dry-run --backend cuda --set precision=fp8_tensor --set align=16 \
+  >"$WORK/cuda16.txt" 2>&1 || { cat "$WORK/cuda16.txt"; fail "a CUDA fp8 plan with align 16 was refused"; }
+"$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block --set reference=gpu >"$WORK/gpuref.txt" 2>&1 &&
+  fail "the GPU reference was taken for fp8"
+grep -q 'reference = "gpu" does not quantize' "$WORK/gpuref.txt" || { cat "$WORK/gpuref.txt"; fail "the GPU reference refusal does not say why"; }
 "$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block >"$WORK/dry.txt" 2>&1 ||
   { cat "$WORK/dry.txt"; fail "--dry-run with fp8 failed"; }
 grep -q "expert GEMMs fp8_block" "$WORK/dry.txt" || { cat "$WORK/dry.txt"; fail "--dry-run does not show the precision"; }

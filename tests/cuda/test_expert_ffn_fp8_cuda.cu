@@ -1,0 +1,114 @@
+// The CUDA expert FFN with FP8 GEMMs (kernels/cuda/expert_ffn_fp8.h) against its CPU twin
+// (kernels/cpu/expert_ffn.h with the same precision) on seeded random data with an empty expert,
+// ragged rows (multiples of 16, as align 16 gives) and partial 128-blocks, both recipes, both
+// gradient dtypes and accumulation. Both sides quantize the same bf16 values bit for bit
+// (test_fp8_quantize_cuda), with every 128 x 128 block of each operand at its own magnitude so
+// that a scale read from the wrong place shows (25-80% off). Hopper's FP8 tensor cores sum with
+// less precision than fp32 (cuBLASLt's product of exact FP8 values is about 1e-4 off), so a bf16
+// intermediate lands one ulp apart more often than in bf16 GEMMs, and now and then crosses an
+// e4m3 rounding boundary further on: every tensor within 2e-2 of the twin (the recipes differ
+// from each other and from bf16 by about 6%).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/expert_ffn.h"
+#include "kernels/cuda/expert_ffn_fp8.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "tests/cuda/gemm_test_util.h"
+
+namespace moe::test {
+namespace {
+
+void expect_near_twin(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::string& what, double tol = 2e-2) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double e = rel_l2(got, want);
+  std::printf("  %-36s rel_l2 %.3e\n", what.c_str(), e);
+  EXPECT_LT(e, tol) << what;
+}
+
+// Values of a [rows, cols] operand in [-1, 1) scaled by 2^(0..4) per 128 x 128 block, so that
+// every block has its own scale and a scale read from the wrong place shows.
+std::vector<float> blocky_values(int64_t rows, int64_t cols, uint64_t seed) {
+  std::vector<float> v = random_values(rows * cols, DType::kBf16, seed);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v[r * cols + c] *= float(1 << ((r / 128 + 3 * (c / 128) + seed) % 5));
+  return v;
+}
+
+void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
+  const DType dt = DType::kBf16;
+  const std::string what = std::string(name_of(precision)) + " grad " + dtype_name(grad_dtype) +
+                           (accumulate ? " accumulate" : "");
+  SCOPED_TRACE(what);
+  const std::vector<int64_t> rows = {64, 0, 160, 48};
+  const int64_t El = int64_t(rows.size()), H = 256, F = 192;
+  std::vector<int64_t> off(El + 1, 0);
+  for (int64_t l = 0; l < El; ++l) off[l + 1] = off[l] + rows[l];
+  const int64_t R = off[El];
+  const std::vector<float> xe = blocky_values(R, H, 31);
+  const std::vector<float> w_in = blocky_values(El * H, 2 * F, 32);
+  const std::vector<float> w_out = blocky_values(El * F, H, 33);
+  const std::vector<float> dye = blocky_values(R, H, 34);
+  const std::vector<float> dw0 = random_values(El * H * 2 * F, DType::kFp32, 35);
+  const std::vector<float> dwo0 = random_values(El * F * H, DType::kFp32, 36);
+
+  std::vector<float> h(R * 2 * F), a(R * F), ye(R * H), da(R * F), dh(R * 2 * F), dxe(R * H);
+  std::vector<float> dw_in = accumulate ? dw0 : std::vector<float>(El * H * 2 * F);
+  std::vector<float> dw_out = accumulate ? dwo0 : std::vector<float>(El * F * H);
+  cpu::expert_ffn_fwd(xe.data(), w_in.data(), w_out.data(), off.data(), El, H, F, dt, h.data(),
+                      a.data(), ye.data(), precision);
+  cpu::expert_ffn_bwd_data(dye.data(), h.data(), w_in.data(), w_out.data(), off.data(), El, H, F,
+                           dt, da.data(), dh.data(), dxe.data(), precision);
+  cpu::expert_ffn_bwd_weights(dye.data(), xe.data(), a.data(), dh.data(), off.data(), El, H, F,
+                              grad_dtype, dw_in.data(), dw_out.data(), accumulate, precision);
+
+  StorageBuf d_xe(dt, xe), d_w_in(dt, w_in), d_w_out(dt, w_out), d_dye(dt, dye);
+  StorageBuf d_h(dt, R * 2 * F), d_a(dt, R * F), d_ye(dt, R * H), d_da(dt, R * F);
+  StorageBuf d_dh(dt, R * 2 * F), d_dxe(dt, R * H);
+  StorageBuf d_dw_in(grad_dtype, accumulate ? dw0 : std::vector<float>(El * H * 2 * F));
+  StorageBuf d_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
+  DevBuf<int64_t> d_off(off);
+  const cuda::Fp8ScratchBytes bytes = cuda::fp8_scratch_bytes(R, El, H, F);
+  DevBuf<uint8_t> sa(bytes.a), sb(bytes.b);
+  DevBuf<float> ssa(bytes.a_scales / 4), ssb(bytes.b_scales / 4);
+  const cuda::Fp8Scratch sc{sa.ptr, sb.ptr, ssa.ptr, ssb.ptr};
+  cuda::GemmRunner runner;
+  const ExpertOffsets er{d_off.ptr, off.data(), R};
+  const Fp8Recipe recipe = fp8_recipe_of(precision);
+  cuda::expert_ffn_fwd_fp8(d_xe.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, recipe, d_h.ptr,
+                           d_a.ptr, d_ye.ptr, runner, sc, nullptr);
+  cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, recipe,
+                                d_da.ptr, d_dh.ptr, d_dxe.ptr, runner, sc, nullptr);
+  cuda::expert_ffn_bwd_weights_fp8(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, recipe,
+                                   grad_dtype, d_dw_in.ptr, d_dw_out.ptr, accumulate, runner, sc,
+                                   nullptr);
+  // h comes straight from quantized inputs that match bit for bit: the GEMM's own rounding only.
+  expect_near_twin(d_h.host(), h, what + " h", 2e-3);
+  for (const auto& [name, got, want] :
+       {std::tuple<const char*, const StorageBuf*, const std::vector<float>*>{"a", &d_a, &a},
+        {"ye", &d_ye, &ye},
+        {"da", &d_da, &da},
+        {"dh", &d_dh, &dh},
+        {"dxe", &d_dxe, &dxe},
+        {"dw_in", &d_dw_in, &dw_in},
+        {"dw_out", &d_dw_out, &dw_out}})
+    expect_near_twin(got->host(), *want, what + " " + name);
+}
+
+TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
+  MOE_REQUIRE_GPU();
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
+    check_fp8_ffn(p, DType::kFp32, false);
+    check_fp8_ffn(p, DType::kBf16, false);
+    check_fp8_ffn(p, DType::kFp32, true);
+  }
+}
+
+}  // namespace
+}  // namespace moe::test
