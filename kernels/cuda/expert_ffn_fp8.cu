@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/cuda/expert_ffn.h"
@@ -35,16 +36,22 @@ void rows_times_weight_fp8(const void* X, const void* W, int64_t P, int64_t Q, b
   quantize_rows_fp8(X, rows.device, G, rows.rows_bound, K, recipe, sc.a, sc.a_scales, stream);
   quantize_weight_fp8(W, G, P, Q, transpose, recipe, sc.b, sc.b_scales, stream);
   const int64_t w_stride = weight_fp8_scale_stride(P, Q);
+  std::vector<Fp8Problem> problems;
+  problems.reserve(size_t(G));
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
     if (n == 0) continue;
-    const Fp8Operand A{sc.a + r0 * K, K,
-                       sc.a_scales + (tensor ? kTensorScaleStride * g : blocks_of(K) * r0)};
-    const Fp8Operand B{sc.b + g * P * Q, K,
-                       sc.b_scales + (tensor ? kTensorScaleStride * g : g * w_stride)};
-    gemm.gemm_fp8(n, N, K, A, B, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles,
-                  at(C, size_t(r0 * N) * 2), false, DType::kBf16, stream);
+    const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : blocks_of(K) * r0);
+    const float* b_scales = sc.b_scales + (tensor ? kTensorScaleStride * g : g * w_stride);
+    problems.push_back({n,
+                        N,
+                        K,
+                        {sc.a + r0 * K, K, a_scales},
+                        {sc.b + g * P * Q, K, b_scales},
+                        at(C, size_t(r0 * N) * 2)});
   }
+  gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles, false,
+                   DType::kBf16, stream);
 }
 
 // C[g] [M, N] (grad_dtype) = X1's rows of expert g ([n, M])^T times X2's ([n, N]): each operand
@@ -58,18 +65,25 @@ void rows_t_times_rows_fp8(const void* X1, const void* X2, int64_t M, int64_t N,
   const int64_t ld = transposed_ld(rows.rows_bound);
   quantize_cols_fp8(X1, rows.device, G, rows.rows_bound, M, recipe, sc.a, ld, sc.a_scales, stream);
   quantize_cols_fp8(X2, rows.device, G, rows.rows_bound, N, recipe, sc.b, ld, sc.b_scales, stream);
+  std::vector<Fp8Problem> problems;
+  problems.reserve(size_t(G));
   int64_t before = 0;  // 128-row blocks of the experts before g
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
     MOE_CHECK(r0 % 16 == 0, "FP8 weight gradients: expert " << g << "'s rows start at " << r0
                                                             << ", not a multiple of 16");
-    const Fp8Operand A{sc.a + r0, ld, sc.a_scales + (tensor ? kTensorScaleStride * g : M * before)};
-    const Fp8Operand B{sc.b + r0, ld, sc.b_scales + (tensor ? kTensorScaleStride * g : N * before)};
-    gemm.gemm_fp8(M, N, n, A, B, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesRows,
-                  at(C, size_t(g * M * N) * stored_bytes(grad_dtype)), accumulate, grad_dtype,
-                  stream);
+    const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : M * before);
+    const float* b_scales = sc.b_scales + (tensor ? kTensorScaleStride * g : N * before);
+    problems.push_back({M,
+                        N,
+                        n,
+                        {sc.a + r0, ld, a_scales},
+                        {sc.b + r0, ld, b_scales},
+                        at(C, size_t(g * M * N) * stored_bytes(grad_dtype))});
     before += blocks_of(n);
   }
+  gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesRows, accumulate,
+                   grad_dtype, stream);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 #pragma once
 // The expert FFN with FP8 GEMMs (precision fp8_tensor or fp8_block): kernels/cuda/expert_ffn.h's
 // three functions, each of their six GEMMs quantizing its operands as core/fp8.h defines
-// (kernels/cuda/fp8_quantize.h) and running cuBLASLt's FP8 matmul once per expert
-// (GemmRunner::gemm_fp8) on the caller's stream: the CUDA twin of kernels/cpu/expert_ffn.h with a
-// precision. SwiGLU and its backward are the bf16 path's kernels, so h and da are stored in bf16
-// before them, as the reference assumes. Needs the row offsets on the host (not a sync-free step)
-// and every expert's rows starting at a multiple of 16 (align), because Hopper's FP8 kernels read
-// 16-byte aligned operands, which the weight gradients' transposed operands are only there.
+// (kernels/cuda/fp8_quantize.h) on the caller's stream and running cuBLASLt's FP8 matmul once
+// per expert, spread over the GemmRunner's side streams (GemmRunner::grouped_fp8): the CUDA twin of
+// kernels/cpu/expert_ffn.h with a precision. SwiGLU and its backward are the bf16 path's kernels,
+// so h and da are stored in bf16 before them, as the reference assumes. Needs the row offsets on
+// the host (not a sync-free step) and every expert's rows starting at a multiple of 16 (align),
+// because Hopper's FP8 kernels read 16-byte aligned operands, which the weight gradients'
+// transposed operands are only there.
 #include <cuda_runtime.h>
 
 #include <cstddef>

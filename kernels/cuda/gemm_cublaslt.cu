@@ -364,45 +364,59 @@ void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
             stream);
 }
 
-void GemmRunner::gemm_fp8(int64_t M, int64_t N, int64_t K, const Fp8Operand& A, const Fp8Operand& B,
-                          Fp8Scaling scaling, void* C, bool accumulate, DType out,
-                          cudaStream_t stream) {
-  check_args(M, N, K, DType::kBf16, out, accumulate);
-  MOE_CHECK(A.ld >= K && B.ld >= K,
-            "gemm_fp8: row strides " << A.ld << ", " << B.ld << " < K " << K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(C, 0, size_t(M * N) * stored_bytes(out), stream));
-    return;
-  }
-  PlanKey key{false,
-              true,
-              accumulate,
-              M,
-              N,
-              K,
-              DType::kBf16,
-              out,
-              alignment_of(A.codes),
-              alignment_of(B.codes),
-              alignment_of(C)};
+void GemmRunner::lt_matmul_fp8(const Fp8Problem& p, Fp8Scaling scaling, bool accumulate, DType out,
+                               void* ws, cudaStream_t stream) {
+  // Every FP8 operand is 16-byte aligned, and plans assume no more: experts at any row offset
+  // share a plan, so a step with new row offsets makes no new heuristic queries for them.
+  PlanKey key{false, true, accumulate, p.M, p.N, p.K, DType::kBf16, out, 16, 16, 16};
+  MOE_CHECK(
+      alignment_of(p.A.codes) >= 16 && alignment_of(p.B.codes) >= 16 && alignment_of(p.C) >= 16,
+      "grouped_fp8: operands must be 16-byte aligned");
   key.fp8 = uint8_t(scaling);
-  key.lda = A.ld;
-  key.ldb = B.ld;
+  key.lda = p.A.ld;
+  key.ldb = p.B.ld;
   const Plan& plan = plan_for(key);
-  // The scales move with every expert; the rest of the plan stays.
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, B.scales);
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, A.scales);
+  // The scales move with every expert; the rest of the plan stays (read when the call is made).
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.B.scales);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.A.scales);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const cublasStatus_t rc =
-      cublasLtMatmul(lt_, plan.desc, &alpha, B.codes, plan.a, A.codes, plan.b, &beta, C, plan.c, C,
-                     plan.c, &plan.algo, workspaces_[0], workspace_bytes_, stream);
-  MOE_CHECK(rc == CUBLAS_STATUS_SUCCESS,
-            "cublasLtMatmul (FP8, scaling "
-                << int(scaling) << ") failed with status " << int(rc) << " for M=" << M
-                << " N=" << N << " K=" << K << " lda=" << A.ld << " ldb=" << B.ld
-                << " alignments A=" << key.align_a << " B=" << key.align_b << " C=" << key.align_c
-                << " scales A=" << alignment_of(A.scales) << " B=" << alignment_of(B.scales));
+      cublasLtMatmul(lt_, plan.desc, &alpha, p.B.codes, plan.a, p.A.codes, plan.b, &beta, p.C,
+                     plan.c, p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream);
+  MOE_CHECK(rc == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8, scaling "
+                                             << int(scaling) << ") failed with status " << int(rc)
+                                             << " for M=" << p.M << " N=" << p.N << " K=" << p.K
+                                             << " lda=" << p.A.ld << " ldb=" << p.B.ld
+                                             << " scale alignments A=" << alignment_of(p.A.scales)
+                                             << " B=" << alignment_of(p.B.scales));
+}
+
+void GemmRunner::grouped_fp8(const std::vector<Fp8Problem>& problems, Fp8Scaling scaling,
+                             bool accumulate, DType out, cudaStream_t stream) {
+  order_.clear();
+  for (int i = 0; i < int(problems.size()); ++i) {
+    const Fp8Problem& p = problems[i];
+    check_args(p.M, p.N, p.K, DType::kBf16, out, accumulate);
+    MOE_CHECK(p.A.ld >= p.K && p.B.ld >= p.K,
+              "grouped_fp8: row strides " << p.A.ld << ", " << p.B.ld << " < K " << p.K);
+    if (p.M == 0 || p.N == 0) continue;
+    if (p.K == 0) {
+      if (!accumulate)
+        CUDA_CHECK(cudaMemsetAsync(p.C, 0, size_t(p.M * p.N) * stored_bytes(out), stream));
+      continue;
+    }
+    order_.push_back(i);
+  }
+  if (order_.size() == 1) {
+    lt_matmul_fp8(problems[order_[0]], scaling, accumulate, out, workspaces_[0], stream);
+    return;
+  }
+  spread_over_side_streams(
+      [&](int i) { return double(problems[i].M) * double(problems[i].N) * double(problems[i].K); },
+      [&](int i, void* ws, cudaStream_t s) {
+        lt_matmul_fp8(problems[i], scaling, accumulate, out, ws, s);
+      },
+      stream);
 }
 
 // ---- grouped GEMMs ----
@@ -472,12 +486,21 @@ void GemmRunner::grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmPr
     return;
   }
 
+  spread_over_side_streams(
+      [&](int i) { return double(problems[i].M) * double(problems[i].N) * double(problems[i].K); },
+      [&](int i, void* ws, cudaStream_t s) {
+        lt_matmul(trans_a, trans_b, problems[i], accumulate, in, out, ws, s);
+      },
+      stream);
+}
+
+void GemmRunner::spread_over_side_streams(
+    const std::function<double(int)>& flops,
+    const std::function<void(int, void*, cudaStream_t)>& launch, cudaStream_t stream) {
+  if (order_.empty()) return;
   // Largest first, each onto the least-loaded stream (greedy longest-processing-time). The
   // assignment depends on the shapes only, and each GEMM's result does not depend on its stream
   // (same plan, same workspace size), so results are reproducible.
-  auto flops = [&](int i) {
-    return double(problems[i].M) * double(problems[i].N) * double(problems[i].K);
-  };
   std::stable_sort(order_.begin(), order_.end(), [&](int x, int y) { return flops(x) > flops(y); });
   const int used = int(std::min(order_.size(), side_streams_.size()));
   load_.assign(size_t(used), 0.0);
@@ -488,8 +511,7 @@ void GemmRunner::grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmPr
   for (int i : order_) {
     const int s = int(std::min_element(load_.begin(), load_.end()) - load_.begin());
     load_[s] += flops(i);
-    lt_matmul(trans_a, trans_b, problems[i], accumulate, in, out, workspaces_[1 + s],
-              side_streams_[s]);
+    launch(i, workspaces_[1 + s], side_streams_[s]);
   }
   // Join: `stream` waits for every side stream used.
   for (int s = 0; s < used; ++s) {

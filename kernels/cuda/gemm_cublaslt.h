@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -43,6 +44,13 @@ struct Fp8Operand {
   const uint8_t* codes = nullptr;
   int64_t ld = 0;
   const float* scales = nullptr;
+};
+
+// One FP8 GEMM of a group: C [M, N] (ldc N) = A [M, K] @ B [N, K]^T.
+struct Fp8Problem {
+  int64_t M = 0, N = 0, K = 0;
+  Fp8Operand A, B;
+  void* C = nullptr;
 };
 
 enum class GemmMethod {
@@ -80,12 +88,15 @@ class GemmRunner {
   void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
             const void* B, void* C, bool accumulate, DType in, DType out, cudaStream_t stream);
 
-  // C [M, N] (ldc N) = A [M, K] @ B [N, K]^T in FP8 (cuBLASLt's FP8 matmul; both operands K-major,
-  // as Hopper's FP8 kernels take them), fp32 accumulation, C `out` rounded once (+ C with
-  // accumulate, fp32 only). The scales are read on the device when the GEMM runs. K == 0 gives
-  // zeros (or C unchanged). Runs on `stream`.
-  void gemm_fp8(int64_t M, int64_t N, int64_t K, const Fp8Operand& A, const Fp8Operand& B,
-                Fp8Scaling scaling, void* C, bool accumulate, DType out, cudaStream_t stream);
+  // Independent FP8 GEMMs (Fp8Problem: one per expert; C regions must not overlap) on cuBLASLt's
+  // FP8 matmul, both operands K-major (Hopper's FP8 kernels take only that), fp32 accumulation,
+  // C `out` rounded once (+ C with accumulate, fp32 only; K == 0 gives zeros or C unchanged).
+  // Spread over the side streams as grouped() spreads the per-expert loop, ordered after prior
+  // work on `stream` and before later work there; the scales are read when the GEMMs run.
+  // Operands must be 16-byte aligned (the plans assume no more, so that experts at any row
+  // offset share them).
+  void grouped_fp8(const std::vector<Fp8Problem>& problems, Fp8Scaling scaling, bool accumulate,
+                   DType out, cudaStream_t stream);
 
   // Independent GEMMs with the same transposes and dtypes (one per expert; sizes may differ, C
   // regions must not overlap), by the current method. Ordered after prior work on `stream`, and
@@ -171,6 +182,14 @@ class GemmRunner {
                  DType out, void* ws, cudaStream_t stream);
   void grouped_lt(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                   bool accumulate, DType in, DType out, cudaStream_t stream);
+  // One FP8 cuBLASLt GEMM with M, N, K > 0 on `stream` with workspace `ws`.
+  void lt_matmul_fp8(const Fp8Problem& p, Fp8Scaling scaling, bool accumulate, DType out, void* ws,
+                     cudaStream_t stream);
+  // launch(i, workspace, side stream) for the problems in order_, largest (flops(i)) first, each
+  // onto the least-loaded side stream, forked from and joined into `stream`.
+  void spread_over_side_streams(const std::function<double(int)>& flops,
+                                const std::function<void(int, void*, cudaStream_t)>& launch,
+                                cudaStream_t stream);
   // Returns false (having done nothing) when the call cannot take this case.
   bool grouped_batched(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                        bool accumulate, DType in, DType out, cudaStream_t stream);
