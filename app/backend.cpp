@@ -127,8 +127,8 @@ void check_backend_supports(const std::string& name, const Workload& w) {
                    fp8 << "needs each expert's rows to start at a multiple of 16 (Hopper's FP8 "
                           "kernels read 16-byte aligned operands; align is "
                        << w.align << "): set align=16");
-    const int64_t Fs = w.model.shared_experts > 0 ? w.model.shared_ffn : 16;
-    MOE_USER_CHECK(w.model.hidden % 16 == 0 && w.model.ffn % 16 == 0 && Fs % 16 == 0,
+    MOE_USER_CHECK(w.model.hidden % 16 == 0 && w.model.ffn % 16 == 0 &&
+                       (w.model.shared_experts == 0 || w.model.shared_ffn % 16 == 0),
                    fp8 << "needs model.hidden, model.ffn and model.shared_ffn multiples of 16 "
                           "(FP8 rows of 16-byte multiples)");
   }

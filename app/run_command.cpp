@@ -241,12 +241,7 @@ std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MP
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
                        const StepOutputs& o, const ReferenceMathFactory& make_math,
                        double timeout_s) {
-  ReferenceInputs in;
-  in.x = o.x.data();
-  in.dout = o.dout.data();
-  in.got_idx = o.idx.data();
-  in.got_dropped = o.dropped.data();
-  in.step = step;
+  ReferenceInputs in = reference_inputs(o, step);
   in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
   in.expert_begin = mesh.experts_begin + checked_begin;

@@ -518,4 +518,14 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   return o;
 }
 
+ReferenceInputs reference_inputs(const StepOutputs& o, int64_t step) {
+  ReferenceInputs in;
+  in.x = o.x.data();
+  in.dout = o.dout.data();
+  in.got_idx = o.idx.data();
+  in.got_dropped = o.dropped.data();
+  in.step = step;
+  return in;
+}
+
 }  // namespace moe

@@ -21,6 +21,7 @@
 #include "core/lane_times.h"
 #include "core/mesh.h"
 #include "core/ops.h"
+#include "core/reference.h"
 #include "core/shared_experts.h"
 #include "core/workload.h"
 
@@ -71,6 +72,11 @@ struct StepOutputs {
   double aux = 0, z = 0;  // global
   double loss = 0;        // global sum <out, dout> + aux + z: set by the caller (a host reduction)
 };
+
+// The reference's inputs from a step's host copies: the tokens and dout as the backend used them,
+// its routing and drops (adopted at near ties only), and the step's forced routing. The caller
+// sets the experts to check and the wait bound.
+ReferenceInputs reference_inputs(const StepOutputs& o, int64_t step);
 
 // What download_outputs copies of the experts, whose weights and gradients are most of the bytes
 // (DeepSeek-V3 at EP 1: 45 GB of each as floats): the weights only for a dump (the check makes its

@@ -42,13 +42,7 @@ struct CpuLayer {
 // and drops adopted at near ties only).
 inline ReferenceResult reference_of_step(const Workload& w, const StepOutputs& o, int64_t step) {
   const Mesh mesh = make_mesh(1, 0, 1, 1, w.model.experts);
-  ReferenceInputs in;
-  in.x = o.x.data();
-  in.dout = o.dout.data();
-  in.got_idx = o.idx.data();
-  in.got_dropped = o.dropped.data();
-  in.step = step;
-  return compute_reference(w, mesh, MPI_COMM_WORLD, in);
+  return compute_reference(w, mesh, MPI_COMM_WORLD, reference_inputs(o, step));
 }
 
 }  // namespace moe::test
