@@ -49,9 +49,14 @@ struct DevBuf {
   explicit DevBuf(size_t count) : n(count) {
     CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
     CUDA_CHECK(cudaMemset(ptr, 0, std::max<size_t>(1, n) * sizeof(T)));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
+  // Synchronized after the copy: a copy from pageable memory may still be landing when
+  // cudaMemcpy returns, and a kernel on a non-blocking test stream does not wait for it (a
+  // permute test read its NaN-filled output's fill over the kernel's rows on a busy GPU).
   explicit DevBuf(const std::vector<T>& host) : DevBuf(host.size()) {
     CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DevBuf() { cudaFree(ptr); }
   DevBuf(const DevBuf&) = delete;
@@ -92,6 +97,7 @@ struct StorageBuf {
     } else {
       CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * 4, cudaMemcpyHostToDevice));
     }
+    CUDA_CHECK(cudaDeviceSynchronize());  // as DevBuf's
   }
   StorageBuf(DType d, int64_t count) : StorageBuf(d, std::vector<float>(count, 0.0f)) {}
   ~StorageBuf() { cudaFree(ptr); }
