@@ -54,10 +54,12 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   MOE_USER_CHECK(w.dtype == DType::kBf16,
                  "moebench gemm times bf16 GEMMs; set dtype=bf16 (the workload has "
                      << dtype_name(w.dtype) << ")");
-  MOE_USER_CHECK(w.precision == Precision::kBf16,
-                 "moebench gemm times bf16 GEMMs; FP8 ones are not in the CUDA backend yet: set "
-                 "precision=bf16 (the workload has "
-                     << name_of(w.precision) << ")");
+  if (w.precision != Precision::kBf16)
+    MOE_USER_CHECK(w.align % 16 == 0 && w.model.hidden % 16 == 0 && w.model.ffn % 16 == 0,
+                   "moebench gemm with precision " << name_of(w.precision)
+                                                   << " needs align, model.hidden and model.ffn "
+                                                      "multiples of 16 (as the step does); set "
+                                                      "align=16");
 #ifndef MOE_HAVE_CUDA
   MOE_USER_CHECK(false, "moebench gemm needs the CUDA backend; this build has none");
   return 2;
@@ -74,6 +76,7 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.rows = balanced_expert_rows(w, ep);
   shape.grad_dtype = w.expert_grad_dtype;
   shape.sm90 = cuda::schedule_of(w.gemm);
+  shape.precision = w.precision;
   const std::vector<cuda::ExpertGemmBenchRow> rows =
       cuda::bench_expert_gemms(shape, opt.methods, opt.iters);
   double dense_tflops = 0;
@@ -81,12 +84,13 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
     if (r.gemm == "dense") dense_tflops = r.flops / (r.median_ms * 1e9);
   std::printf(
       "# %s at ep %lld: %lld local experts x %lld rows (balanced), H %lld, F %lld, "
-      "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s; median of %d calls\n",
+      "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s, precision %s; median "
+      "of %d calls\n",
       w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)shape.rows.front(),
       (long long)shape.H, (long long)shape.F, dtype_name(shape.grad_dtype), shape.sm90.cluster,
-      name_of(w.gemm.sm90_schedule), opt.iters);
-  std::printf("# %-10s %-16s %7s %7s %7s %10s %9s %7s\n", "gemm", "method", "M", "N", "K",
-              "median ms", "TFLOP/s", "%dense");
+      name_of(w.gemm.sm90_schedule), name_of(w.precision), opt.iters);
+  std::printf("# %-10s %-16s %7s %7s %7s %10s %9s %7s %9s\n", "gemm", "method", "M", "N", "K",
+              "median ms", "TFLOP/s", "%dense", "quant ms");
   nlohmann::json j = {{"workload", w.name},
                       {"ep", ep},
                       {"experts_local", shape.E_local},
@@ -94,20 +98,26 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
                       {"iters", opt.iters},
                       {"sm90_cluster", shape.sm90.cluster},
                       {"sm90_schedule", name_of(w.gemm.sm90_schedule)},
+                      {"precision", name_of(w.precision)},
                       {"gemms", nlohmann::json::array()}};
   for (const auto& r : rows) {
     const double tflops = r.flops / (r.median_ms * 1e9);
-    std::printf("  %-10s %-16s %7lld %7lld %7lld %10.3f %9.1f %7.1f\n", r.gemm.c_str(),
-                r.method.c_str(), (long long)r.M, (long long)r.N, (long long)r.K, r.median_ms,
-                tflops, 100.0 * tflops / dense_tflops);
-    j["gemms"].push_back({{"gemm", r.gemm},
-                          {"method", r.method},
-                          {"M", r.M},
-                          {"N", r.N},
-                          {"K", r.K},
-                          {"flops", r.flops},
-                          {"median_ms", r.median_ms},
-                          {"tflops", tflops}});
+    if (r.flops > 0)
+      std::printf("  %-10s %-16s %7lld %7lld %7lld %10.3f %9.1f %7.1f", r.gemm.c_str(),
+                  r.method.c_str(), (long long)r.M, (long long)r.N, (long long)r.K, r.median_ms,
+                  tflops, 100.0 * tflops / dense_tflops);
+    else  // FP8's weights row: quantization only
+      std::printf("  %-10s %-16s %7s %7s %7s %10.3f %9s %7s", r.gemm.c_str(), r.method.c_str(), "-",
+                  "-", "-", r.median_ms, "-", "-");
+    if (r.quantize_ms > 0)
+      std::printf(" %9.3f\n", r.quantize_ms);
+    else
+      std::printf("\n");
+    nlohmann::json row = {
+        {"gemm", r.gemm},   {"method", r.method},       {"M", r.M},        {"N", r.N}, {"K", r.K},
+        {"flops", r.flops}, {"median_ms", r.median_ms}, {"tflops", tflops}};
+    if (r.quantize_ms > 0) row["quantize_ms"] = r.quantize_ms;
+    j["gemms"].push_back(row);
   }
   if (!opt.out.empty()) write_json_atomically(opt.out, j);
   return 0;

@@ -3,9 +3,11 @@
 // defines it ("FP8 expert GEMMs"): a block's scale is its amax / 448 in fp32 (1 for an all-zero
 // block), and each value becomes scale * e4m3(value / scale). The CPU backend and the reference
 // quantize through these functions; a CUDA quantization kernel is tested against them.
+#include <cmath>
 #include <cstdint>
 
 #include "core/grouped_gemm.h"
+#include "core/hd.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -35,6 +37,17 @@ float fp8_scale(float amax);
 
 // scale * e4m3(v / scale), in fp32.
 float fp8_quantize(float v, float scale);
+
+// v / scale from inv = 1 / scale (rounded to fp32) and one correction step (Markstein's): the
+// division's own result wherever it is a normal float, so the same e4m3 value for every bf16 v
+// and every scale (tests/cpu/test_fp8.cpp checks it), but a multiply and two FMAs where a block
+// of values shares one scale, against a division's dozen instructions on the GPU. Tiny values and
+// subnormal scales, where the correction's residual would underflow, take the division.
+MOE_HD inline float fp8_quotient(float v, float scale, float inv) {
+  if (fabsf(v) < 0x1p-96f || scale < 0x1p-126f) return v / scale;
+  const float q = v * inv;
+  return fmaf(fmaf(-q, scale, v), inv, q);
+}
 
 // In place, the operand X stored [rows, cols], reduced over its columns (each row's values meet
 // one row of the other operand): one block (kTensor) or 1 x 128 blocks along each row (kBlock).

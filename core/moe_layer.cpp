@@ -223,6 +223,11 @@ void MoeLayer::issue_step() {
   layout();
   t.end(kLayout);
 
+  // Counted with the experts' forward: in FP8, the weights' quantization, once for the step.
+  t.begin(kExpertsFwd);
+  ops_.prepare_expert_weights(d_, d_.E_local, w_in_full_, w_out_full_);
+  t.end(kExpertsFwd);
+
   forward();  // dispatch, experts, combine: chunk by chunk
 
   // ---- backward: the adjoint of each forward phase, in reverse ----

@@ -123,6 +123,16 @@ class Ops {
   // zeros when going to expert-major.
   virtual void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                        bool to_expert_major, void* dst) = 0;
+  // The weights of G experts' FFNs, w_in [G, H, 2F] and w_out [G, F, H] storage (d.H, d.F), as
+  // the step's FFN calls will read them (gathered): called once per step for each set of expert
+  // weights, before the first FFN call on any of its experts. A backend that multiplies by
+  // another form of the weights makes it here, once per step as training does after each
+  // optimizer step: the CUDA backend's FP8 codes, both ways round. The FFN calls then refuse
+  // weights not prepared. Does nothing by default.
+  virtual void prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
+                                      const void* w_out) {
+    (void)d, (void)G, (void)w_in, (void)w_out;
+  }
   // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h.
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                               const ExpertOffsets& offsets, void* h, void* a, void* ye) = 0;

@@ -81,6 +81,7 @@ void SharedExperts::gather() {
 void SharedExperts::forward(const void* x) {
   const int64_t T = d_.T, H = d_.H, F = d_.F;
   const size_t sb = device_.storage_bytes();
+  ops_.prepare_expert_weights(d_, S_, w_in_full_, w_out_full_);
   for (int64_t s = 0; s < S_; ++s)
     ops_.expert_ffn_fwd(d_, x, at(w_in_full_, s, H * 2 * F, sb), at(w_out_full_, s, F * H, sb),
                         offsets_, at(h_, s, T * 2 * F, sb), at(a_, s, T * F, sb),

@@ -82,6 +82,7 @@ void CudaOps::set_expert_gemm_method(const std::string& name) {
 
 CudaOps::~CudaOps() {
   for (Scratch& sc : scratch_) device_.release(sc.ptr);
+  for (PreparedWeights& p : prepared_) device_.release(p.memory.ptr);
   gemm_.reset();
 }
 
@@ -204,11 +205,51 @@ cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) 
   return sc;
 }
 
+void CudaOps::prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
+                                     const void* w_out) {
+  if (d.precision == Precision::kBf16) return;
+  auto it = std::find_if(prepared_.begin(), prepared_.end(),
+                         [&](const PreparedWeights& p) { return p.w_in == w_in; });
+  if (it == prepared_.end()) it = prepared_.insert(prepared_.end(), PreparedWeights{});
+  PreparedWeights& p = *it;
+  const size_t bytes = cuda::fp8_weights_bytes(G, d.H, d.F);
+  if (bytes > p.memory.bytes) {
+    device_.release(p.memory.ptr);
+    p.memory = {device_.alloc(bytes), bytes};
+  }
+  p.w_in = w_in;
+  p.w_out = w_out;
+  p.G = G;
+  p.H = d.H;
+  p.F = d.F;
+  p.fp8 = cuda::quantize_ffn_weights_fp8(w_in, w_out, G, d.H, d.F, fp8_recipe_of(d.precision),
+                                         p.memory.ptr, stream());
+}
+
+cuda::Fp8Weights CudaOps::fp8_weights(const Dims& d, const void* w_in, const void* w_out) const {
+  const size_t in_bytes = size_t(d.H * 2 * d.F) * 2, out_bytes = size_t(d.F * d.H) * 2;
+  for (const PreparedWeights& p : prepared_) {
+    const auto* base = static_cast<const char*>(p.w_in);
+    const auto* at = static_cast<const char*>(w_in);
+    if (p.H != d.H || p.F != d.F || at < base || at >= base + size_t(p.G) * in_bytes) continue;
+    const int64_t first = int64_t(size_t(at - base) / in_bytes);
+    MOE_CHECK(size_t(at - base) % in_bytes == 0 &&
+                  static_cast<const char*>(p.w_out) + size_t(first) * out_bytes == w_out,
+              "FP8 expert FFN: weights at an offset no expert of the prepared set starts at");
+    return cuda::fp8_weights_from(p.fp8, first, d.H, d.F, fp8_recipe_of(d.precision));
+  }
+  MOE_CHECK(false,
+            "FP8 expert FFN: its weights were not prepared "
+            "(Ops::prepare_expert_weights)");
+  return {};
+}
+
 void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                              const ExpertOffsets& off, void* h, void* a, void* ye) {
   if (d.precision != Precision::kBf16) {
-    cuda::expert_ffn_fwd_fp8(xe, w_in, w_out, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
-                             h, a, ye, *gemm_, fp8_scratch(d, off), stream());
+    cuda::expert_ffn_fwd_fp8(xe, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
+                             fp8_recipe_of(d.precision), h, a, ye, *gemm_, fp8_scratch(d, off),
+                             stream());
     return;
   }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
@@ -219,7 +260,7 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
                                   const void* w_out, const ExpertOffsets& off, void* da, void* dh,
                                   void* dxe) {
   if (d.precision != Precision::kBf16) {
-    cuda::expert_ffn_bwd_data_fp8(dye, h, w_in, w_out, off, d.E_local, d.H, d.F,
+    cuda::expert_ffn_bwd_data_fp8(dye, h, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                                   fp8_recipe_of(d.precision), da, dh, dxe, *gemm_,
                                   fp8_scratch(d, off), stream());
     return;

@@ -65,6 +65,8 @@ class CudaOps : public Ops {
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;
+  void prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
+                              const void* w_out) override;
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
@@ -92,6 +94,8 @@ class CudaOps : public Ops {
   void* scratch(int slot, size_t bytes);
   // The FP8 GEMMs' operand scratch, sized for these rows.
   cuda::Fp8Scratch fp8_scratch(const Dims& d, const ExpertOffsets& rows);
+  // The FP8 codes prepare_expert_weights made of the experts from w_in, w_out on.
+  cuda::Fp8Weights fp8_weights(const Dims& d, const void* w_in, const void* w_out) const;
   cudaStream_t stream() const { return device_.stream(); }
 
   CudaDevice& device_;
@@ -102,7 +106,15 @@ class CudaOps : public Ops {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Scratch> scratch_;      // one per ScratchSlot (cuda_ops.cu)
+  std::vector<Scratch> scratch_;  // one per ScratchSlot (cuda_ops.cu)
+  // One per set of expert weights prepared (the routed experts', the shared experts').
+  struct PreparedWeights {
+    const void *w_in = nullptr, *w_out = nullptr;
+    int64_t G = 0, H = 0, F = 0;
+    Scratch memory;
+    cuda::Fp8Weights fp8;
+  };
+  std::vector<PreparedWeights> prepared_;
   cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
   bool sm90_ = false;                 // the device runs the grouped sm90 kernel
 };

@@ -25,48 +25,142 @@ void require_host_offsets(const ExpertOffsets& rows) {
                  "copies there: set graph=false");
 }
 
-// C [R, N] bf16 = each expert's rows of X [R, K] (bf16) times its weight W[g] [P, Q] (bf16), used
-// as B [N, K] = W[g] (transpose false: N = P, K = Q) or W[g]^T (true: N = Q, K = P).
-void rows_times_weight_fp8(const void* X, const void* W, int64_t P, int64_t Q, bool transpose,
-                           const ExpertOffsets& rows, int64_t G, Fp8Recipe recipe, void* C,
-                           GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
-  require_host_offsets(rows);
-  const int64_t N = transpose ? Q : P, K = transpose ? P : Q;
-  const bool tensor = recipe == Fp8Recipe::kTensor;
-  quantize_rows_fp8(X, rows.device, G, rows.rows_bound, K, recipe, sc.a, sc.a_scales, stream);
-  quantize_weight_fp8(W, G, P, Q, transpose, recipe, sc.b, sc.b_scales, stream);
-  const int64_t w_stride = weight_fp8_scale_stride(P, Q);
-  std::vector<Fp8Problem> problems;
-  problems.reserve(size_t(G));
-  for (int64_t g = 0; g < G; ++g) {
-    const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
-    if (n == 0) continue;
-    const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : blocks_of(K) * r0);
-    const float* b_scales = sc.b_scales + (tensor ? kTensorScaleStride * g : g * w_stride);
-    problems.push_back({n,
-                        N,
-                        K,
-                        {sc.a + r0 * K, K, a_scales},
-                        {sc.b + g * P * Q, K, b_scales},
-                        at(C, size_t(r0 * N) * 2)});
-  }
-  gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles, false,
-                   DType::kBf16, stream);
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Floats of one orientation of a quantized weight [G, P, Q]'s scales, and one expert's share.
+int64_t scales_per_expert(int64_t P, int64_t Q, Fp8Recipe recipe) {
+  return recipe == Fp8Recipe::kTensor ? kTensorScaleStride : weight_fp8_scale_stride(P, Q);
+}
+int64_t weight_scales(int64_t G, int64_t P, int64_t Q) {
+  return G * std::max(kTensorScaleStride, weight_fp8_scale_stride(P, Q));
 }
 
-// C[g] [M, N] (grad_dtype) = X1's rows of expert g ([n, M])^T times X2's ([n, N]): each operand
-// transposed to K-major by the quantization, 128 x 1 blocks down the rows.
-void rows_t_times_rows_fp8(const void* X1, const void* X2, int64_t M, int64_t N,
-                           const ExpertOffsets& rows, int64_t G, Fp8Recipe recipe, void* C,
-                           DType grad_dtype, bool accumulate, GemmRunner& gemm,
-                           const Fp8Scratch& sc, cudaStream_t stream) {
-  require_host_offsets(rows);
-  const bool tensor = recipe == Fp8Recipe::kTensor;
+Fp8Weight weight_from(const Fp8Weight& w, int64_t first, int64_t P, int64_t Q, Fp8Recipe recipe) {
+  const int64_t codes = first * P * Q, scales = first * scales_per_expert(P, Q, recipe);
+  return {w.stored + codes, w.stored_scales + scales, w.transposed + codes,
+          w.transposed_scales + scales};
+}
+
+// The six GEMMs: C [R, N] = X [R, K] times a weight as B [N, K] (rows), or C[g] [M, N] = X[g]^T
+// X2[g] (a weight gradient, reduced over each expert's rows).
+enum Which { kUp, kDown, kDgradA, kDgradX, kWgradOut, kWgradIn };
+struct GemmShape {
+  bool wgrad;
+  int64_t M, N, K;
+};
+GemmShape shape_of(int which, int64_t H, int64_t F) {
+  switch (which) {
+    case kUp:
+      return {false, 0, 2 * F, H};  // h = xe @ w_in: B = w_in^T [2F, H]
+    case kDown:
+      return {false, 0, H, F};  // ye = a @ w_out: B = w_out^T [H, F]
+    case kDgradA:
+      return {false, 0, F, H};  // da = dye @ w_out^T: B = w_out [F, H]
+    case kDgradX:
+      return {false, 0, H, 2 * F};  // dxe = dh @ w_in^T: B = w_in [H, 2F]
+    case kWgradOut:
+      return {true, F, H, 0};  // dw_out = a^T dye
+    case kWgradIn:
+      return {true, H, 2 * F, 0};  // dw_in = xe^T dh
+  }
+  MOE_CHECK(false, "FP8 GEMM " << which << " is none of the six");
+  return {};
+}
+
+}  // namespace
+
+size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F) {
+  const size_t codes = align256(size_t(G * H * 2 * F)) + align256(size_t(G * F * H));
+  const size_t scales = align256(size_t(weight_scales(G, H, 2 * F)) * 4) +
+                        align256(size_t(weight_scales(G, F, H)) * 4);
+  return 2 * (codes + scales);
+}
+
+Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t G, int64_t H,
+                                    int64_t F, Fp8Recipe recipe, void* base, cudaStream_t stream) {
+  char* p = static_cast<char*>(base);
+  auto take = [&](size_t bytes) {
+    char* at = p;
+    p += align256(bytes);
+    return at;
+  };
+  auto quantize = [&](const void* W, int64_t P, int64_t Q) {
+    auto* q = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
+    auto* qt = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
+    auto* s = reinterpret_cast<float*>(take(size_t(weight_scales(G, P, Q)) * 4));
+    auto* st = reinterpret_cast<float*>(take(size_t(weight_scales(G, P, Q)) * 4));
+    quantize_weight_fp8(W, G, P, Q, recipe, q, s, qt, st, stream);
+    return Fp8Weight{q, s, qt, st};
+  };
+  Fp8Weights w;
+  w.in = quantize(w_in, H, 2 * F);
+  w.out = quantize(w_out, F, H);
+  return w;
+}
+
+Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64_t F,
+                            Fp8Recipe recipe) {
+  return {weight_from(w.in, first, H, 2 * F, recipe), weight_from(w.out, first, F, H, recipe)};
+}
+
+Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F) {
+  const int64_t widest = std::max(H, 2 * F);
+  const int64_t ld = transposed_ld(rows_bound);
+  const int64_t cols_scales = cols_fp8_scale_bound(E_local, ld, widest);
+  const int64_t tensor_scales = kTensorScaleStride * E_local;
+  Fp8ScratchBytes b;
+  b.a = size_t(ld * widest);
+  b.b = size_t(ld * widest);
+  b.a_scales = size_t(std::max({blocks_of(widest) * rows_bound, cols_scales, tensor_scales})) * 4;
+  b.b_scales = size_t(std::max(cols_scales, tensor_scales)) * 4;
+  return b;
+}
+
+void quantize_fp8_gemm_operands(int which, const void* X, const void* X2, const ExpertOffsets& rows,
+                                int64_t G, int64_t H, int64_t F, Fp8Recipe recipe,
+                                const Fp8Scratch& sc, cudaStream_t stream) {
+  const GemmShape s = shape_of(which, H, F);
+  if (!s.wgrad) {
+    quantize_rows_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, stream);
+    return;
+  }
   const int64_t ld = transposed_ld(rows.rows_bound);
-  quantize_cols_fp8(X1, rows.device, G, rows.rows_bound, M, recipe, sc.a, ld, sc.a_scales, stream);
-  quantize_cols_fp8(X2, rows.device, G, rows.rows_bound, N, recipe, sc.b, ld, sc.b_scales, stream);
+  quantize_cols_fp8(X, rows.device, G, rows.rows_bound, s.M, recipe, sc.a, ld, sc.a_scales, stream);
+  quantize_cols_fp8(X2, rows.device, G, rows.rows_bound, s.N, recipe, sc.b, ld, sc.b_scales,
+                    stream);
+}
+
+void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G, int64_t H,
+                  int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate, void* C,
+                  GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
+  require_host_offsets(rows);
+  const GemmShape s = shape_of(which, H, F);
+  const bool tensor = recipe == Fp8Recipe::kTensor;
   std::vector<Fp8Problem> problems;
   problems.reserve(size_t(G));
+  if (!s.wgrad) {
+    // B: the weight as stored where the GEMM multiplies by its transpose, else transposed.
+    const bool stored = which == kDgradA || which == kDgradX;
+    const Fp8Weight& wt = which == kUp || which == kDgradX ? w.in : w.out;
+    const uint8_t* B = stored ? wt.stored : wt.transposed;
+    const float* B_scales = stored ? wt.stored_scales : wt.transposed_scales;
+    const int64_t per = scales_per_expert(s.N, s.K, recipe);
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
+      if (n == 0) continue;
+      const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : blocks_of(s.K) * r0);
+      problems.push_back({n,
+                          s.N,
+                          s.K,
+                          {sc.a + r0 * s.K, s.K, a_scales},
+                          {B + g * s.N * s.K, s.K, B_scales + g * per},
+                          at(C, size_t(r0 * s.N) * 2)});
+    }
+    gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles, false,
+                     DType::kBf16, stream);
+    return;
+  }
+  const int64_t ld = transposed_ld(rows.rows_bound), M = s.M, N = s.N;
   int64_t before = 0;  // 128-row blocks of the experts before g
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
@@ -86,54 +180,39 @@ void rows_t_times_rows_fp8(const void* X1, const void* X2, int64_t M, int64_t N,
                    grad_dtype, stream);
 }
 
-}  // namespace
-
-Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F) {
-  const int64_t widest = std::max(H, 2 * F);
-  const int64_t ld = transposed_ld(rows_bound);
-  const int64_t weights = E_local * H * 2 * F;
-  const int64_t cols_scales = cols_fp8_scale_bound(E_local, ld, widest);
-  const int64_t w_scales =
-      E_local * std::max(weight_fp8_scale_stride(H, 2 * F), weight_fp8_scale_stride(F, H));
-  Fp8ScratchBytes b;
-  b.a = size_t(ld * widest);
-  b.b = size_t(std::max(ld * widest, weights));
-  const int64_t tensor_scales = kTensorScaleStride * E_local;
-  b.a_scales = size_t(std::max({blocks_of(widest) * rows_bound, cols_scales, tensor_scales})) * 4;
-  b.b_scales = size_t(std::max({w_scales, cols_scales, tensor_scales})) * 4;
-  return b;
-}
-
-void expert_ffn_fwd_fp8(const void* xe, const void* w_in, const void* w_out,
-                        const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
-                        Fp8Recipe recipe, void* h, void* a, void* ye, GemmRunner& gemm,
-                        const Fp8Scratch& scratch, cudaStream_t stream) {
-  // h = xe @ w_in: B = w_in^T [2F, H]; ye = a @ w_out: B = w_out^T [H, F].
-  rows_times_weight_fp8(xe, w_in, H, 2 * F, true, rows, E_local, recipe, h, gemm, scratch, stream);
+void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
+                        int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
+                        void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
+  quantize_fp8_gemm_operands(kUp, xe, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream);
-  rows_times_weight_fp8(a, w_out, F, H, true, rows, E_local, recipe, ye, gemm, scratch, stream);
+  quantize_fp8_gemm_operands(kDown, a, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
 }
 
-void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const void* w_in, const void* w_out,
+void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
-                             const Fp8Scratch& scratch, cudaStream_t stream) {
-  // da = dye @ w_out^T: B = w_out [F, H] as stored; dxe = dh @ w_in^T: B = w_in [H, 2F].
-  rows_times_weight_fp8(dye, w_out, F, H, false, rows, E_local, recipe, da, gemm, scratch, stream);
+                             const Fp8Scratch& sc, cudaStream_t stream) {
+  quantize_fp8_gemm_operands(kDgradA, dye, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm, sc, stream);
   swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream);
-  rows_times_weight_fp8(dh, w_in, H, 2 * F, false, rows, E_local, recipe, dxe, gemm, scratch,
-                        stream);
+  quantize_fp8_gemm_operands(kDgradX, dh, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm, sc, stream);
 }
 
 void expert_ffn_bwd_weights_fp8(const void* dye, const void* xe, const void* a, const void* dh,
                                 const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                                 Fp8Recipe recipe, DType grad_dtype, void* dw_in, void* dw_out,
-                                bool accumulate, GemmRunner& gemm, const Fp8Scratch& scratch,
+                                bool accumulate, GemmRunner& gemm, const Fp8Scratch& sc,
                                 cudaStream_t stream) {
-  rows_t_times_rows_fp8(a, dye, F, H, rows, E_local, recipe, dw_out, grad_dtype, accumulate, gemm,
-                        scratch, stream);
-  rows_t_times_rows_fp8(xe, dh, H, 2 * F, rows, E_local, recipe, dw_in, grad_dtype, accumulate,
-                        gemm, scratch, stream);
+  const Fp8Weights none;  // the weight gradients read no weight
+  quantize_fp8_gemm_operands(kWgradOut, a, dye, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
+               sc, stream);
+  quantize_fp8_gemm_operands(kWgradIn, xe, dh, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_in, gemm, sc,
+               stream);
 }
 
 }  // namespace moe::cuda

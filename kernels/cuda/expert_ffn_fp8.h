@@ -1,13 +1,15 @@
 #pragma once
 // The expert FFN with FP8 GEMMs (precision fp8_tensor or fp8_block): kernels/cuda/expert_ffn.h's
-// three functions, each of their six GEMMs quantizing its operands as core/fp8.h defines
-// (kernels/cuda/fp8_quantize.h) on the caller's stream and running cuBLASLt's FP8 matmul once
-// per expert, spread over the GemmRunner's side streams (GemmRunner::grouped_fp8): the CUDA twin of
-// kernels/cpu/expert_ffn.h with a precision. SwiGLU and its backward are the bf16 path's kernels,
-// so h and da are stored in bf16 before them, as the reference assumes. Needs the row offsets on
-// the host (not a sync-free step) and every expert's rows starting at a multiple of 16 (align),
-// because Hopper's FP8 kernels read 16-byte aligned operands, which the weight gradients'
-// transposed operands are only there.
+// three functions, each of their six GEMMs quantizing its activation operands as core/fp8.h
+// defines (kernels/cuda/fp8_quantize.h) on the caller's stream and running cuBLASLt's FP8 matmul
+// once per expert, spread over the GemmRunner's side streams (GemmRunner::grouped_fp8): the CUDA
+// twin of kernels/cpu/expert_ffn.h with a precision. The weights come quantized, both ways round,
+// once per step (quantize_ffn_weights_fp8), as FP8 training quantizes them once per optimizer
+// step: the codes are the same whichever GEMM reads them. SwiGLU and its backward are the bf16
+// path's kernels, so h and da are stored in bf16 before them, as the reference assumes. Needs the
+// row offsets on the host (not a sync-free step) and every expert's rows starting at a multiple of
+// 16 (align), because Hopper's FP8 kernels read 16-byte aligned operands, which the weight
+// gradients' transposed operands are only there.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -20,7 +22,28 @@ namespace moe::cuda {
 
 class GemmRunner;
 
-// Device scratch for one GEMM's two quantized operands and their scales.
+// An FFN's two weights quantized once per step, both ways round (fp8_quantize.h
+// quantize_weight_fp8): w_in [G, H, 2F] and w_out [G, F, H], each as stored (the GEMM's B with
+// N = P, K = Q for a weight [P, Q]) and transposed (N = Q, K = P), with their scales.
+struct Fp8Weight {
+  const uint8_t* stored = nullptr;
+  const float* stored_scales = nullptr;
+  const uint8_t* transposed = nullptr;
+  const float* transposed_scales = nullptr;
+};
+struct Fp8Weights {
+  Fp8Weight in, out;
+};
+// The device memory an Fp8Weights of G experts takes, codes and scales.
+size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F);
+// Quantizes w_in, w_out (bf16) into `base` (fp8_weights_bytes of it) and says where each part sits.
+Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t G, int64_t H,
+                                    int64_t F, Fp8Recipe recipe, void* base, cudaStream_t stream);
+// Expert `first` onwards of a quantized FFN.
+Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64_t F,
+                            Fp8Recipe recipe);
+
+// Device scratch for one GEMM's quantized activation operands and their scales.
 struct Fp8Scratch {
   uint8_t* a = nullptr;
   uint8_t* b = nullptr;
@@ -34,13 +57,12 @@ struct Fp8ScratchBytes {
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 
-// As expert_ffn_fwd: xe [R, H], w_in [E_local, H, 2F], w_out [E_local, F, H] (bf16) -> h, a, ye.
-void expert_ffn_fwd_fp8(const void* xe, const void* w_in, const void* w_out,
-                        const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
-                        Fp8Recipe recipe, void* h, void* a, void* ye, GemmRunner& gemm,
-                        const Fp8Scratch& scratch, cudaStream_t stream);
+// As expert_ffn_fwd: xe [R, H] (bf16), the FFN's weights quantized -> h, a, ye.
+void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
+                        int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
+                        void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
 // As expert_ffn_bwd_data: dye -> da, dh, dxe.
-void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const void* w_in, const void* w_out,
+void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
                              const Fp8Scratch& scratch, cudaStream_t stream);
@@ -50,5 +72,16 @@ void expert_ffn_bwd_weights_fp8(const void* dye, const void* xe, const void* a, 
                                 Fp8Recipe recipe, DType grad_dtype, void* dw_in, void* dw_out,
                                 bool accumulate, GemmRunner& gemm, const Fp8Scratch& scratch,
                                 cudaStream_t stream);
+
+// The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
+// GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; the operands as the
+// FFN functions name them: X the rows operand, X2 the second rows operand of a weight gradient),
+// and the FP8 GEMM on what it left in scratch.
+void quantize_fp8_gemm_operands(int which, const void* X, const void* X2, const ExpertOffsets& rows,
+                                int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
+                                const Fp8Scratch& scratch, cudaStream_t stream);
+void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t E_local,
+                  int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate,
+                  void* C, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
 
 }  // namespace moe::cuda

@@ -4,9 +4,13 @@
 // hardware's round-to-nearest-even saturating conversion), so the values match the host's bit for
 // bit, in the layouts cuBLASLt's FP8 matmul reads on Hopper: both operands K-major, 1 x 128 scales
 // "rows-inner", 128 x 128 scales row-major over the tiles (results/2026-11-25-fp8-cublaslt-probe).
-// Per-tensor amaxes are reduced with integer atomicMax on the float bits: a maximum does not
-// depend on the order its parts arrive in, so the results are deterministic. Codes are stored as
-// uint8 (an __nv_fp8_e4m3's bits). Every function runs on `stream`.
+// One kernel does every case: a 128 x 128 tile through shared memory in 16-byte loads, its codes
+// written as stored and/or transposed in 8-byte stores, so that an operand read once gives both
+// orientations its GEMMs need (a weight's forward and backward, a gradient's data and weight
+// GEMMs), as TransformerEngine's "rowwise and columnwise" data. Per-tensor amaxes are reduced with
+// integer atomicMax on the float bits: a maximum does not depend on the order its parts arrive in,
+// so the results are deterministic. Codes are stored as uint8 (an __nv_fp8_e4m3's bits). Row
+// lengths must be multiples of 8. Every function runs on `stream`.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -18,36 +22,43 @@ namespace moe::cuda {
 // Per-tensor scales sit 4 floats apart: cuBLASLt reads a scale from a 16-byte aligned address.
 constexpr int64_t kTensorScaleStride = 4;
 
-// An operand whose rows meet a weight (the reduction runs along each row): X [R, K] bf16 in
-// expert-major groups, group g owning rows [offsets[g], offsets[g + 1]) (device offsets, G + 1;
-// rows_bound >= offsets[G] sizes the grid). q [R, K] gets the codes, in place of the values.
-// scales: kTensor, one per group at scales[kTensorScaleStride * g]; kBlock, 1 x 128 blocks along
-// each row, group g's ceil(K / 128) * n_g scales from scales + ceil(K / 128) * offsets[g], block kb
-// of its row r at kb * n_g + r (n_g its rows).
+// An operand X [R, K] bf16 in expert-major groups, group g owning rows [offsets[g], offsets[g + 1])
+// (device offsets, G + 1; rows_bound >= offsets[G] sizes the grid), quantized for the GEMMs it
+// meets (either output may be null):
+// - as stored, where the reduction runs along each row (X times a weight): q [R, K] gets the
+//   codes. scales: kTensor, one per group at scales[kTensorScaleStride * g]; kBlock, 1 x 128
+//   blocks along each row, group g's ceil(K / 128) * n_g scales from scales + ceil(K / 128) *
+//   offsets[g], block kb of its row r at kb * n_g + r (n_g its rows).
+// - transposed, where the reduction runs down the rows (a weight gradient's operand): qt [K, ld]
+//   gets the codes (group g's rows become columns [offsets[g], offsets[g + 1]) of every row of qt;
+//   ld >= offsets[G]). scales_t: kTensor as above; kBlock, 128 x 1 blocks down each group's rows
+//   from its first, group g's K * ceil(n_g / 128) scales from scales_t + K * sum_{h < g}
+//   ceil(n_h / 128), block kb of column k at kb * K + k.
+void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G,
+                                int64_t rows_bound, int64_t K, Fp8Recipe recipe, uint8_t* q,
+                                float* scales, uint8_t* qt, int64_t ld, float* scales_t,
+                                cudaStream_t stream);
+// The as-stored half alone, and the transposed half alone.
 void quantize_rows_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t rows_bound,
                        int64_t K, Fp8Recipe recipe, uint8_t* q, float* scales, cudaStream_t stream);
-
-// A weight gradient's operand (the reduction runs down the rows): X [R, M] bf16 in the same
-// groups. qt [M, ld] gets X's codes transposed (group g's rows become columns [offsets[g],
-// offsets[g + 1]) of every row of qt; ld >= offsets[G]). scales: kTensor as above; kBlock, 128 x 1
-// blocks down each group's rows from its first, group g's M * ceil(n_g / 128) scales from
-// scales + M * sum_{h < g} ceil(n_h / 128), block kb of column m at kb * M + m.
 void quantize_cols_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t rows_bound,
-                       int64_t M, Fp8Recipe recipe, uint8_t* qt, int64_t ld, float* scales,
+                       int64_t K, Fp8Recipe recipe, uint8_t* qt, int64_t ld, float* scales_t,
                        cudaStream_t stream);
 
-// Scales a weight gradient's kBlock operand needs at most: M * (rows_bound / 128 + G).
-int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t M);
+// Scales a transposed kBlock operand needs at most: K * (rows_bound / 128 + G).
+int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K);
 
-// Weights W [G, P, Q] bf16: q gets each expert's codes as [P, Q] or, with transpose, [Q, P] (the
-// GEMM's B [N, K]). scales: kTensor as above; kBlock, one per 128 x 128 tile, expert g's from
-// scales + g * weight_fp8_scale_stride(P, Q), tile (nb, kb) of [N, K] at nb * ld + kb with
-// ld = ceil(K / 128) rounded up to a multiple of 4 (cuBLASLt's BLK128x128_32F layout on Hopper:
-// results/2026-11-25-fp8-cublaslt-probe).
+// Weights W [G, P, Q] bf16, both ways round in one pass (either output may be null): q gets each
+// expert's codes as stored [P, Q] (the GEMM's B [N, K] with N = P) and qt transposed [Q, P].
+// scales, scales_t: kTensor as above (the same values); kBlock, one per 128 x 128 tile, expert g's
+// from + g * weight_fp8_scale_stride(P, Q), tile (nb, kb) of that orientation's [N, K] at
+// nb * ld + kb with ld = ceil(K / 128) rounded up to a multiple of 4 (cuBLASLt's BLK128x128_32F
+// layout on Hopper: results/2026-11-25-fp8-cublaslt-probe).
 // An expert's share of a kBlock weight's scales, either way round (a multiple of 4: every
 // expert's scales start 16-byte aligned).
 int64_t weight_fp8_scale_stride(int64_t P, int64_t Q);
-void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, bool transpose,
-                         Fp8Recipe recipe, uint8_t* q, float* scales, cudaStream_t stream);
+void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Recipe recipe,
+                         uint8_t* q, float* scales, uint8_t* qt, float* scales_t,
+                         cudaStream_t stream);
 
 }  // namespace moe::cuda

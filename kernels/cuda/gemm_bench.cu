@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/expert_ffn_fp8.h"
 #include "kernels/cuda/gemm_bench.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/storage.cuh"
@@ -122,6 +123,42 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
         experts_gemm(g.layout, rows, El, g.M, g.N, g.K, g.A, g.B, g.C, bf, g.out, runner, list,
                      stream);
       });
+      out.push_back(row);
+    }
+  }
+  if (shape.precision != Precision::kBf16) {
+    const Fp8Recipe recipe = fp8_recipe_of(shape.precision);
+    const std::string method = name_of(shape.precision);
+    Buffer wq(fp8_weights_bytes(El, H, F));
+    const Fp8ScratchBytes b = fp8_scratch_bytes(R, El, H, F);
+    Buffer sa(b.a), sb(b.b), ssa(b.a_scales), ssb(b.b_scales);
+    const Fp8Scratch sc{static_cast<uint8_t*>(sa.ptr), static_cast<uint8_t*>(sb.ptr),
+                        static_cast<float*>(ssa.ptr), static_cast<float*>(ssb.ptr)};
+    Fp8Weights w;
+    ExpertGemmBenchRow weights{"weights", method, 0, 0, 0, 0, 0, 0};
+    weights.median_ms = weights.quantize_ms = median_ms(stream, iters, [&] {
+      w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
+    });
+    out.push_back(weights);
+    for (int which = 0; which < 6; ++which) {
+      const Gemm& g = gemms[which];
+      const bool rows_k = g.layout == RTR;
+      // The FP8 functions' operands: the rows operand, and a weight gradient's second one.
+      const void* X2 = rows_k ? g.B : nullptr;
+      ExpertGemmBenchRow row;
+      row.gemm = g.name;
+      row.method = method;
+      row.M = rows_k ? g.M : int64_t(mean_rows);
+      row.N = g.N;
+      row.K = rows_k ? int64_t(mean_rows) : g.K;
+      row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+      row.quantize_ms = median_ms(stream, iters, [&] {
+        quantize_fp8_gemm_operands(which, g.A, X2, rows, El, H, F, recipe, sc, stream);
+      });
+      row.median_ms =
+          row.quantize_ms + median_ms(stream, iters, [&] {
+            run_fp8_gemm(which, w, rows, El, H, F, recipe, g.out, false, g.C, runner, sc, stream);
+          });
       out.push_back(row);
     }
   }

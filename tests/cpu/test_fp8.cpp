@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/fp8.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/common/expect_close.h"
@@ -75,6 +77,35 @@ TEST(Fp8, ScaleOfZeroIsOne) {
     fp8_quantize_along_rows(zeros.data(), 7, 130, r);
     for (float v : zeros) ASSERT_EQ(v, 0.0f);
   }
+}
+
+// The GPU's quotient (fp8_quotient: a reciprocal and one correction) gives the e4m3 value the
+// division gives, for every bf16 value v up to a block's amax and amaxes across the bf16 range
+// (every 61st positive finite bf16, subnormal ones included, and the extremes), both signs. Its
+// fp32 result equals the division's wherever that is a normal float.
+TEST(Fp8, QuotientFromTheReciprocalRoundsAsTheDivision) {
+  auto bits_of = [](float f) {  // -0 and +0 apart
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  int64_t checked = 0, code_mismatches = 0, value_mismatches = 0;
+  std::vector<uint16_t> amaxes;
+  for (uint32_t b = 1; b < 0x7f80; b += 61) amaxes.push_back(uint16_t(b));
+  amaxes.push_back(0x7f7f);  // the largest finite bf16
+  for (uint16_t ab : amaxes) {
+    const float amax = bf16_bits_to_float(ab), scale = fp8_scale(amax), inv = 1.0f / scale;
+    for (uint32_t vb = 0; vb <= ab; ++vb)
+      for (float v : {bf16_bits_to_float(uint16_t(vb)), -bf16_bits_to_float(uint16_t(vb))}) {
+        const float want = v / scale, got = fp8_quotient(v, scale, inv);
+        ++checked;
+        code_mismatches += bits_of(e4m3_round(want)) != bits_of(e4m3_round(got));
+        value_mismatches += std::fabs(want) >= 0x1p-126f && want != got;
+      }
+  }
+  EXPECT_GT(checked, 10'000'000);
+  EXPECT_EQ(code_mismatches, 0);
+  EXPECT_EQ(value_mismatches, 0);
 }
 
 std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float scale = 1.0f) {

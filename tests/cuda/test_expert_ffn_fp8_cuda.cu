@@ -81,10 +81,13 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
   cuda::GemmRunner runner;
   const ExpertOffsets er{d_off.ptr, off.data(), R};
   const Fp8Recipe recipe = fp8_recipe_of(precision);
-  cuda::expert_ffn_fwd_fp8(d_xe.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, recipe, d_h.ptr,
-                           d_a.ptr, d_ye.ptr, runner, sc, nullptr);
-  cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, recipe,
-                                d_da.ptr, d_dh.ptr, d_dxe.ptr, runner, sc, nullptr);
+  DevBuf<uint8_t> wq(cuda::fp8_weights_bytes(El, H, F));
+  const cuda::Fp8Weights w =
+      cuda::quantize_ffn_weights_fp8(d_w_in.ptr, d_w_out.ptr, El, H, F, recipe, wq.ptr, nullptr);
+  cuda::expert_ffn_fwd_fp8(d_xe.ptr, w, er, El, H, F, recipe, d_h.ptr, d_a.ptr, d_ye.ptr, runner,
+                           sc, nullptr);
+  cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
+                                d_dxe.ptr, runner, sc, nullptr);
   cuda::expert_ffn_bwd_weights_fp8(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, recipe,
                                    grad_dtype, d_dw_in.ptr, d_dw_out.ptr, accumulate, runner, sc,
                                    nullptr);

@@ -1,7 +1,8 @@
 // The FP8 quantization kernels (kernels/cuda/fp8_quantize.h) against their CPU twin (core/fp8.h)
-// on seeded random bf16 data with outliers, an all-zero group, an empty group, ragged groups and
-// partial 128-blocks: every code times its scale, read back through the documented scale layouts,
-// equals the CPU twin's quantized value bit for bit, for both recipes.
+// on seeded random bf16 data with outliers, an all-zero group, an empty group, ragged and aligned
+// groups and partial 128-blocks: every code times its scale, read back through the documented
+// scale layouts, equals the CPU twin's quantized value bit for bit, for both recipes and both
+// orientations, alone and from one pass.
 #include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
@@ -40,9 +41,52 @@ std::vector<float> seeded(int64_t rows, int64_t cols, const std::vector<int64_t>
   return v;
 }
 
-const std::vector<int64_t> kOffsets = {0, 37, 237, 237, 365, 370, 640};  // one empty group
+// Ragged groups (one empty, one all zero, one past a 128-row block), and groups whose rows start
+// at multiples of 16 as the step's align gives them (the transposed codes' 8-byte stores).
+const std::vector<int64_t> kOffsets = {0, 37, 237, 237, 365, 370, 640};
+const std::vector<int64_t> kAligned = {0, 16, 160, 160, 304, 320, 592};
 constexpr int64_t kZeroGroup = 4;
 constexpr int64_t kGroups = 6;
+
+// Mismatches of the codes q [R, K] times their 1 x 128 (or per-group) scales against the CPU twin.
+int64_t rows_mismatches(const std::vector<float>& X, const std::vector<int64_t>& offsets, int64_t K,
+                        Fp8Recipe recipe, const std::vector<uint8_t>& q,
+                        const std::vector<float>& s) {
+  const int64_t Kb = (K + kB - 1) / kB;
+  int64_t mismatches = 0;
+  for (int64_t g = 0; g < kGroups; ++g) {
+    const int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
+    std::vector<float> want(X.begin() + r0 * K, X.begin() + (r0 + n) * K);
+    fp8_quantize_along_rows(want.data(), n, K, recipe);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < K; ++c) {
+        const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
+                                                         : s[Kb * r0 + (c / kB) * n + r];
+        mismatches += decode(q[(r0 + r) * K + c]) * scale != want[r * K + c];
+      }
+  }
+  return mismatches;
+}
+
+// The same for the transposed codes qt [K, ld] and their 128 x 1 (or per-group) scales.
+int64_t cols_mismatches(const std::vector<float>& X, const std::vector<int64_t>& offsets, int64_t K,
+                        int64_t ld, Fp8Recipe recipe, const std::vector<uint8_t>& qt,
+                        const std::vector<float>& s) {
+  int64_t mismatches = 0, blocks_before = 0;
+  for (int64_t g = 0; g < kGroups; ++g) {
+    const int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
+    std::vector<float> want(X.begin() + r0 * K, X.begin() + (r0 + n) * K);
+    fp8_quantize_down_columns(want.data(), n, K, recipe);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t m = 0; m < K; ++m) {
+        const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
+                                                         : s[K * blocks_before + (r / kB) * K + m];
+        mismatches += decode(qt[m * ld + r0 + r]) * scale != want[r * K + m];
+      }
+    blocks_before += (n + kB - 1) / kB;
+  }
+  return mismatches;
+}
 
 class Fp8QuantizeCuda : public ::testing::TestWithParam<Fp8Recipe> {};
 
@@ -59,51 +103,44 @@ TEST_P(Fp8QuantizeCuda, RowsMatchCpuTwin) {
     const int64_t Kb = (K + kB - 1) / kB;
     DevBuf<float> ds(recipe == Fp8Recipe::kTensor ? cuda::kTensorScaleStride * kGroups : Kb * R);
     cuda::quantize_rows_fp8(dx.ptr, doff.ptr, kGroups, R + 16, K, recipe, dq.ptr, ds.ptr, nullptr);
-    const std::vector<uint8_t> q = dq.host();
-    const std::vector<float> s = ds.host();
-    int64_t mismatches = 0;
-    for (int64_t g = 0; g < kGroups; ++g) {
-      const int64_t r0 = kOffsets[g], n = kOffsets[g + 1] - r0;
-      std::vector<float> want(X.begin() + r0 * K, X.begin() + (r0 + n) * K);
-      fp8_quantize_along_rows(want.data(), n, K, recipe);
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t c = 0; c < K; ++c) {
-          const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
-                                                           : s[Kb * r0 + (c / kB) * n + r];
-          mismatches += decode(q[(r0 + r) * K + c]) * scale != want[r * K + c];
-        }
-    }
-    EXPECT_EQ(mismatches, 0);
+    EXPECT_EQ(rows_mismatches(X, kOffsets, K, recipe, dq.host(), ds.host()), 0);
   }
 }
 
 TEST_P(Fp8QuantizeCuda, ColumnsTransposedMatchCpuTwin) {
   MOE_REQUIRE_GPU();
   const Fp8Recipe recipe = GetParam();
-  const int64_t R = kOffsets.back(), M = 80, ld = R + 16;
-  const std::vector<float> X = seeded(R, M, kOffsets, kZeroGroup, 11);
-  DevBuf<uint16_t> dx(to_bf16_bits(X));
-  DevBuf<int64_t> doff(kOffsets);
-  DevBuf<uint8_t> dq(M * ld);
-  DevBuf<float> ds(recipe == Fp8Recipe::kTensor ? cuda::kTensorScaleStride * kGroups
-                                                : cuda::cols_fp8_scale_bound(kGroups, R, M));
-  cuda::quantize_cols_fp8(dx.ptr, doff.ptr, kGroups, R, M, recipe, dq.ptr, ld, ds.ptr, nullptr);
-  const std::vector<uint8_t> q = dq.host();
-  const std::vector<float> s = ds.host();
-  int64_t mismatches = 0, blocks_before = 0;
-  for (int64_t g = 0; g < kGroups; ++g) {
-    const int64_t r0 = kOffsets[g], n = kOffsets[g + 1] - r0;
-    std::vector<float> want(X.begin() + r0 * M, X.begin() + (r0 + n) * M);
-    fp8_quantize_down_columns(want.data(), n, M, recipe);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t m = 0; m < M; ++m) {
-        const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
-                                                         : s[M * blocks_before + (r / kB) * M + m];
-        mismatches += decode(q[m * ld + r0 + r]) * scale != want[r * M + m];
-      }
-    blocks_before += (n + kB - 1) / kB;
+  for (const auto& offsets : {kOffsets, kAligned}) {
+    const int64_t R = offsets.back(), M = 80, ld = R + 16;
+    SCOPED_TRACE("rows " + std::to_string(R));
+    const std::vector<float> X = seeded(R, M, offsets, kZeroGroup, 11);
+    DevBuf<uint16_t> dx(to_bf16_bits(X));
+    DevBuf<int64_t> doff(offsets);
+    DevBuf<uint8_t> dq(M * ld);
+    DevBuf<float> ds(recipe == Fp8Recipe::kTensor ? cuda::kTensorScaleStride * kGroups
+                                                  : cuda::cols_fp8_scale_bound(kGroups, R, M));
+    cuda::quantize_cols_fp8(dx.ptr, doff.ptr, kGroups, R, M, recipe, dq.ptr, ld, ds.ptr, nullptr);
+    EXPECT_EQ(cols_mismatches(X, offsets, M, ld, recipe, dq.host(), ds.host()), 0);
   }
-  EXPECT_EQ(mismatches, 0);
+}
+
+// Both orientations from one pass, a partial column block, each to its own scales.
+TEST_P(Fp8QuantizeCuda, RowsAndColumnsInOnePassMatchCpuTwin) {
+  MOE_REQUIRE_GPU();
+  const Fp8Recipe recipe = GetParam();
+  const int64_t R = kAligned.back(), K = 136, ld = R + 32, Kb = (K + kB - 1) / kB;
+  const std::vector<float> X = seeded(R, K, kAligned, kZeroGroup, 23);
+  DevBuf<uint16_t> dx(to_bf16_bits(X));
+  DevBuf<int64_t> doff(kAligned);
+  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
+  const bool tensor = recipe == Fp8Recipe::kTensor;
+  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * kGroups : Kb * R);
+  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * kGroups
+                           : cuda::cols_fp8_scale_bound(kGroups, R, K));
+  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, kGroups, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr,
+                                   ld, dst.ptr, nullptr);
+  EXPECT_EQ(rows_mismatches(X, kAligned, K, recipe, dq.host(), ds.host()), 0);
+  EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
 }
 
 TEST_P(Fp8QuantizeCuda, WeightsBothWaysMatchCpuTwin) {
@@ -113,14 +150,15 @@ TEST_P(Fp8QuantizeCuda, WeightsBothWaysMatchCpuTwin) {
   const std::vector<float> W = seeded(G * P, Q, {0, P, 2 * P, 3 * P}, 1, 17);
   DevBuf<uint16_t> dw(to_bf16_bits(W));
   const int64_t Pb = (P + kB - 1) / kB, Qb = (Q + kB - 1) / kB;
+  const int64_t stride = cuda::weight_fp8_scale_stride(P, Q);
+  const int64_t n_scales = recipe == Fp8Recipe::kTensor ? cuda::kTensorScaleStride * G : G * stride;
+  DevBuf<uint8_t> dq(G * P * Q), dqt(G * P * Q);
+  DevBuf<float> ds(n_scales), dst(n_scales);
+  cuda::quantize_weight_fp8(dw.ptr, G, P, Q, recipe, dq.ptr, ds.ptr, dqt.ptr, dst.ptr, nullptr);
   for (bool transpose : {false, true}) {
     SCOPED_TRACE(transpose ? "transposed" : "as stored");
-    DevBuf<uint8_t> dq(G * P * Q);
-    const int64_t stride = cuda::weight_fp8_scale_stride(P, Q);
-    DevBuf<float> ds(recipe == Fp8Recipe::kTensor ? cuda::kTensorScaleStride * G : G * stride);
-    cuda::quantize_weight_fp8(dw.ptr, G, P, Q, transpose, recipe, dq.ptr, ds.ptr, nullptr);
-    const std::vector<uint8_t> q = dq.host();
-    const std::vector<float> s = ds.host();
+    const std::vector<uint8_t> q = transpose ? dqt.host() : dq.host();
+    const std::vector<float> s = transpose ? dst.host() : ds.host();
     int64_t mismatches = 0;
     for (int64_t g = 0; g < G; ++g) {
       std::vector<float> want(W.begin() + g * P * Q, W.begin() + (g + 1) * P * Q);
