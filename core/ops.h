@@ -127,8 +127,8 @@ class Ops {
   // the step's FFN calls will read them (gathered): called once per step for each set of expert
   // weights, before the first FFN call on any of its experts. A backend that multiplies by
   // another form of the weights makes it here, once per step as training does after each
-  // optimizer step: the CUDA backend's FP8 codes, both ways round. The FFN calls then refuse
-  // weights not prepared. Does nothing by default.
+  // optimizer step: the CUDA backend's FP8 codes, both ways round, whose FFN calls then refuse
+  // weights it did not prepare. Does nothing by default.
   virtual void prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
                                       const void* w_out) {
     (void)d, (void)G, (void)w_in, (void)w_out;
