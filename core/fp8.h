@@ -43,10 +43,17 @@ float fp8_quantize(float v, float scale);
 // and every scale (tests/cpu/test_fp8.cpp checks it), but a multiply and two FMAs where a block
 // of values shares one scale, against a division's dozen instructions on the GPU. Tiny values and
 // subnormal scales, where the correction's residual would underflow, take the division.
-MOE_HD inline float fp8_quotient(float v, float scale, float inv) {
-  if (fabsf(v) < 0x1p-96f || scale < 0x1p-126f) return v / scale;
+constexpr float kFp8TinyValue = 0x1p-96f, kFp8TinyScale = 0x1p-126f;
+// The correction alone, for v = 0 or |v| >= kFp8TinyValue and scale >= kFp8TinyScale (a block
+// known to hold no tiny value takes it without a branch per value): the division's e4m3 value,
+// except that -0 gives +0 (the same value).
+MOE_HD inline float fp8_quotient_normal(float v, float scale, float inv) {
   const float q = v * inv;
   return fmaf(fmaf(-q, scale, v), inv, q);
+}
+MOE_HD inline float fp8_quotient(float v, float scale, float inv) {
+  if (fabsf(v) < kFp8TinyValue || scale < kFp8TinyScale) return v / scale;
+  return fp8_quotient_normal(v, scale, inv);
 }
 
 // In place, the operand X stored [rows, cols], reduced over its columns (each row's values meet

@@ -24,9 +24,11 @@ enum ScratchSlot {
   kRegroupOffsets,
   kLayoutScratch,
   kFp8CodesA,
-  kFp8CodesB,
+  kFp8CodesDyT,
+  kFp8CodesDhT,
   kFp8ScalesA,
-  kFp8ScalesB,
+  kFp8ScalesDyT,
+  kFp8ScalesDhT,
   kNumScratchSlots
 };
 
@@ -199,9 +201,11 @@ cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) 
   const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
   cuda::Fp8Scratch sc;
   sc.a = static_cast<uint8_t*>(scratch(kFp8CodesA, b.a));
-  sc.b = static_cast<uint8_t*>(scratch(kFp8CodesB, b.b));
+  sc.dy_t = static_cast<uint8_t*>(scratch(kFp8CodesDyT, b.dy_t));
+  sc.dh_t = static_cast<uint8_t*>(scratch(kFp8CodesDhT, b.dh_t));
   sc.a_scales = static_cast<float*>(scratch(kFp8ScalesA, b.a_scales));
-  sc.b_scales = static_cast<float*>(scratch(kFp8ScalesB, b.b_scales));
+  sc.dy_t_scales = static_cast<float*>(scratch(kFp8ScalesDyT, b.dy_t_scales));
+  sc.dh_t_scales = static_cast<float*>(scratch(kFp8ScalesDhT, b.dh_t_scales));
   return sc;
 }
 
@@ -273,9 +277,9 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
                                      const void* dh, const ExpertOffsets& off, void* dw_in,
                                      void* dw_out, bool accumulate) {
   if (d.precision != Precision::kBf16) {
-    cuda::expert_ffn_bwd_weights_fp8(dye, xe, a, dh, off, d.E_local, d.H, d.F,
-                                     fp8_recipe_of(d.precision), d.grad_dtype, dw_in, dw_out,
-                                     accumulate, *gemm_, fp8_scratch(d, off), stream());
+    cuda::expert_ffn_bwd_weights_fp8(xe, a, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
+                                     d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
+                                     fp8_scratch(d, off), stream());
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,

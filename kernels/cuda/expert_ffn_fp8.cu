@@ -106,28 +106,35 @@ Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F) {
   const int64_t widest = std::max(H, 2 * F);
   const int64_t ld = transposed_ld(rows_bound);
-  const int64_t cols_scales = cols_fp8_scale_bound(E_local, ld, widest);
   const int64_t tensor_scales = kTensorScaleStride * E_local;
+  auto cols_scales = [&](int64_t K) {
+    return size_t(std::max(cols_fp8_scale_bound(E_local, ld, K), tensor_scales)) * 4;
+  };
   Fp8ScratchBytes b;
   b.a = size_t(ld * widest);
-  b.b = size_t(ld * widest);
-  b.a_scales = size_t(std::max({blocks_of(widest) * rows_bound, cols_scales, tensor_scales})) * 4;
-  b.b_scales = size_t(std::max(cols_scales, tensor_scales)) * 4;
+  b.dy_t = size_t(ld * H);
+  b.dh_t = size_t(ld * 2 * F);
+  b.a_scales = std::max(size_t(blocks_of(widest) * rows_bound) * 4, cols_scales(widest));
+  b.dy_t_scales = cols_scales(H);
+  b.dh_t_scales = cols_scales(2 * F);
   return b;
 }
 
-void quantize_fp8_gemm_operands(int which, const void* X, const void* X2, const ExpertOffsets& rows,
-                                int64_t G, int64_t H, int64_t F, Fp8Recipe recipe,
-                                const Fp8Scratch& sc, cudaStream_t stream) {
+void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows, int64_t G,
+                                int64_t H, int64_t F, Fp8Recipe recipe, const Fp8Scratch& sc,
+                                cudaStream_t stream) {
   const GemmShape s = shape_of(which, H, F);
-  if (!s.wgrad) {
-    quantize_rows_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, stream);
+  const int64_t ld = transposed_ld(rows.rows_bound);
+  if (s.wgrad) {
+    quantize_cols_fp8(X, rows.device, G, rows.rows_bound, s.M, recipe, sc.a, ld, sc.a_scales,
+                      stream);
     return;
   }
-  const int64_t ld = transposed_ld(rows.rows_bound);
-  quantize_cols_fp8(X, rows.device, G, rows.rows_bound, s.M, recipe, sc.a, ld, sc.a_scales, stream);
-  quantize_cols_fp8(X2, rows.device, G, rows.rows_bound, s.N, recipe, sc.b, ld, sc.b_scales,
-                    stream);
+  // A data gradient's operand is also a weight gradient's second one: both ways in one read.
+  uint8_t* qt = which == kDgradA ? sc.dy_t : which == kDgradX ? sc.dh_t : nullptr;
+  float* qt_scales = which == kDgradA ? sc.dy_t_scales : sc.dh_t_scales;
+  quantize_rows_and_cols_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, qt,
+                             ld, qt ? qt_scales : nullptr, stream);
 }
 
 void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G, int64_t H,
@@ -161,18 +168,21 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     return;
   }
   const int64_t ld = transposed_ld(rows.rows_bound), M = s.M, N = s.N;
+  // The second operand, dye's or dh's, transposed by the data gradient before.
+  const uint8_t* B = which == kWgradOut ? sc.dy_t : sc.dh_t;
+  const float* B_scales = which == kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
   int64_t before = 0;  // 128-row blocks of the experts before g
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
     MOE_CHECK(r0 % 16 == 0, "FP8 weight gradients: expert " << g << "'s rows start at " << r0
                                                             << ", not a multiple of 16");
     const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : M * before);
-    const float* b_scales = sc.b_scales + (tensor ? kTensorScaleStride * g : N * before);
+    const float* b_scales = B_scales + (tensor ? kTensorScaleStride * g : N * before);
     problems.push_back({M,
                         N,
                         n,
                         {sc.a + r0, ld, a_scales},
-                        {sc.b + r0, ld, b_scales},
+                        {B + r0, ld, b_scales},
                         at(C, size_t(g * M * N) * stored_bytes(grad_dtype))});
     before += blocks_of(n);
   }
@@ -183,10 +193,10 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
-  quantize_fp8_gemm_operands(kUp, xe, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream);
-  quantize_fp8_gemm_operands(kDown, a, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
 }
 
@@ -194,23 +204,22 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
                              const Fp8Scratch& sc, cudaStream_t stream) {
-  quantize_fp8_gemm_operands(kDgradA, dye, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm, sc, stream);
   swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream);
-  quantize_fp8_gemm_operands(kDgradX, dh, nullptr, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kDgradX, dh, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm, sc, stream);
 }
 
-void expert_ffn_bwd_weights_fp8(const void* dye, const void* xe, const void* a, const void* dh,
-                                const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
-                                Fp8Recipe recipe, DType grad_dtype, void* dw_in, void* dw_out,
-                                bool accumulate, GemmRunner& gemm, const Fp8Scratch& sc,
-                                cudaStream_t stream) {
+void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
+                                int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
+                                DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
+                                GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
   const Fp8Weights none;  // the weight gradients read no weight
-  quantize_fp8_gemm_operands(kWgradOut, a, dye, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
                sc, stream);
-  quantize_fp8_gemm_operands(kWgradIn, xe, dh, rows, E_local, H, F, recipe, sc, stream);
+  quantize_fp8_gemm_operands(kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_in, gemm, sc,
                stream);
 }

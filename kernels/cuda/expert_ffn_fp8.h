@@ -43,17 +43,22 @@ Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t
 Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64_t F,
                             Fp8Recipe recipe);
 
-// Device scratch for one GEMM's quantized activation operands and their scales.
+// Device scratch for the quantized activation operands and their scales: `a`, the rows operand
+// of the GEMM at hand (as stored, or a weight gradient's first operand transposed); dy_t and dh_t,
+// dye's and dh's transposed codes, which the data-gradient GEMMs' quantization writes in the same
+// pass as their rows (one read of each) for the weight gradients that follow on the same stream.
 struct Fp8Scratch {
   uint8_t* a = nullptr;
-  uint8_t* b = nullptr;
+  uint8_t* dy_t = nullptr;
+  uint8_t* dh_t = nullptr;
   float* a_scales = nullptr;
-  float* b_scales = nullptr;
+  float* dy_t_scales = nullptr;
+  float* dh_t_scales = nullptr;
 };
 // The most bytes each part of Fp8Scratch holds for these shapes (rows_bound: the expert-major
 // rows, padding included).
 struct Fp8ScratchBytes {
-  size_t a = 0, b = 0, a_scales = 0, b_scales = 0;
+  size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 
@@ -66,18 +71,20 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
                              const Fp8Scratch& scratch, cudaStream_t stream);
-// As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated.
-void expert_ffn_bwd_weights_fp8(const void* dye, const void* xe, const void* a, const void* dh,
-                                const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
-                                Fp8Recipe recipe, DType grad_dtype, void* dw_in, void* dw_out,
-                                bool accumulate, GemmRunner& gemm, const Fp8Scratch& scratch,
-                                cudaStream_t stream);
+// As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated. dye
+// and dh come as the transposed codes the expert_ffn_bwd_data_fp8 call before it on this stream,
+// with these rows, left in scratch.
+void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
+                                int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
+                                DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
+                                GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
-// GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; the operands as the
-// FFN functions name them: X the rows operand, X2 the second rows operand of a weight gradient),
-// and the FP8 GEMM on what it left in scratch.
-void quantize_fp8_gemm_operands(int which, const void* X, const void* X2, const ExpertOffsets& rows,
+// GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; X its rows operand
+// as the FFN functions name it: xe, a, dye, dh, a, xe), and the FP8 GEMM on what it left in
+// scratch. dgrad_a and dgrad_x also leave dye's and dh's transposed codes for wgrad_out and
+// wgrad_in, which quantize only their first operand: run them in that order.
+void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 const Fp8Scratch& scratch, cudaStream_t stream);
 void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t E_local,

@@ -16,6 +16,7 @@ constexpr int kVec = 8;             // bf16 values in a 16-byte chunk
 constexpr int kChunks = kB / kVec;  // chunks in a tile row
 constexpr int kTileThreads = 256;
 constexpr int kRowsPerPass = kTileThreads / kChunks;  // tile rows one pass of the block loads
+constexpr int kLoads = kB / kRowsPerPass;             // 16-byte chunks a thread loads per tile
 
 __device__ inline float scale_of(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
 __device__ inline float value_of(const uint4& chunk, int k) {
@@ -31,17 +32,23 @@ __device__ inline Scale scale_from(float amax) {
   return {s, __frcp_rn(s)};
 }
 
-// The e4m3 codes of v0 / scale and v1 / scale (core/fp8.h's quotient; round to nearest even,
-// saturating to +-448 as e4m3_round), v0's in the low byte.
+// The e4m3 codes of v0 / scale and v1 / scale (core/fp8.h's quotient, round to nearest even,
+// saturating to +-448 as e4m3_round), v0's in the low byte. kExact: fp8_quotient; else its
+// branch-free part, for values and scales known not to be tiny.
+template <bool kExact>
+__device__ inline float quotient(float v, const Scale& sc) {
+  return kExact ? fp8_quotient(v, sc.s, sc.inv) : fp8_quotient_normal(v, sc.s, sc.inv);
+}
+template <bool kExact>
 __device__ inline uint32_t codes_of(float v0, float v1, const Scale& sc) {
-  return __nv_cvt_float2_to_fp8x2(
-      make_float2(fp8_quotient(v0, sc.s, sc.inv), fp8_quotient(v1, sc.s, sc.inv)), __NV_SATFINITE,
-      __NV_E4M3);
+  return __nv_cvt_float2_to_fp8x2(make_float2(quotient<kExact>(v0, sc), quotient<kExact>(v1, sc)),
+                                  __NV_SATFINITE, __NV_E4M3);
 }
 // Eight values' codes, the first in the lowest byte.
+template <bool kExact>
 __device__ inline uint2 codes_of(const float (&v)[kVec], const Scale& sc) {
-  return make_uint2(codes_of(v[0], v[1], sc) | codes_of(v[2], v[3], sc) << 16,
-                    codes_of(v[4], v[5], sc) | codes_of(v[6], v[7], sc) << 16);
+  return make_uint2(codes_of<kExact>(v[0], v[1], sc) | codes_of<kExact>(v[2], v[3], sc) << 16,
+                    codes_of<kExact>(v[4], v[5], sc) | codes_of<kExact>(v[6], v[7], sc) << 16);
 }
 
 __device__ inline float warp_max(float v) {
@@ -51,20 +58,27 @@ __device__ inline float warp_max(float v) {
 
 // Per-tensor amax of each group's elements into amax_bits[kTensorScaleStride * g] (zeroed): group g
 // spans elements [offsets[g] * K, offsets[g + 1] * K), or without offsets [g * group_elems, (g + 1)
-// * group_elems); K and group_elems multiples of 8 (16-byte loads). Non-negative floats order as
-// their bits do, so an integer max is exact.
+// * group_elems); K and group_elems multiples of 8 (16-byte loads), four loads in flight a thread.
+// Non-negative floats order as their bits do, so an integer max is exact.
 __global__ void group_amax_kernel(const bf16* X, const int64_t* offsets, int64_t K,
                                   int64_t group_elems, unsigned* amax_bits) {
+  constexpr int kInFlight = 4;
   const int64_t g = blockIdx.y;
-  const int64_t begin = offsets ? offsets[g] * K : g * group_elems;
-  const int64_t end = offsets ? offsets[g + 1] * K : (g + 1) * group_elems;
+  const int64_t begin = (offsets ? offsets[g] * K : g * group_elems) / kVec;
+  const int64_t end = (offsets ? offsets[g + 1] * K : (g + 1) * group_elems) / kVec;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const uint4* chunks = reinterpret_cast<const uint4*>(X);
   float m = 0.0f;
-  for (int64_t i = begin / kVec + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < end / kVec;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const uint4 u = chunks[i];
+  for (int64_t i = begin + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < end;
+       i += kInFlight * stride) {
+    uint4 u[kInFlight];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) m = fmaxf(m, fabsf(value_of(u, k)));
+    for (int l = 0; l < kInFlight; ++l)
+      u[l] = i + l * stride < end ? chunks[i + l * stride] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int l = 0; l < kInFlight; ++l)
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) m = fmaxf(m, fabsf(value_of(u[l], k)));
   }
   __shared__ float warps[kThreads / 32];
   m = warp_max(m);
@@ -131,134 +145,121 @@ struct TileJob {
   Side rows, cols;                       // codes as stored, and transposed
 };
 
-__device__ inline int64_t group_begin(const TileJob& j, int64_t g) {
-  return j.offsets ? j.offsets[g] : g * j.group_rows;
-}
+__device__ inline int64_t row_blocks_of(int64_t n) { return (n + kB - 1) / kB; }
 
-// One block per 128 x 128 tile of one group (blockIdx.x: the group's row block, counted over the
-// groups; blockIdx.y: the column block). The tile comes into shared memory once, in 16-byte
-// chunks whose places are swizzled by row (chunk c of row r at c ^ (r / 8 % 8)), so that both a
-// row's chunks and a column of 8 x 8 sub-blocks are read without bank conflicts; its scales; then
-// its codes as stored (consecutive threads along a row) and transposed (each thread an 8 x 8
-// sub-block, consecutive threads down a column), 8 bytes a store.
-__global__ void __launch_bounds__(kTileThreads, 4) quantize_tile_kernel(const TileJob j) {
-  int64_t g = -1, rb = 0, before = 0;  // group, row block there, row blocks of groups before g
-  if (!j.offsets) {
-    const int64_t per = (j.group_rows + kB - 1) / kB;
-    g = blockIdx.x / per;
-    rb = blockIdx.x % per;
-    before = g * per;
-  } else {
-    int64_t idx = blockIdx.x;
-    for (int64_t h = 0; h < j.G; ++h) {
-      const int64_t nb = (j.offsets[h + 1] - j.offsets[h] + kB - 1) / kB;
-      if (idx < nb) {
-        g = h;
-        rb = idx;
-        break;
-      }
-      idx -= nb;
-      before += nb;
-    }
-    if (g < 0) return;  // the grid is sized for the most row blocks any routing gives
-  }
-  const int64_t g0 = group_begin(j, g), n = group_begin(j, g + 1) - g0;
-  const int64_t r0 = g0 + rb * kB, c0 = int64_t(blockIdx.y) * kB;
-  const int rows = int(min(int64_t(kB), g0 + n - r0)), cols = int(min(int64_t(kB), j.K - c0));
+// Where a tile lies: its group g, owning rows [g0, g0 + n); the tile's first row r0 and column c0,
+// its valid rows and columns; its row block within the group (rb) and the row blocks of the
+// groups before g (before).
+struct TilePlace {
+  int64_t g = 0, g0 = 0, n = 0, r0 = 0, c0 = 0, rb = 0, before = 0;
+  int rows = 0, cols = 0;
+};
 
-  // The tile (bf16) and, where both orientations share one scale, its codes as stored (8-byte
-  // chunks, chunk c of row r at c ^ (r / 8 % 16)), which the transposed half reads back.
-  extern __shared__ uint4 smem[];
-  uint4(*tile)[kChunks] = reinterpret_cast<uint4(*)[kChunks]>(smem);
-  uint2(*codes)[kChunks] = reinterpret_cast<uint2(*)[kChunks]>(smem + kB * kChunks);
-  __shared__ Scale row_scale[kB], col_scale[kB];
-  __shared__ float col_part[kTileThreads / 32][kB];
-  __shared__ float warp_amax[kTileThreads / 32];
-  const int t = threadIdx.x, warp = t / 32, c8 = t % kChunks;
-  const bool along = j.cut == Cut::kAlong;
-  const bool reuse = !along && j.rows.q && j.cols.q;  // the transposed codes from the stored
+// With offsets, the groups' table in shared memory: each group's first row and the row blocks of
+// the groups before it (G + 1 entries each; the last ones are the totals), so that a tile finds
+// its group by a binary search there, with no global load between one tile and the next.
+struct GroupTable {
+  int64_t* first_row;
+  int* first_block;
+};
+size_t group_table_bytes(int64_t G) { return size_t(G + 1) * (sizeof(int64_t) + sizeof(int)); }
 
-  // Load: thread t takes chunk c8 of rows t / 16 + 16 i; the 16 threads of a row are 16 lanes.
-  float tile_m = 0.0f, col_m[kVec] = {};
-#pragma unroll
-  for (int i = 0; i < kB / kRowsPerPass; ++i) {
-    const int r = t / kChunks + i * kRowsPerPass;
-    uint4 u = make_uint4(0, 0, 0, 0);
-    if (r < rows && c8 * kVec < cols)
-      u = *reinterpret_cast<const uint4*>(j.X + (r0 + r) * j.K + c0 + c8 * kVec);
-    tile[r][c8 ^ (r / 8 % 8)] = u;
-    float m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const float v = fabsf(value_of(u, k));
-      m = fmaxf(m, v);
-      col_m[k] = fmaxf(col_m[k], v);
-    }
-    if (along && j.rows.q) {
-      for (int d = kChunks / 2; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-      if (c8 == 0) {
-        row_scale[r] = scale_from(m);
-        const int64_t Kb = (j.K + kB - 1) / kB;
-        if (r < rows) j.rows.scales[Kb * g0 + blockIdx.y * n + (r0 - g0 + r)] = row_scale[r].s;
-      }
-    }
-    tile_m = fmaxf(tile_m, m);
+// Each thread takes a run of groups; a block-wide scan of the runs' row blocks places them.
+__device__ void fill_group_table(const TileJob& j, const GroupTable& tab) {
+  __shared__ int warp_sums[kTileThreads / 32];
+  const int t = threadIdx.x;
+  const int64_t per = (j.G + kTileThreads - 1) / kTileThreads;
+  const int64_t first = min(j.G, t * per), last = min(j.G, first + per);
+  int mine = 0;
+  for (int64_t g = first; g < last; ++g)
+    mine += int(row_blocks_of(j.offsets[g + 1] - j.offsets[g]));
+  int run = mine;  // inclusive over the warp
+  for (int d = 1; d < 32; d *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, run, d);
+    if (t % 32 >= d) run += v;
   }
-  if (along && j.cols.q) {
-    // Lanes l and l ^ 16 hold the same chunk's columns.
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      col_m[k] = fmaxf(col_m[k], __shfl_xor_sync(0xffffffffu, col_m[k], 16));
-      if (t % 32 < kChunks) col_part[warp][c8 * kVec + k] = col_m[k];
-    }
+  if (t % 32 == 31) warp_sums[t / 32] = run;
+  __syncthreads();
+  run -= mine;
+  for (int w = 0; w < t / 32; ++w) run += warp_sums[w];
+  for (int64_t g = first; g < last; ++g) {
+    tab.first_row[g] = j.offsets[g];
+    tab.first_block[g] = run;
+    run += int(row_blocks_of(j.offsets[g + 1] - j.offsets[g]));
   }
-  if (j.cut == Cut::kTile) {
-    tile_m = warp_max(tile_m);
-    if (t % 32 == 0) warp_amax[warp] = tile_m;
+  if (t == kTileThreads - 1) {
+    tab.first_row[j.G] = j.offsets[j.G];
+    tab.first_block[j.G] = run;
   }
   __syncthreads();
-  Scale s;  // the tile's scale where one serves the whole tile
-  if (j.cut == Cut::kTensor) {
-    s.s = j.tensor_scales[kTensorScaleStride * g];
-    s.inv = __frcp_rn(s.s);
-  } else if (j.cut == Cut::kTile) {
-    float m = 0.0f;
-    for (int w = 0; w < kTileThreads / 32; ++w) m = fmaxf(m, warp_amax[w]);
-    s = scale_from(m);
-    if (t == 0 && j.rows.scales)
-      j.rows.scales[g * j.rows.tiles_stride + rb * j.rows.tiles_ld + blockIdx.y] = s.s;
-    if (t == 0 && j.cols.scales)
-      j.cols.scales[g * j.cols.tiles_stride + blockIdx.y * j.cols.tiles_ld + rb] = s.s;
-  } else if (j.cols.q && t < kB) {
-    float m = 0.0f;
-    for (int w = 0; w < kTileThreads / 32; ++w) m = fmaxf(m, col_part[w][t]);
-    col_scale[t] = scale_from(m);
-    if (t < cols) j.cols.scales[j.K * before + rb * j.K + c0 + t] = col_scale[t].s;
-  }
-  if (along) __syncthreads();
+}
 
+// Tile `tile` of the job, counted row block by row block over the groups, column blocks inner.
+__device__ inline TilePlace place_of(const TileJob& j, const GroupTable& tab, int64_t tile,
+                                     int64_t col_blocks) {
+  TilePlace p;
+  const int64_t R = tile / col_blocks;
+  p.c0 = tile % col_blocks * kB;
+  if (j.offsets) {
+    p.g = last_at_or_below(tab.first_block, j.G, R);
+    p.before = tab.first_block[p.g];
+    p.g0 = tab.first_row[p.g];
+    p.n = tab.first_row[p.g + 1] - p.g0;
+  } else {
+    const int64_t per = row_blocks_of(j.group_rows);
+    p.g = R / per;
+    p.before = p.g * per;
+    p.g0 = p.g * j.group_rows;
+    p.n = j.group_rows;
+  }
+  p.rb = R - p.before;
+  p.r0 = p.g0 + p.rb * kB;
+  p.rows = int(min(int64_t(kB), p.g0 + p.n - p.r0));
+  p.cols = int(min(int64_t(kB), j.K - p.c0));
+  return p;
+}
+
+// Thread t's chunks of a tile: chunk t % 16 of rows t / 16 + 16 i (zeros outside the operand).
+__device__ inline void load_tile(const TileJob& j, const TilePlace& p, uint4 (&u)[kLoads]) {
+  const int t = threadIdx.x, c8 = t % kChunks;
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int r = t / kChunks + i * kRowsPerPass;
+    u[i] = make_uint4(0, 0, 0, 0);
+    if (r < p.rows && c8 * kVec < p.cols)
+      u[i] = *reinterpret_cast<const uint4*>(j.X + (p.r0 + r) * j.K + p.c0 + c8 * kVec);
+  }
+}
+
+// The codes as stored, then transposed, of a tile in shared memory (scales known). kExact: each
+// value's quotient checks for tiny values (a tile that holds one); else the branch-free one.
+template <Cut kCut, bool kExact>
+__device__ void store_tile_codes(const TileJob& j, const TilePlace& p, bool reuse,
+                                 const uint4 (*tile)[kChunks], uint2 (*codes)[kChunks],
+                                 const Scale* row_scale, const Scale* col_scale, const Scale& s) {
+  constexpr bool along = kCut == Cut::kAlong;
+  const int t = threadIdx.x, c8 = t % kChunks;
   if (j.rows.q) {
 #pragma unroll
-    for (int i = 0; i < kB / kRowsPerPass; ++i) {
+    for (int i = 0; i < kLoads; ++i) {
       const int r = t / kChunks + i * kRowsPerPass;
-      if (r >= rows || c8 * kVec >= cols) continue;
-      const uint4 u = tile[r][c8 ^ (r / 8 % 8)];
+      if (r >= p.rows || c8 * kVec >= p.cols) continue;
+      const uint4 v8 = tile[r][c8 ^ (r / 8 % 8)];
       float v[kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) v[k] = value_of(u, k);
-      const uint2 q = codes_of(v, along ? row_scale[r] : s);
-      *reinterpret_cast<uint2*>(j.rows.q + (r0 + r) * j.K + c0 + c8 * kVec) = q;
+      for (int k = 0; k < kVec; ++k) v[k] = value_of(v8, k);
+      const uint2 q = codes_of<kExact>(v, along ? row_scale[r] : s);
+      *reinterpret_cast<uint2*>(j.rows.q + (p.r0 + r) * j.K + p.c0 + c8 * kVec) = q;
       if (reuse) codes[r][c8 ^ (r / 8 % 16)] = q;
     }
   }
   if (reuse) __syncthreads();
-  if (!j.cols.q) return;
   // Sub-block rows 8 r8.., columns 8 cc..: 16 consecutive threads write 128 bytes of a row of qt.
   const int r8 = t % kChunks, cc = t / kChunks;
-  if (r8 * 8 >= rows || cc * kVec >= cols) return;
-  const int valid = min(8, rows - r8 * 8);
-  uint8_t* dst = j.cols.q + g * j.cols.group_stride + (c0 + cc * kVec) * j.cols.ld +
-                 (j.cols.local_rows ? r0 - g0 : r0) + r8 * 8;
+  if (!j.cols.q || r8 * 8 >= p.rows || cc * kVec >= p.cols) return;
+  const int valid = min(8, p.rows - r8 * 8);
+  uint8_t* dst = j.cols.q + p.g * j.cols.group_stride + (p.c0 + cc * kVec) * j.cols.ld +
+                 (j.cols.local_rows ? p.r0 - p.g0 : p.r0) + r8 * 8;
   if (reuse) {
     uint2 q[8];
 #pragma unroll
@@ -266,16 +267,131 @@ __global__ void __launch_bounds__(kTileThreads, 4) quantize_tile_kernel(const Ti
 #pragma unroll
     for (int k = 0; k < kVec; ++k) store_codes(dst + k * j.cols.ld, column_of(q, k), valid);
   } else {
-    uint4 u[8];
+    uint4 v8[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) u[i] = tile[r8 * 8 + i][cc ^ (r8 % 8)];
+    for (int i = 0; i < 8; ++i) v8[i] = tile[r8 * 8 + i][cc ^ (r8 % 8)];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       float v[kVec];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = value_of(u[i], k);
-      store_codes(dst + k * j.cols.ld, codes_of(v, along ? col_scale[cc * kVec + k] : s), valid);
+      for (int i = 0; i < 8; ++i) v[i] = value_of(v8[i], k);
+      store_codes(dst + k * j.cols.ld, codes_of<kExact>(v, along ? col_scale[cc * kVec + k] : s),
+                  valid);
     }
+  }
+}
+
+// Persistent blocks walk the 128 x 128 tiles of every group. A tile comes into shared memory once,
+// in 16-byte chunks whose places are swizzled by row (chunk c of row r at c ^ (r / 8 % 8)), so that
+// both a row's chunks and a column of 8 x 8 sub-blocks are read without bank conflicts; its
+// scales, each computed by one thread; then its codes as stored (consecutive threads along a row)
+// and transposed (each thread an 8 x 8 sub-block, consecutive threads down a column), 8 bytes a
+// store. The next tile's loads are issued as soon as this one sits in shared memory, so that they
+// are in flight while this one's codes are computed and stored.
+template <Cut kCut>
+__global__ void __launch_bounds__(kTileThreads, 2) quantize_tiles_kernel(const TileJob j) {
+  constexpr bool along = kCut == Cut::kAlong;
+  const bool reuse = !along && j.rows.q && j.cols.q;  // the transposed codes from the stored
+  // The tile (bf16); where both orientations share one scale, its codes as stored (8-byte chunks,
+  // chunk c of row r at c ^ (r / 8 % 16)), which the transposed half reads back; the group table.
+  extern __shared__ uint4 smem[];
+  uint4(*tile)[kChunks] = reinterpret_cast<uint4(*)[kChunks]>(smem);
+  uint2(*codes)[kChunks] = reinterpret_cast<uint2(*)[kChunks]>(smem + kB * kChunks);
+  char* table = reinterpret_cast<char*>(smem + kB * kChunks) + (reuse ? kB * kB : 0);
+  const GroupTable tab{reinterpret_cast<int64_t*>(table),
+                       reinterpret_cast<int*>(table + sizeof(int64_t) * (j.G + 1))};
+  __shared__ Scale row_scale[kB], col_scale[kB];
+  __shared__ float row_amax[kB], col_part[kTileThreads / 32][kB], warp_amax[kTileThreads / 32];
+  const int t = threadIdx.x, warp = t / 32, c8 = t % kChunks;
+  // |v| bits - 1 below this: 0 < |v| < kFp8TinyValue.
+  const unsigned tiny_bits = __float_as_uint(kFp8TinyValue) - 1u;
+
+  if (j.offsets) fill_group_table(j, tab);
+  const int64_t col_blocks = (j.K + kB - 1) / kB;
+  const int64_t tiles =
+      col_blocks * (j.offsets ? tab.first_block[j.G] : j.G * row_blocks_of(j.group_rows));
+  uint4 u[kLoads];
+  TilePlace next;
+  if (blockIdx.x < tiles) {
+    next = place_of(j, tab, blockIdx.x, col_blocks);
+    load_tile(j, next, u);
+  }
+  for (int64_t at = blockIdx.x; at < tiles; at += gridDim.x) {
+    const TilePlace p = next;
+    __syncthreads();  // the previous tile's readers of shared memory are done
+
+    float tile_m = 0.0f, col_m[kVec] = {};
+    unsigned least = ~0u;  // the least |v| bits - 1: zeros wrap to the top
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int r = t / kChunks + i * kRowsPerPass;
+      tile[r][c8 ^ (r / 8 % 8)] = u[i];
+      float m = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float v = fabsf(value_of(u[i], k));
+        m = fmaxf(m, v);
+        least = min(least, __float_as_uint(v) - 1u);
+        if (along) col_m[k] = fmaxf(col_m[k], v);
+      }
+      if (along && j.rows.q) {
+        for (int d = kChunks / 2; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if (c8 == 0) row_amax[r] = m;
+      }
+      tile_m = fmaxf(tile_m, m);
+    }
+    if (at + gridDim.x < tiles) {
+      next = place_of(j, tab, at + gridDim.x, col_blocks);
+      load_tile(j, next, u);
+    }
+    if (along && j.cols.q) {
+      // Lanes l and l ^ 16 hold the same chunk's columns.
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        col_m[k] = fmaxf(col_m[k], __shfl_xor_sync(0xffffffffu, col_m[k], 16));
+        if (t % 32 < kChunks) col_part[warp][c8 * kVec + k] = col_m[k];
+      }
+    }
+    if (kCut == Cut::kTile) {
+      tile_m = warp_max(tile_m);
+      if (t % 32 == 0) warp_amax[warp] = tile_m;
+    }
+    bool tiny = __syncthreads_or(least < tiny_bits);
+    Scale s;  // the tile's scale where one serves the whole tile
+    if (kCut == Cut::kTensor) {
+      s.s = j.tensor_scales[kTensorScaleStride * p.g];
+      s.inv = __frcp_rn(s.s);
+      tiny = tiny || s.s < kFp8TinyScale;  // a tiny scale needs no tiny value in this tile
+    } else if (kCut == Cut::kTile) {
+      float m = 0.0f;
+      for (int w = 0; w < kTileThreads / 32; ++w) m = fmaxf(m, warp_amax[w]);
+      s = scale_from(m);
+      const int64_t cb = p.c0 / kB;
+      if (t == 0 && j.rows.scales)
+        j.rows.scales[p.g * j.rows.tiles_stride + p.rb * j.rows.tiles_ld + cb] = s.s;
+      if (t == 0 && j.cols.scales)
+        j.cols.scales[p.g * j.cols.tiles_stride + cb * j.cols.tiles_ld + p.rb] = s.s;
+    } else {
+      // Columns' scales by the first 128 threads, rows' by the others (consecutive rows'
+      // scales sit side by side).
+      if (t < kB && j.cols.q) {
+        float m = 0.0f;
+        for (int w = 0; w < kTileThreads / 32; ++w) m = fmaxf(m, col_part[w][t]);
+        col_scale[t] = scale_from(m);
+        if (t < p.cols) j.cols.scales[j.K * (p.before + p.rb) + p.c0 + t] = col_scale[t].s;
+      } else if (t >= kB && j.rows.q) {
+        const int r = t - kB;
+        row_scale[r] = scale_from(row_amax[r]);
+        if (r < p.rows)
+          j.rows.scales[col_blocks * p.g0 + p.c0 / kB * p.n + (p.r0 - p.g0 + r)] = row_scale[r].s;
+      }
+      __syncthreads();
+    }
+    // A tiny scale comes from a block of tiny values only: the flag covers every scale here.
+    if (tiny)
+      store_tile_codes<kCut, true>(j, p, reuse, tile, codes, row_scale, col_scale, s);
+    else
+      store_tile_codes<kCut, false>(j, p, reuse, tile, codes, row_scale, col_scale, s);
   }
 }
 
@@ -283,7 +399,8 @@ __global__ void __launch_bounds__(kTileThreads, 4) quantize_tile_kernel(const Ti
 void group_scales(const bf16* X, const int64_t* offsets, int64_t G, int64_t K, int64_t group_elems,
                   float* scales, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(scales, 0, size_t(kTensorScaleStride * G) * sizeof(float), stream));
-  const dim3 grid(64, unsigned(G));
+  // About a thousand blocks however few the groups, at least 64 a group.
+  const dim3 grid(unsigned(std::clamp<int64_t>(1024 / G, 64, 1024)), unsigned(G));
   group_amax_kernel<<<grid, kThreads, 0, stream>>>(X, offsets, K, group_elems,
                                                    reinterpret_cast<unsigned*>(scales));
   CUDA_CHECK(cudaGetLastError());
@@ -305,23 +422,54 @@ void tensor_scales_for(TileJob& j, int64_t group_elems, cudaStream_t stream) {
 // A kBlock weight's row of 128 x 128 tiles along a dimension of n, padded to 4 (16 bytes).
 int64_t tiles_ld(int64_t n) { return ((n + kB - 1) / kB + 3) / 4 * 4; }
 
+// Each cut's kernel, with as many persistent blocks as fit on the GPU (and no more than tiles).
+template <Cut kCut>
+void launch_cut(const TileJob& j, int64_t tiles_bound, size_t smem, cudaStream_t stream) {
+  static size_t opted_in = 0, fit_for = 0;  // this kernel's dynamic shared memory and fit so far
+  static int fit = 0, sms = 0;
+  if (smem > opted_in) {
+    CUDA_CHECK(cudaFuncSetAttribute(quantize_tiles_kernel<kCut>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    opted_in = smem;
+  }
+  if (sms == 0) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  if (smem != fit_for) {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, quantize_tiles_kernel<kCut>,
+                                                             kTileThreads, smem));
+    fit_for = smem;
+  }
+  const int64_t blocks = std::min<int64_t>(tiles_bound, int64_t(std::max(fit, 1)) * sms);
+  quantize_tiles_kernel<kCut><<<unsigned(blocks), kTileThreads, smem, stream>>>(j);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// row_blocks bounds the 128-row blocks of all groups together (the grid's size).
 void launch_tiles(const TileJob& j, int64_t row_blocks, cudaStream_t stream) {
   MOE_CHECK(j.K % kVec == 0, "FP8 quantization: rows of " << j.K << " values, not a multiple of "
                                                           << kVec << " (16-byte loads)");
-  const dim3 grid(unsigned(row_blocks), unsigned((j.K + kB - 1) / kB));
-  // The tile, and the codes' copy where both orientations share a scale.
+  // The group table sits in shared memory: 12 bytes a group.
+  MOE_CHECK(j.G <= 8192, "FP8 quantization: " << j.G
+                                              << " groups, more than the 8192 a block's "
+                                                 "group table holds");
+  const int64_t tiles_bound = row_blocks * ((j.K + kB - 1) / kB);
+  if (tiles_bound == 0) return;
+  // The tile, the codes' copy where both orientations share a scale, the group table.
   constexpr size_t kTileBytes = kB * kB * 2, kCodesBytes = kB * kB;
   const bool reuse = j.cut != Cut::kAlong && j.rows.q && j.cols.q;
-  const size_t smem = kTileBytes + (reuse ? kCodesBytes : 0);
-  static const bool opted_in = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(quantize_tile_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(kTileBytes + kCodesBytes)));
-    return true;
-  }();
-  (void)opted_in;
-  quantize_tile_kernel<<<grid, kTileThreads, smem, stream>>>(j);
-  CUDA_CHECK(cudaGetLastError());
+  const size_t smem =
+      kTileBytes + (reuse ? kCodesBytes : 0) + (j.offsets ? group_table_bytes(j.G) : 0);
+  switch (j.cut) {
+    case Cut::kTensor:
+      return launch_cut<Cut::kTensor>(j, tiles_bound, smem, stream);
+    case Cut::kAlong:
+      return launch_cut<Cut::kAlong>(j, tiles_bound, smem, stream);
+    case Cut::kTile:
+      return launch_cut<Cut::kTile>(j, tiles_bound, smem, stream);
+  }
 }
 
 }  // namespace

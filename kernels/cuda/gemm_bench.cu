@@ -131,9 +131,11 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
     const std::string method = name_of(shape.precision);
     Buffer wq(fp8_weights_bytes(El, H, F));
     const Fp8ScratchBytes b = fp8_scratch_bytes(R, El, H, F);
-    Buffer sa(b.a), sb(b.b), ssa(b.a_scales), ssb(b.b_scales);
-    const Fp8Scratch sc{static_cast<uint8_t*>(sa.ptr), static_cast<uint8_t*>(sb.ptr),
-                        static_cast<float*>(ssa.ptr), static_cast<float*>(ssb.ptr)};
+    Buffer sa(b.a), sdy(b.dy_t), sdh(b.dh_t), ssa(b.a_scales), ssdy(b.dy_t_scales),
+        ssdh(b.dh_t_scales);
+    const Fp8Scratch sc{static_cast<uint8_t*>(sa.ptr),  static_cast<uint8_t*>(sdy.ptr),
+                        static_cast<uint8_t*>(sdh.ptr), static_cast<float*>(ssa.ptr),
+                        static_cast<float*>(ssdy.ptr),  static_cast<float*>(ssdh.ptr)};
     Fp8Weights w;
     ExpertGemmBenchRow weights{"weights", method, 0, 0, 0, 0, 0, 0};
     weights.median_ms = weights.quantize_ms = median_ms(stream, iters, [&] {
@@ -143,8 +145,6 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
     for (int which = 0; which < 6; ++which) {
       const Gemm& g = gemms[which];
       const bool rows_k = g.layout == RTR;
-      // The FP8 functions' operands: the rows operand, and a weight gradient's second one.
-      const void* X2 = rows_k ? g.B : nullptr;
       ExpertGemmBenchRow row;
       row.gemm = g.name;
       row.method = method;
@@ -153,7 +153,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
       row.K = rows_k ? int64_t(mean_rows) : g.K;
       row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
       row.quantize_ms = median_ms(stream, iters, [&] {
-        quantize_fp8_gemm_operands(which, g.A, X2, rows, El, H, F, recipe, sc, stream);
+        quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
       });
       row.median_ms =
           row.quantize_ms + median_ms(stream, iters, [&] {

@@ -82,7 +82,8 @@ TEST(Fp8, ScaleOfZeroIsOne) {
 // The GPU's quotient (fp8_quotient: a reciprocal and one correction) gives the e4m3 value the
 // division gives, for every bf16 value v up to a block's amax and amaxes across the bf16 range
 // (every 61st positive finite bf16, subnormal ones included, and the extremes), both signs. Its
-// fp32 result equals the division's wherever that is a normal float.
+// fp32 result equals the division's wherever that is a normal float. The branch-free correction
+// (fp8_quotient_normal) gives the same e4m3 values in its domain.
 TEST(Fp8, QuotientFromTheReciprocalRoundsAsTheDivision) {
   auto bits_of = [](float f) {  // -0 and +0 apart
     uint32_t u;
@@ -90,6 +91,7 @@ TEST(Fp8, QuotientFromTheReciprocalRoundsAsTheDivision) {
     return u;
   };
   int64_t checked = 0, code_mismatches = 0, value_mismatches = 0;
+  int64_t checked_normal = 0, normal_mismatches = 0;
   std::vector<uint16_t> amaxes;
   for (uint32_t b = 1; b < 0x7f80; b += 61) amaxes.push_back(uint16_t(b));
   amaxes.push_back(0x7f7f);  // the largest finite bf16
@@ -101,11 +103,18 @@ TEST(Fp8, QuotientFromTheReciprocalRoundsAsTheDivision) {
         ++checked;
         code_mismatches += bits_of(e4m3_round(want)) != bits_of(e4m3_round(got));
         value_mismatches += std::fabs(want) >= 0x1p-126f && want != got;
+        // The branch-free correction, in its domain: the same e4m3 value (a zero's sign aside).
+        if (scale >= kFp8TinyScale && (v == 0.0f || std::fabs(v) >= kFp8TinyValue)) {
+          ++checked_normal;
+          normal_mismatches += e4m3_round(want) != e4m3_round(fp8_quotient_normal(v, scale, inv));
+        }
       }
   }
   EXPECT_GT(checked, 10'000'000);
   EXPECT_EQ(code_mismatches, 0);
   EXPECT_EQ(value_mismatches, 0);
+  EXPECT_GT(checked_normal, checked / 2);
+  EXPECT_EQ(normal_mismatches, 0);
 }
 
 std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float scale = 1.0f) {

@@ -75,9 +75,9 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
   StorageBuf d_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
   DevBuf<int64_t> d_off(off);
   const cuda::Fp8ScratchBytes bytes = cuda::fp8_scratch_bytes(R, El, H, F);
-  DevBuf<uint8_t> sa(bytes.a), sb(bytes.b);
-  DevBuf<float> ssa(bytes.a_scales / 4), ssb(bytes.b_scales / 4);
-  const cuda::Fp8Scratch sc{sa.ptr, sb.ptr, ssa.ptr, ssb.ptr};
+  DevBuf<uint8_t> sa(bytes.a), sdy(bytes.dy_t), sdh(bytes.dh_t);
+  DevBuf<float> ssa(bytes.a_scales / 4), ssdy(bytes.dy_t_scales / 4), ssdh(bytes.dh_t_scales / 4);
+  const cuda::Fp8Scratch sc{sa.ptr, sdy.ptr, sdh.ptr, ssa.ptr, ssdy.ptr, ssdh.ptr};
   cuda::GemmRunner runner;
   const ExpertOffsets er{d_off.ptr, off.data(), R};
   const Fp8Recipe recipe = fp8_recipe_of(precision);
@@ -88,9 +88,8 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
                            sc, nullptr);
   cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
                                 d_dxe.ptr, runner, sc, nullptr);
-  cuda::expert_ffn_bwd_weights_fp8(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, recipe,
-                                   grad_dtype, d_dw_in.ptr, d_dw_out.ptr, accumulate, runner, sc,
-                                   nullptr);
+  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, er, El, H, F, recipe, grad_dtype, d_dw_in.ptr,
+                                   d_dw_out.ptr, accumulate, runner, sc, nullptr);
   // h comes straight from quantized inputs that match bit for bit: the GEMM's own rounding only.
   expect_near_twin(d_h.host(), h, what + " h", 2e-3);
   for (const auto& [name, got, want] :

@@ -54,7 +54,7 @@ int64_t rows_mismatches(const std::vector<float>& X, const std::vector<int64_t>&
                         const std::vector<float>& s) {
   const int64_t Kb = (K + kB - 1) / kB;
   int64_t mismatches = 0;
-  for (int64_t g = 0; g < kGroups; ++g) {
+  for (int64_t g = 0; g + 1 < int64_t(offsets.size()); ++g) {
     const int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
     std::vector<float> want(X.begin() + r0 * K, X.begin() + (r0 + n) * K);
     fp8_quantize_along_rows(want.data(), n, K, recipe);
@@ -73,7 +73,7 @@ int64_t cols_mismatches(const std::vector<float>& X, const std::vector<int64_t>&
                         int64_t ld, Fp8Recipe recipe, const std::vector<uint8_t>& qt,
                         const std::vector<float>& s) {
   int64_t mismatches = 0, blocks_before = 0;
-  for (int64_t g = 0; g < kGroups; ++g) {
+  for (int64_t g = 0; g + 1 < int64_t(offsets.size()); ++g) {
     const int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
     std::vector<float> want(X.begin() + r0 * K, X.begin() + (r0 + n) * K);
     fp8_quantize_down_columns(want.data(), n, K, recipe);
@@ -143,11 +143,35 @@ TEST_P(Fp8QuantizeCuda, RowsAndColumnsInOnePassMatchCpuTwin) {
   EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
 }
 
+// Hundreds of groups (the kernel's group table spans several runs a thread) and many more tiles
+// than the GPU holds blocks (each persistent block walks many, loading the next beside this one).
+TEST_P(Fp8QuantizeCuda, ManyGroupsAndTilesMatchCpuTwin) {
+  MOE_REQUIRE_GPU();
+  const Fp8Recipe recipe = GetParam();
+  std::mt19937_64 rng(29);
+  std::vector<int64_t> offsets = {0};
+  for (int g = 0; g < 300; ++g)  // one group in ten empty, the rest up to 300 rows, aligned to 16
+    offsets.push_back(offsets.back() + (g % 10 == 3 ? 0 : int64_t(rng() % 19) * 16));
+  const int64_t G = int64_t(offsets.size()) - 1, R = offsets.back(), K = 1024, ld = R + 16;
+  const int64_t Kb = (K + kB - 1) / kB;
+  const std::vector<float> X = seeded(R, K, offsets, 7, 31);
+  DevBuf<uint16_t> dx(to_bf16_bits(X));
+  DevBuf<int64_t> doff(offsets);
+  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
+  const bool tensor = recipe == Fp8Recipe::kTensor;
+  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * G : Kb * R);
+  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * G : cuda::cols_fp8_scale_bound(G, R, K));
+  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, G, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr, ld,
+                                   dst.ptr, nullptr);
+  EXPECT_EQ(rows_mismatches(X, offsets, K, recipe, dq.host(), ds.host()), 0);
+  EXPECT_EQ(cols_mismatches(X, offsets, K, ld, recipe, dqt.host(), dst.host()), 0);
+}
+
 TEST_P(Fp8QuantizeCuda, WeightsBothWaysMatchCpuTwin) {
   MOE_REQUIRE_GPU();
   const Fp8Recipe recipe = GetParam();
-  const int64_t G = 3, P = 200, Q = 384;
-  const std::vector<float> W = seeded(G * P, Q, {0, P, 2 * P, 3 * P}, 1, 17);
+  const int64_t G = 5, P = 1000, Q = 1544;  // 440 tiles, partial ones both ways
+  const std::vector<float> W = seeded(G * P, Q, {0, P, 2 * P, 3 * P, 4 * P, 5 * P}, 1, 17);
   DevBuf<uint16_t> dw(to_bf16_bits(W));
   const int64_t Pb = (P + kB - 1) / kB, Qb = (Q + kB - 1) / kB;
   const int64_t stride = cuda::weight_fp8_scale_stride(P, Q);
