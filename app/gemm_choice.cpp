@@ -11,24 +11,26 @@ GemmMethodChoice::GemmMethodChoice(std::vector<std::string> methods, int64_t war
     : methods_(std::move(methods)), warmup_(warmup) {
   const int64_t n = int64_t(methods_.size());
   best_ms_.assign(n, std::numeric_limits<double>::infinity());
-  // One try each cannot be fair (see input_step): two each or none.
-  if (n < 2 || warmup < 2 * n) return;
-  // The earliest warm-up steps pay one-off costs (first allocations): tries come last.
-  first_try_ = warmup - 2 * n;
+  if (n < 2) return;
+  // One try each cannot be fair (see input_step): two each. The earliest warm-up steps pay
+  // one-off costs (first allocations): tries come last.
+  added_ = std::max<int64_t>(0, 2 * n - warmup);
+  first_try_ = untimed_steps() - 2 * n;
 }
 
 int64_t GemmMethodChoice::input_step(int64_t s) const {
-  return active() && s >= first_try_ && s < warmup_ ? first_try_ : s;
+  if (!active() || s < first_try_) return s;
+  return s < untimed_steps() ? first_try_ : s - added_;
 }
 
 std::string GemmMethodChoice::method_for_step(int64_t s) const {
   if (!active() || s < first_try_) return "";
-  if (s >= warmup_) return s == warmup_ ? winner() : "";  // set once, before the timed steps
+  if (s >= untimed_steps()) return s == untimed_steps() ? winner() : "";  // set once
   return methods_[size_t((s - first_try_) % int64_t(methods_.size()))];
 }
 
 void GemmMethodChoice::record(int64_t s, double experts_ms) {
-  if (!active() || s < first_try_ || s >= warmup_) return;
+  if (!active() || s < first_try_ || s >= untimed_steps()) return;
   double& best = best_ms_[size_t((s - first_try_) % int64_t(methods_.size()))];
   if (std::isfinite(experts_ms)) best = std::min(best, experts_ms);
 }

@@ -97,6 +97,7 @@ json gemm_json(const GemmReport& g) {
   return {{"method", g.method.empty() ? json(nullptr) : json(g.method)},
           {"chosen_in_warmup", !g.warmup_experts_ms.empty()},
           {"warmup_experts_ms", g.warmup_experts_ms},
+          {"added_warmup_steps", g.added_warmup_steps},
           {"plans_before_timed", g.before_timed.plans},
           {"heuristic_queries_before_timed", g.before_timed.heuristic_queries},
           {"plans_timed", g.timed.plans},
@@ -353,7 +354,10 @@ void print_summary(const RunResult& r, std::FILE* out) {
   if (!g.method.empty()) {
     std::fprintf(out, "# expert GEMMs: %s", g.method.c_str());
     if (!g.warmup_experts_ms.empty()) {
-      std::fprintf(out, " (chosen in warm-up, experts fwd+bwd:");
+      std::fprintf(out, " (chosen in warm-up");
+      if (g.added_warmup_steps > 0)
+        std::fprintf(out, " with %ld steps added for the tries", long(g.added_warmup_steps));
+      std::fprintf(out, ", experts fwd+bwd:");
       const char* sep = " ";
       for (const auto& [m, ms] : g.warmup_experts_ms) {
         std::fprintf(out, "%s%s %.2f ms", sep, m.c_str(), ms);

@@ -409,7 +409,15 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   double bytes_sent[kNumDirs] = {}, rows_to_others = 0;
   std::vector<double> ms;
   auto last_progress = std::chrono::steady_clock::now();
-  const int64_t total = w.warmup + w.steps;
+  GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
+  const int64_t untimed = gemm_choice.untimed_steps();  // the warm-up, and steps added for tries
+  const int64_t total = untimed + w.steps;
+  r.gemm.added_warmup_steps = gemm_choice.added_steps();
+  if (gemm_choice.added_steps() > 0 && rank == 0)
+    spdlog::info(
+        "gemm.method auto: trying each of {} methods twice takes {} untimed steps, so {} are "
+        "added to the {} warm-up steps (set warmup >= {}, or gemm.method, to change this)",
+        ops.expert_gemm_methods().size(), untimed, gemm_choice.added_steps(), w.warmup, untimed);
 
   // --profile: the profiler records the timed steps only, not the set-up, warm-up, check or dump
   // (a profiler that replays kernels would spend most of its time on the check's), so that a
@@ -428,29 +436,28 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       spdlog::info(
           "profile: cudaProfilerStart/Stop bracket the timed steps (steps {} to {}), the profiler "
           "off while the check or dump runs; every phase is an NVTX range",
-          w.warmup, total - 1);
+          untimed, total - 1);
     else
       spdlog::info("profile: the {} backend has no profiler to start; --profile is recorded only",
                    backend);
   }
 
-  GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
   GemmPlanCounts plans_before_timed;
   for (int64_t s = 0; s < total; ++s) {
-    const bool timed = s >= w.warmup;
-    const bool first_timed = s == w.warmup;
+    const bool timed = s >= untimed;
+    const bool first_timed = s == untimed;
     const bool check_now =
         timed && (w.check == CheckMode::kEvery || (w.check == CheckMode::kFirst && first_timed));
     const bool dump_now = first_timed && !opt.dump.empty();
     const bool last = s == total - 1;
     inject_fault(fault, rank, s);
-    if (s == w.warmup) plans_before_timed = ops.gemm_plan_counts();
+    if (s == untimed) plans_before_timed = ops.gemm_plan_counts();
     if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
       ops.set_expert_gemm_method(m);
     layer.load_step_inputs(gemm_choice.input_step(s));
     // graph: the last warm-up step is captured (the ones before it sized every buffer), the
     // timed steps replay it.
-    if (w.graph && s == w.warmup - 1) layer.capture_next_step();
+    if (w.graph && s == untimed - 1) layer.capture_next_step();
     // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
     // another rank's untimed host work (drawing this step's inputs).
     device.sync();
@@ -462,7 +469,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
                       "the all-reduce of a step's phase times", opt.timeout_s);
     // The shared experts run on the same GEMM method (0 ms without them).
     gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd] + ms[kSharedFwd] + ms[kSharedBwd]);
-    if (gemm_choice.active() && s + 1 == w.warmup) {
+    if (gemm_choice.active() && s + 1 == untimed) {
       r.gemm.method = gemm_choice.winner();
       r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());

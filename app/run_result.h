@@ -56,8 +56,10 @@ struct RoutingStats {
 struct GemmReport {
   std::string method;  // the backend's method name; "" where it has one way (the CPU backend)
   // Each method's better warm-up try (experts fwd+bwd ms, max over ranks) when the warm-up chose
-  // the method (gemm.method auto, enough warm-up steps); empty otherwise.
+  // the method (gemm.method auto with two or more methods); empty otherwise.
   std::map<std::string, double> warmup_experts_ms;
+  // Untimed steps added to the workload's warm-up so that each method is tried twice.
+  int64_t added_warmup_steps = 0;
   // GEMM plans built and heuristic queries made (max over ranks) before the timed steps and in
   // them: planning in a timed step is host work inside its time.
   GemmPlanCounts before_timed, timed;

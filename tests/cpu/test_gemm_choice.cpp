@@ -37,19 +37,43 @@ TEST(GemmChoice, TriesRunOnTheFirstTrysInputs) {
   EXPECT_EQ(c.input_step(1), 1);
   for (int64_t s = 2; s < 6; ++s) EXPECT_EQ(c.input_step(s), 2) << s;  // the tries
   EXPECT_EQ(c.input_step(6), 6);                                       // timed steps draw their own
-  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 3).input_step(2), 2);         // no choice: untouched
 }
 
-TEST(GemmChoice, NoChoiceWithFewerThanTwoTriesEach) {
-  for (int64_t warmup : {1, 2, 3}) {
-    GemmMethodChoice none({"a", "b"}, warmup);
-    EXPECT_FALSE(none.active()) << warmup;
-    for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(none.method_for_step(s), "") << s;
+// A warm-up shorter than the tries gets steps added before the timed ones; the timed steps draw
+// the inputs they would have drawn without them.
+TEST(GemmChoice, ShortWarmupGetsStepsAddedForTheTries) {
+  GemmMethodChoice c({"a", "b", "c"}, 3);  // the default warm-up, three methods: six tries
+  ASSERT_TRUE(c.active());
+  EXPECT_EQ(c.added_steps(), 3);
+  EXPECT_EQ(c.untimed_steps(), 6);
+  for (int64_t s = 0; s < 6; ++s) {
+    EXPECT_EQ(c.method_for_step(s), std::string(1, char('a' + s % 3))) << s;
+    EXPECT_EQ(c.input_step(s), 0) << s;
+    c.record(s, s == 4 ? 1.0 : 5.0);
+  }
+  EXPECT_EQ(c.method_for_step(6), "b");  // the winner, before the first timed step
+  EXPECT_EQ(c.input_step(6), 3);         // the inputs of timed step 3 of a 3-step warm-up
+  EXPECT_EQ(c.input_step(9), 6);
+  for (int64_t warmup : {0, 1, 2, 3}) {
+    const GemmMethodChoice two({"a", "b"}, warmup);
+    EXPECT_EQ(two.untimed_steps(), 4) << warmup;
+    EXPECT_EQ(two.input_step(4), warmup) << warmup;
+  }
+  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 4).added_steps(), 0);
+  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 9).untimed_steps(), 9);
+}
+
+TEST(GemmChoice, NoChoiceWithOneMethodOrNone) {
+  for (const GemmMethodChoice& none : {GemmMethodChoice({"only"}, 10), GemmMethodChoice({}, 3)}) {
+    EXPECT_FALSE(none.active());
+    EXPECT_EQ(none.added_steps(), 0);
+    for (int64_t s = 0; s < 12; ++s) {
+      EXPECT_EQ(none.method_for_step(s), "") << s;
+      EXPECT_EQ(none.input_step(s), s) << s;
+    }
     EXPECT_EQ(none.winner(), "");
   }
-  EXPECT_TRUE(GemmMethodChoice({"a", "b"}, 4).active());
-  EXPECT_FALSE(GemmMethodChoice({"only"}, 10).active());
-  EXPECT_FALSE(GemmMethodChoice({}, 10).active());
+  EXPECT_EQ(GemmMethodChoice({"only"}, 10).untimed_steps(), 10);
 }
 
 TEST(GemmChoice, NonFiniteTimesNeverWin) {
@@ -83,6 +107,7 @@ TEST(GemmChoice, ResultJsonHasTheChoiceAsFields) {
   const nlohmann::json g = result_to_json(r).at("gemm");
   EXPECT_EQ(g.at("method"), "grouped_batched");
   EXPECT_EQ(g.at("chosen_in_warmup"), true);
+  EXPECT_EQ(g.at("added_warmup_steps"), 0);
   EXPECT_EQ(g.at("warmup_experts_ms"),
             nlohmann::json({{"lt_multistream", 12.5}, {"grouped_batched", 8.25}}));
   EXPECT_EQ(g.at("plans_before_timed"), 12);
