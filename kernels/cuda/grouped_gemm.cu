@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/grouped_gemm.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/swiglu.cuh"
 
@@ -96,14 +97,7 @@ __device__ __forceinline__ int units_in_group(const Params& p, int g) {
 // the CTA's place in its cluster.
 template <GroupedLayout L, int BN, int kCluster>
 __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t, int rank) {
-  int lo = 0, hi = p.G - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
+  const int lo = last_at_or_below(prefix, p.G, t);
   Tile tile;
   tile.g = lo;
   tile.r0 = p.offsets[lo];

@@ -22,12 +22,13 @@ inline int row_grid(int64_t rows) {
 
 // The last index i in [0, n) with sorted[i] <= x (sorted nondecreasing, sorted[0] <= x): the
 // group whose start offset is the last at or below row x (empty groups share their successor's
-// start, and the last of equal starts is taken).
-template <class T>
-__device__ inline int64_t last_at_or_below(const T* sorted, int64_t n, int64_t x) {
-  int64_t lo = 0, hi = n - 1;
+// start, and the last of equal starts is taken). Indices in I: int where a hot kernel counts in
+// int (the grouped GEMM's tile schedule).
+template <class T, class I, class X>
+__device__ inline I last_at_or_below(const T* sorted, I n, X x) {
+  I lo = 0, hi = n - 1;
   while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
+    const I mid = (lo + hi + 1) / 2;
     if (sorted[mid] <= x)
       lo = mid;
     else
