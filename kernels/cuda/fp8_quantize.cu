@@ -19,6 +19,8 @@ constexpr int kRowsPerPass = kTileThreads / kChunks;  // tile rows one pass of t
 constexpr int kLoads = kB / kRowsPerPass;             // 16-byte chunks a thread loads per tile
 
 __device__ inline float scale_of(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
+// A bf16 value from its bits (the low 16 of `bits`).
+__device__ inline float bf16_bits_value(unsigned bits) { return __uint_as_float(bits << 16); }
 __device__ inline float value_of(const uint4& chunk, int k) {
   return __bfloat162float(reinterpret_cast<const bf16*>(&chunk)[k]);
 }
@@ -303,8 +305,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) quantize_tiles_kernel(const T
   __shared__ Scale row_scale[kB], col_scale[kB];
   __shared__ float row_amax[kB], col_part[kTileThreads / 32][kB], warp_amax[kTileThreads / 32];
   const int t = threadIdx.x, warp = t / 32, c8 = t % kChunks;
-  // |v| bits - 1 below this: 0 < |v| < kFp8TinyValue.
-  const unsigned tiny_bits = __float_as_uint(kFp8TinyValue) - 1u;
+  // A bf16 magnitude's bits - 1 below this: 0 < |v| < kFp8TinyValue.
+  const unsigned tiny_bits = (__float_as_uint(kFp8TinyValue) >> 16) - 1u;
 
   if (j.offsets) fill_group_table(j, tab);
   const int64_t col_blocks = (j.K + kB - 1) / kB;
@@ -320,25 +322,28 @@ __global__ void __launch_bounds__(kTileThreads, 2) quantize_tiles_kernel(const T
     const TilePlace p = next;
     __syncthreads();  // the previous tile's readers of shared memory are done
 
-    float tile_m = 0.0f, col_m[kVec] = {};
-    unsigned least = ~0u;  // the least |v| bits - 1: zeros wrap to the top
+    // Magnitudes as bf16 bits, two to a word (unsigned halfwords order as the values do), so
+    // that a max or min takes two values in one instruction and nothing is converted yet.
+    unsigned tile_m = 0, col_m[kVec / 2] = {}, least = ~0u;  // least: |v| bits - 1, 0 wraps
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int r = t / kChunks + i * kRowsPerPass;
       tile[r][c8 ^ (r / 8 % 8)] = u[i];
-      float m = 0.0f;
+      const unsigned w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+      unsigned m2 = 0;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float v = fabsf(value_of(u[i], k));
-        m = fmaxf(m, v);
-        least = min(least, __float_as_uint(v) - 1u);
-        if (along) col_m[k] = fmaxf(col_m[k], v);
+      for (int k = 0; k < 4; ++k) {
+        const unsigned a = w[k] & 0x7fff7fffu;
+        m2 = __vmaxu2(m2, a);
+        least = __vminu2(least, __vsub2(a, 0x00010001u));
+        if (along) col_m[k] = __vmaxu2(col_m[k], a);
       }
+      unsigned m = max(m2 & 0xffffu, m2 >> 16);
       if (along && j.rows.q) {
-        for (int d = kChunks / 2; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-        if (c8 == 0) row_amax[r] = m;
+        for (int d = kChunks / 2; d > 0; d /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if (c8 == 0) row_amax[r] = bf16_bits_value(m);
       }
-      tile_m = fmaxf(tile_m, m);
+      tile_m = max(tile_m, m);
     }
     if (at + gridDim.x < tiles) {
       next = place_of(j, tab, at + gridDim.x, col_blocks);
@@ -347,16 +352,19 @@ __global__ void __launch_bounds__(kTileThreads, 2) quantize_tiles_kernel(const T
     if (along && j.cols.q) {
       // Lanes l and l ^ 16 hold the same chunk's columns.
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        col_m[k] = fmaxf(col_m[k], __shfl_xor_sync(0xffffffffu, col_m[k], 16));
-        if (t % 32 < kChunks) col_part[warp][c8 * kVec + k] = col_m[k];
+      for (int k = 0; k < kVec / 2; ++k) {
+        col_m[k] = __vmaxu2(col_m[k], __shfl_xor_sync(0xffffffffu, col_m[k], 16));
+        if (t % 32 < kChunks) {
+          col_part[warp][c8 * kVec + 2 * k] = bf16_bits_value(col_m[k] & 0xffffu);
+          col_part[warp][c8 * kVec + 2 * k + 1] = bf16_bits_value(col_m[k] >> 16);
+        }
       }
     }
     if (kCut == Cut::kTile) {
-      tile_m = warp_max(tile_m);
-      if (t % 32 == 0) warp_amax[warp] = tile_m;
+      tile_m = __reduce_max_sync(0xffffffffu, tile_m);
+      if (t % 32 == 0) warp_amax[warp] = bf16_bits_value(tile_m);
     }
-    bool tiny = __syncthreads_or(least < tiny_bits);
+    bool tiny = __syncthreads_or(min(least & 0xffffu, least >> 16) < tiny_bits);
     Scale s;  // the tile's scale where one serves the whole tile
     if (kCut == Cut::kTensor) {
       s.s = j.tensor_scales[kTensorScaleStride * p.g];
