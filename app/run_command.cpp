@@ -415,9 +415,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.gemm.added_warmup_steps = gemm_choice.added_steps();
   if (gemm_choice.added_steps() > 0 && rank == 0)
     spdlog::info(
-        "gemm.method auto: trying each of {} methods twice takes {} untimed steps, so {} are "
-        "added to the {} warm-up steps (set warmup >= {}, or gemm.method, to change this)",
-        ops.expert_gemm_methods().size(), untimed, gemm_choice.added_steps(), w.warmup, untimed);
+        "gemm.method auto: trying each of {} methods twice takes {} untimed steps, so the "
+        "warm-up of {} gets {} more (set warmup >= {}, or gemm.method, to change this)",
+        ops.expert_gemm_methods().size(), untimed, w.warmup, gemm_choice.added_steps(), untimed);
 
   // --profile: the profiler records the timed steps only, not the set-up, warm-up, check or dump
   // (a profiler that replays kernels would spend most of its time on the check's), so that a
