@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "app/launch.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -131,6 +133,13 @@ void check_backend_supports(const std::string& name, const Workload& w) {
                        (w.model.shared_experts == 0 || w.model.shared_ffn % 16 == 0),
                    fp8 << "needs model.hidden, model.ffn and model.shared_ffn multiples of 16 "
                           "(FP8 rows of 16-byte multiples)");
+    const int64_t E_local = w.model.experts / std::max<int64_t>(w.mesh.ep, 1);
+    MOE_USER_CHECK(E_local <= kFp8CudaMaxGroups,
+                   fp8 << "quantizes at most " << kFp8CudaMaxGroups << " local experts per call; "
+                       << "model.experts = " << w.model.experts << " over mesh.ep = "
+                       << (w.mesh.ep ? std::to_string(w.mesh.ep) : std::string("auto (1 here)"))
+                       << " gives " << E_local
+                       << ": set mesh.ep so that experts / ep <= " << kFp8CudaMaxGroups);
   }
   MOE_USER_CHECK(w.reference != ReferenceDevice::kGpu || w.precision == Precision::kBf16,
                  "reference = \"gpu\" does not quantize to FP8 (the float64 reference does): set "

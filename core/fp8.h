@@ -27,6 +27,9 @@ Fp8Recipe fp8_recipe_of(Precision precision);
 
 constexpr float kE4m3Max = 448.0f;  // the largest finite E4M3 value
 constexpr int64_t kFp8Block = 128;  // the block recipe's block edge
+// The most groups (local experts) one CUDA quantization call takes: its blocks keep a table of
+// the groups in shared memory (kernels/cuda/fp8_quantize.cu).
+constexpr int64_t kFp8CudaMaxGroups = 8192;
 
 // v rounded to nearest, ties to even, on the E4M3 grid (3 mantissa bits, exponent bias 7,
 // subnormals down to 2^-9), saturating to +-448: finite input never gives NaN or Inf.

@@ -460,9 +460,9 @@ void launch_tiles(const TileJob& j, int64_t row_blocks, cudaStream_t stream) {
   MOE_CHECK(j.K % kVec == 0, "FP8 quantization: rows of " << j.K << " values, not a multiple of "
                                                           << kVec << " (16-byte loads)");
   // The group table sits in shared memory: 12 bytes a group.
-  MOE_CHECK(j.G <= 8192, "FP8 quantization: " << j.G
-                                              << " groups, more than the 8192 a block's "
-                                                 "group table holds");
+  MOE_CHECK(j.G <= kFp8CudaMaxGroups, "FP8 quantization: " << j.G << " groups, more than the "
+                                                           << kFp8CudaMaxGroups
+                                                           << " a block's group table holds");
   const int64_t tiles_bound = row_blocks * ((j.K + kB - 1) / kB);
   if (tiles_bound == 0) return;
   // The tile, the codes' copy where both orientations share a scale, the group table.
