@@ -281,7 +281,9 @@ const std::vector<KeySpec>& schema() {
                     "grouped_sm90 or auto with bf16; the CPU backend runs the sync-free step as "
                     "issued")),
       run(int_key("steps", MOE_FIELD(steps), "timed steps")),
-      run(int_key("warmup", MOE_FIELD(warmup), "untimed steps before timing")),
+      run(int_key("warmup", MOE_FIELD(warmup),
+                  "untimed steps before timing (with gemm.method auto on the CUDA backend, steps "
+                  "are added where this is fewer than two per method tried)")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),
       run(enum_key(
           "check", MOE_FIELD(check),
