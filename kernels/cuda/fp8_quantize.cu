@@ -455,8 +455,9 @@ void launch_cut(const TileJob& j, int64_t tiles_bound, size_t smem, cudaStream_t
   CUDA_CHECK(cudaGetLastError());
 }
 
-// row_blocks bounds the 128-row blocks of all groups together (the grid's size).
-void launch_tiles(const TileJob& j, int64_t row_blocks, cudaStream_t stream) {
+// Runs a job: per tensor, each group's scale first (group_elems: a group's elements where the
+// job has no offsets); row_blocks bounds the 128-row blocks of all groups together (the grid).
+void quantize_tiles(TileJob j, int64_t group_elems, int64_t row_blocks, cudaStream_t stream) {
   MOE_CHECK(j.K % kVec == 0, "FP8 quantization: rows of " << j.K << " values, not a multiple of "
                                                           << kVec << " (16-byte loads)");
   // The group table sits in shared memory: 12 bytes a group.
@@ -465,6 +466,7 @@ void launch_tiles(const TileJob& j, int64_t row_blocks, cudaStream_t stream) {
                                                            << " a block's group table holds");
   const int64_t tiles_bound = row_blocks * ((j.K + kB - 1) / kB);
   if (tiles_bound == 0) return;
+  if (j.cut == Cut::kTensor) tensor_scales_for(j, group_elems, stream);
   // The tile, the codes' copy where both orientations share a scale, the group table.
   constexpr size_t kTileBytes = kB * kB * 2, kCodesBytes = kB * kB;
   const bool reuse = j.cut != Cut::kAlong && j.rows.q && j.cols.q;
@@ -496,9 +498,8 @@ void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G
   j.cut = recipe == Fp8Recipe::kBlock ? Cut::kAlong : Cut::kTensor;
   j.rows = {q, scales};
   j.cols = {qt, scales_t, ld};
-  if (j.cut == Cut::kTensor) tensor_scales_for(j, 0, stream);
   // Each group's row blocks, however the rows fall: at most rows_bound / 128 + G of them.
-  launch_tiles(j, rows_bound / kB + G, stream);
+  quantize_tiles(j, 0, rows_bound / kB + G, stream);
 }
 
 void quantize_rows_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t rows_bound,
@@ -534,8 +535,7 @@ void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Reci
   const int64_t stride = weight_fp8_scale_stride(P, Q);
   j.rows = {q, scales, 0, 0, false, tiles_ld(Q), stride};
   j.cols = {qt, scales_t, P, P * Q, true, tiles_ld(P), stride};
-  if (j.cut == Cut::kTensor) tensor_scales_for(j, P * Q, stream);
-  launch_tiles(j, G * ((P + kB - 1) / kB), stream);
+  quantize_tiles(j, P * Q, G * ((P + kB - 1) / kB), stream);
 }
 
 }  // namespace moe::cuda
