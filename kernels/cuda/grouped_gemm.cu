@@ -1,5 +1,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <sstream>
@@ -31,20 +32,28 @@ constexpr uint32_t kTurnBarrier = 4;
 // from its load until the MMAs of the stage after it are issued, so bytes in flight are
 // (stages - 2) stages; with 64-row stages the weight gradients fitted only 3 stages beside their
 // staging boxes and waited for their loads (ncu: tensor pipes under 50% busy on DeepSeek-V3's).
-constexpr int k_per_stage(GroupedLayout L) { return L == GroupedLayout::kRowsTTimesRows ? 32 : 64; }
+// An FP8 (e4m3) stage holds 128 K: the same 128-byte rows, swizzle and descriptor steps.
+template <GroupedLayout L, class InT>
+constexpr int k_per_stage() {
+  return L == GroupedLayout::kRowsTTimesRows ? 32 : 128 / int(sizeof(InT));
+}
+using e4m3 = __nv_fp8_e4m3;
+template <class InT>
+constexpr bool kIsFp8 = sizeof(InT) == 1;
 
 // sm_90's most shared memory per block, less the kernel's static prefix array and the slack for
 // aligning the stages to the 128-byte swizzle's 1024-byte atom.
 constexpr int kSmemBudget = 227 * 1024 - 4 * int(GroupedGemm::kMaxGroups + 1) - 1024;
 
-template <GroupedLayout L, int BN>
+template <GroupedLayout L, int BN, class InT>
 struct TileConfig {
   static constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
-  static constexpr int kBK = k_per_stage(L);
+  static constexpr int kBK = k_per_stage<L, InT>();
+  static constexpr int kIn = int(sizeof(InT));
   // A TMA box of 64 columns by kBK rows (MN-major operands), or a 64-row half of a K-major A.
-  static constexpr int kLoadBox = 64 * kBK * 2;
-  static constexpr int kABytes = kBM * kBK * 2;
-  static constexpr int kBBytes = BN * kBK * 2;
+  static constexpr int kLoadBox = 64 * kBK * kIn;
+  static constexpr int kABytes = kBM * kBK * kIn;
+  static constexpr int kBBytes = BN * kBK * kIn;
   static constexpr int kStageBytes = kABytes + kBBytes;
   // The weight gradients store C by TMA from four staging boxes per MMA warpgroup, a whole bf16
   // tile of 256 columns, so that its stores drain while the next tile's MMAs run.
@@ -65,6 +74,10 @@ struct Params {
   int tile_cols;  // the columns the tiles span: N, or F = N / 2 with the SwiGLU epilogue
   void* C;        // kSwiGLUBackward: dh [rows, 2N]
   void* aux;      // kSwiGLU: a [rows, N / 2] (written); kSwiGLUBackward: h [rows, 2N] (read)
+  // FP8: group g's operands' scales, at a_scales[scale_stride * g] and b_scales[...].
+  const float* a_scales;
+  const float* b_scales;
+  int scale_stride;
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -95,7 +108,9 @@ __device__ __forceinline__ int units_in_group(const Params& p, int g) {
 // prefix [G + 1]: the schedule's first unit of each group (shared memory). The largest g with
 // prefix[g] <= t owns unit t (groups without units share their successor's prefix); `rank` is
 // the CTA's place in its cluster.
-template <GroupedLayout L, int BN, int kCluster>
+// kKTiles: the K stages are rounded up to a multiple of it (the extra stages lie past K, which
+// TMA reads as zeros).
+template <GroupedLayout L, int BN, int kCluster, int kBK, int kKTiles>
 __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t, int rank) {
   const int lo = last_at_or_below(prefix, p.G, t);
   Tile tile;
@@ -108,15 +123,17 @@ __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, 
   const int m_units = ceil_div(m_tiles_of<L>(p, tile.rows), kCluster);
   tile.m0 = ((local % m_units) * kCluster + rank) * kBM;
   tile.n0 = (local / m_units) * BN;
-  tile.k_tiles = ceil_div(L == GroupedLayout::kRowsTTimesRows ? tile.rows : p.K, k_per_stage(L));
+  tile.k_tiles =
+      ceil_div(ceil_div(L == GroupedLayout::kRowsTTimesRows ? tile.rows : p.K, kBK), kKTiles) *
+      kKTiles;
   return tile;
 }
 
 // decode_tile for a unit that may be past the schedule's end (then `last`, unchanged).
-template <GroupedLayout L, int BN, int kCluster>
+template <GroupedLayout L, int BN, int kCluster, int kBK, int kKTiles>
 __device__ __forceinline__ Tile decode_next(const Params& p, const int* prefix, int t, int total,
                                             int rank, const Tile& last) {
-  return t < total ? decode_tile<L, BN, kCluster>(p, prefix, t, rank) : last;
+  return t < total ? decode_tile<L, BN, kCluster, kBK, kKTiles>(p, prefix, t, rank) : last;
 }
 
 // In place: counts [G] -> inclusive prefix sums, by one warp.
@@ -136,13 +153,25 @@ __device__ void warp_inclusive_scan(int* v, int n, int lane) {
   }
 }
 
-template <int kTransA, int kTransB, int BN>
-__device__ __forceinline__ void wgmma_tile_k16(float (&acc)[BN / 2], uint64_t da, uint64_t db,
-                                               int scale_d) {
-  if constexpr (BN == 256)
+// One wgmma step of 32 bytes of K (16 bf16 or 32 e4m3) across the tile's BN columns.
+template <int kTransA, int kTransB, int BN, class InT>
+__device__ __forceinline__ void wgmma_tile_step(float (&acc)[BN / 2], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  if constexpr (kIsFp8<InT>) {
+    static_assert(BN == 128 && kTransA == 0 && kTransB == 0, "FP8: 128 columns, K-major");
+    wgmma_m64n128k32_e4m3(acc, da, db, scale_d);
+  } else if constexpr (BN == 256)
     wgmma_m64n256k16<kTransA, kTransB>(acc, da, db, scale_d);
   else
     wgmma_m64n128k16<kTransA, kTransB>(acc, da, db, scale_d);
+}
+
+// FP8: a stage's partial sum, its MMAs done, into the fp32 total.
+template <int kN>
+__device__ __forceinline__ void add_partial(float (&total)[kN], float (&part)[kN]) {
+  fence_accumulators(part);
+#pragma unroll
+  for (int i = 0; i < kN; ++i) total[i] += part[i];
 }
 
 // The byte offset of (row, byte) in a 128-byte-swizzled box of 128-byte rows (TMA's layout).
@@ -306,13 +335,20 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // both 64-row halves, and the two take turns issuing MMAs, so that one's epilogue runs while the
 // other's MMAs keep the tensor cores busy. The producer and the stages are the same; each stage
 // has one consumer.
+//
+// InT e4m3 (fp8_tensor's codes, kRowsTimesWeightT, BN 128, cooperative): a stage's MMAs start
+// a partial sum afresh, which is added into the fp32 total once they are done (the tensor cores'
+// FP8 sums keep fewer bits than fp32: as cuBLASLt without fast accumulation), and the epilogue
+// multiplies the total by the group's two scales before anything else.
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
-          int kCluster = 1, bool kPingpong = false>
+          int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_c, Params p) {
-  using Cfg = TileConfig<L, BN>;
+  using Cfg = TileConfig<L, BN, InT>;
+  constexpr bool kFp8 = kIsFp8<InT>;
+  constexpr int kKTiles = kFp8 ? 2 : 1;  // FP8 runs its K stages in pairs
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
@@ -324,6 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "ping-pong: 128-column tiles, single CTAs, no SwiGLU forward epilogue");
   static_assert(kEpi != GroupedEpilogue::kAdd || (kRowsK && sizeof(OutT) == 4),
                 "adds only into fp32 weight gradients");
+  static_assert(!kFp8 || (kBKMajor && BN == 128 && !kPingpong && !kSwiGLU),
+                "FP8: the data-gradient layout, 128 columns, cooperative");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -376,10 +414,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // Each tile is decoded a tile ahead, so that the offsets' loads and the search run while
     // the stages of the tile before are issued.
-    Tile tile = decode_next<L, kTileN, kCluster>(p, prefix, first_unit, total, rank, Tile{});
+    Tile tile = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, first_unit, total,
+                                                                    rank, Tile{});
     for (int t = first_unit; t < total; t += units_step) {
-      const Tile next =
-          decode_next<L, kTileN, kCluster>(p, prefix, t + units_step, total, rank, tile);
+      const Tile next = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(
+          p, prefix, t + units_step, total, rank, tile);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         const int s = it % Cfg::kStages;
         const int round = it / Cfg::kStages;
@@ -432,6 +471,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t wg_barrier = 2 + c;  // named barrier of this warpgroup alone
   uint8_t* boxes_c = epilogue + c * Cfg::kEpilogueBoxes * Cfg::kBoxBytes;
   float acc[kHalves][BN / 2];
+  // FP8: the stages' partial sums, even and odd stages in turn.
+  float part[2][kHalves][kFp8 ? BN / 2 : 1];
   // A stage's buffers go back to the producers of every CTA that writes into them.
   auto release = [&](int s) {
     if (t128 != 0) return;
@@ -439,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kCluster > 1) mbar_arrive_cluster(&empty[s], uint32_t(rank ^ 1));
   };
   auto k_tiles_of = [&](int t) {
-    return decode_tile<L, kTileN, kCluster>(p, prefix, t, rank).k_tiles;
+    return decode_tile<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, t, rank).k_tiles;
   };
   // Ping-pong: this warpgroup's tiles are the CTA's c-th, (c + 2)-th, ...; `it` (the stage
   // iteration, which fixes each stage's slot and phase) skips the other warpgroup's stages.
@@ -447,16 +488,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_step = kPingpong ? 2 * units_step : units_step;
   const int my_first = first_unit + (kPingpong ? c * units_step : 0);
   // Decoded a tile ahead, as in the producer: the loads and the search run beside the MMAs.
-  Tile next = decode_next<L, kTileN, kCluster>(p, prefix, my_first, total, rank, Tile{});
+  Tile next =
+      decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, my_first, total, rank, Tile{});
   for (int t = my_first; t < total; t += my_step) {
     const Tile tile = next;
-    next = decode_next<L, kTileN, kCluster>(p, prefix, t + my_step, total, rank, tile);
+    next = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, t + my_step, total, rank,
+                                                               tile);
     const bool other_next = kPingpong && t + units_step < total;  // the other's next tile
-    if (tile.k_tiles == 0) {
+    // FP8: the group's scale product, loaded now so that the load hides behind the MMAs; the
+    // total starts at zero (each stage adds its partial sum).
+    float scale = 1.0f;
+    if constexpr (kFp8)
+      scale = p.a_scales[int64_t(p.scale_stride) * tile.g] *
+              p.b_scales[int64_t(p.scale_stride) * tile.g];
+    if (kFp8 || tile.k_tiles == 0) {
 #pragma unroll
       for (int h = 0; h < kHalves; ++h)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
+    }
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) part[1][0][i] = 0.0f;
     }
     // Wait for this warpgroup's turn: the other has issued its last tile's MMAs. The turns are
     // also what makes the stage waits sound: a full barrier's parity tells only two rounds of the
@@ -464,7 +517,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the producer and take the other's stage for its own (a build without them faulted).
     if (kPingpong && t != first_unit) named_barrier_sync(kTurnBarrier + c, 256);
     int prev = -1;  // the stage whose MMAs may still run
-    for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
+    // Waits for the tile's K stage kt, issues its MMAs into d (the halves' accumulators; D's old
+    // value kept if `accumulate`) and commits them; returns the stage's slot.
+    auto issue_stage = [&](int kt, float(&d)[kHalves][BN / 2], bool accumulate) {
       const int s = it % Cfg::kStages;
       mbar_wait(&full[s], (it / Cfg::kStages) & 1);
       uint8_t* sa = smem + s * Cfg::kStageBytes;
@@ -493,8 +548,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t b_base = smem_addr(sb);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kBK / 16; ++kk) {
-        // K-major: the next 16 K are 32 bytes along the swizzled row; MN-major: 16 rows down.
+      for (int kk = 0; kk < Cfg::kBK * Cfg::kIn / 32; ++kk) {
+        // K-major: the next step is 32 bytes along the swizzled row; MN-major (bf16): 16 rows
+        // down.
         const uint64_t db = kTransB ? smem_desc(b_base + kk * 2048, Cfg::kLoadBox, 1024)
                                     : smem_desc(b_base + kk * 32, 16, 1024);
 #pragma unroll
@@ -503,21 +559,55 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t a_base = smem_addr(sa) + (kPingpong ? h : c) * Cfg::kLoadBox;
           const uint64_t da = kTransA ? smem_desc(a_base + kk * 2048, Cfg::kLoadBox, 1024)
                                       : smem_desc(a_base + kk * 32, 16, 1024);
-          wgmma_tile_k16<kTransA, kTransB, BN>(acc[h], da, db, (kt > 0 || kk > 0) ? 1 : 0);
+          wgmma_tile_step<kTransA, kTransB, BN, InT>(d[h], da, db, (accumulate || kk > 0) ? 1 : 0);
         }
       }
       wgmma_commit();
-      // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
-      // before is done, so its buffers go back to the producer.
+      return s;
+    };
+    // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
+    // before is done, so its buffers go back to the producer.
+    auto retire_previous = [&](int s) {
       wgmma_wait<1>();
       if (prev >= 0) release(prev);
       prev = s;
+      ++it;
+    };
+    if constexpr (kFp8) {
+      // Stages in pairs (k_tiles is even), into the two partial sums in turn: once every MMA
+      // is done, the next stage's are issued and the done partial sum is added into the total
+      // while they run. Reading a partial sum while an MMA that the compiler cannot rule out
+      // writes it (after waiting for all but the last stage) made it serialize the MMAs. The
+      // promotion costs about a quarter of the kernel's speed on Mixtral-8x7B's shapes against
+      // none (a probe, results/2026-11-25-fp8-grouped-sm90); waiting per stage before adding
+      // measured the same as this.
+      auto retire_all = [&]() {
+        wgmma_wait<0>();
+        if (prev >= 0) release(prev);
+      };
+      for (int kt = 0; kt < tile.k_tiles; kt += 2) {
+        retire_all();
+        prev = issue_stage(kt, part[0], false);
+        ++it;
+        add_partial(acc[0], part[1][0]);  // zeros before the tile's first pair
+        retire_all();
+        prev = issue_stage(kt + 1, part[1], false);
+        ++it;
+        add_partial(acc[0], part[0][0]);
+      }
+    } else {
+      for (int kt = 0; kt < tile.k_tiles; ++kt) retire_previous(issue_stage(kt, acc, kt > 0));
     }
     // The other warpgroup's turn (its MMAs queue behind ours), while this one finishes.
     if (other_next) named_barrier_arrive(kTurnBarrier + (1 - c), 256);
     wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) fence_accumulators(acc[h]);
+    if constexpr (kFp8) {
+      add_partial(acc[0], part[1][0]);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[0][i] *= scale;
+    }
     if (prev >= 0) release(prev);
     if (other_next) it += k_tiles_of(t + units_step);
 
@@ -597,16 +687,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using EncodeFn = PFN_cuTensorMapEncodeTiled_v12000;
 
-// A tensor map with the 128-byte swizzle; dims and box innermost first, strides in bytes for dims
-// 1..rank-1. bf16 unless fp32.
+// TMA's element type for T (e4m3 codes as bytes).
+template <class T>
+constexpr CUtensorMapDataType tma_type() {
+  return sizeof(T) == 4   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+         : sizeof(T) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                          : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+// A tensor map of T with the 128-byte swizzle; dims and box innermost first, strides in bytes
+// for dims 1..rank-1.
+template <class T>
 CUtensorMap make_map(void* encode, const void* base, int rank, const uint64_t* dims,
-                     const uint64_t* strides, const uint32_t* box, bool fp32 = false) {
+                     const uint64_t* strides, const uint32_t* box) {
   CUtensorMap map;
   const uint32_t elem_strides[3] = {1, 1, 1};
   const CUresult rc = reinterpret_cast<EncodeFn>(encode)(
-      &map, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
-      const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      &map, tma_type<T>(), rank, const_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   MOE_CHECK(rc == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult "
                                     << int(rc) << ") for a rank-" << rank << " map of dims "
@@ -644,45 +742,48 @@ int resident_ctas(Kernel kernel, int smem, int cluster, int num_sms) {
   return clusters * cluster;
 }
 
-template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster, bool kPingpong>
+template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster, bool kPingpong,
+          class InT = __nv_bfloat16>
 void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
-            const void* A, const void* B, void* C, cudaStream_t stream, void* aux) {
+            const void* A, const void* B, void* C, cudaStream_t stream, void* aux,
+            const GroupedFp8Scales& scales = {}) {
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
-  constexpr uint32_t kBK = uint32_t(k_per_stage(L));
-  const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows));
+  constexpr uint32_t kBK = uint32_t(k_per_stage<L, InT>());
+  const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows)), es_in = sizeof(InT);
   CUtensorMap map_a, map_b, map_c;
   if constexpr (kRowsK) {
-    const uint64_t da[2] = {uint64_t(s.M), rows}, sa[1] = {uint64_t(s.M) * 2};
-    const uint64_t db[2] = {uint64_t(s.N), rows}, sb[1] = {uint64_t(s.N) * 2};
+    const uint64_t da[2] = {uint64_t(s.M), rows}, sa[1] = {uint64_t(s.M) * es_in};
+    const uint64_t db[2] = {uint64_t(s.N), rows}, sb[1] = {uint64_t(s.N) * es_in};
     const uint32_t box[2] = {64, kBK};
-    map_a = make_map(encode, A, 2, da, sa, box);
-    map_b = make_map(encode, B, 2, db, sb, box);
+    map_a = make_map<InT>(encode, A, 2, da, sa, box);
+    map_b = make_map<InT>(encode, B, 2, db, sb, box);
     // C [G, M, N], stored by 64-row boxes of 128 bytes.
     const uint64_t es = sizeof(OutT), M = uint64_t(s.M), N = uint64_t(s.N);
     const uint64_t dc[3] = {N, M, uint64_t(s.G)}, sc[2] = {N * es, M * N * es};
     const uint32_t box_c[3] = {uint32_t(128 / es), 64, 1};
-    map_c = make_map(encode, C, 3, dc, sc, box_c, es == 4);
+    map_c = make_map<OutT>(encode, C, 3, dc, sc, box_c);
   } else {
-    const uint64_t da[2] = {uint64_t(s.K), rows}, sa[1] = {uint64_t(s.K) * 2};
+    const uint64_t da[2] = {uint64_t(s.K), rows}, sa[1] = {uint64_t(s.K) * es_in};
     const uint32_t box_a[2] = {kBK, kBM};
-    map_a = make_map(encode, A, 2, da, sa, box_a);
+    map_a = make_map<InT>(encode, A, 2, da, sa, box_a);
     const uint64_t K = uint64_t(s.K), N = uint64_t(s.N), G = uint64_t(s.G);
     if constexpr (L == GroupedLayout::kRowsTimesWeightT) {
-      const uint64_t db[3] = {K, N, G}, sb[2] = {K * 2, N * K * 2};
+      const uint64_t db[3] = {K, N, G}, sb[2] = {K * es_in, N * K * es_in};
       const uint32_t box_b[3] = {kBK, uint32_t(BN / kCluster), 1};  // each CTA's share
-      map_b = make_map(encode, B, 3, db, sb, box_b);
+      map_b = make_map<InT>(encode, B, 3, db, sb, box_b);
     } else {
-      const uint64_t db[3] = {N, K, G}, sb[2] = {N * 2, K * N * 2};
+      const uint64_t db[3] = {N, K, G}, sb[2] = {N * es_in, K * N * es_in};
       const uint32_t box_b[3] = {64, kBK, 1};
-      map_b = make_map(encode, B, 3, db, sb, box_b);
+      map_b = make_map<InT>(encode, B, 3, db, sb, box_b);
     }
     map_c = map_a;  // unused: rows are stored by plain stores, which can stop at a group's end
   }
   const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
-  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K), tile_cols, C, aux};
-  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong>;
-  constexpr int kSmem = TileConfig<L, BN>::kSmemBytes;
+  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K),          tile_cols,
+                 C,       aux,      scales.a, scales.b, int(scales.stride)};
+  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT>;
+  constexpr int kSmem = TileConfig<L, BN, InT>::kSmemBytes;
   static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
   ClusterAttr cluster(kCluster);
   cudaLaunchConfig_t cfg = {};
@@ -719,6 +820,26 @@ void launch_scheduled(const GroupedSchedule& sched, int bn, void* encode, int nu
     launch<L, 256, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
 }
 
+// Refusals every variant shares: the group count, the rows, the operands' alignment.
+void add_shared_reasons(std::ostringstream& why, const GroupedGemmShape& s, const void* A,
+                        const void* B, const void* C) {
+  if (s.G > GroupedGemm::kMaxGroups)
+    why << s.G << " groups (at most " << GroupedGemm::kMaxGroups << "); ";
+  if (s.total_rows >= (int64_t(1) << 31)) why << s.total_rows << " rows (2^31 at most); ";
+  if ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) |
+       reinterpret_cast<uintptr_t>(C)) %
+          16 !=
+      0)
+    why << "an operand is not 16-byte aligned; ";
+}
+
+// The reasons gathered as "a; b; ", as one line without the last separator.
+std::string reasons_of(const std::ostringstream& why) {
+  std::string r = why.str();
+  if (!r.empty()) r.resize(r.size() - 2);
+  return r;
+}
+
 }  // namespace
 
 bool GroupedGemm::runs_on_current_device() {
@@ -749,17 +870,9 @@ std::string GroupedGemm::unsupported_reason(const GroupedGemmShape& s, const voi
   if (rows_k ? s.M % 8 != 0 : s.K % 8 != 0)
     why << (rows_k ? "M " : "K ") << (rows_k ? s.M : s.K) << " is not a multiple of 8; ";
   if (s.N % 8 != 0) why << "N " << s.N << " is not a multiple of 8; ";
-  if (s.G > kMaxGroups) why << s.G << " groups (at most " << kMaxGroups << "); ";
-  if (s.total_rows >= (int64_t(1) << 31)) why << s.total_rows << " rows (2^31 at most); ";
-  if ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) |
-       reinterpret_cast<uintptr_t>(C)) %
-          16 !=
-      0)
-    why << "an operand is not 16-byte aligned; ";
+  add_shared_reasons(why, s, A, B, C);
   if (out != DType::kBf16 && out != DType::kFp32) why << "output is " << dtype_name(out) << "; ";
-  std::string r = why.str();
-  if (!r.empty()) r.resize(r.size() - 2);
-  return r;
+  return reasons_of(why);
 }
 
 std::string GroupedGemm::fused_unsupported_reason(const GroupedGemmShape& s, GroupedEpilogue epi,
@@ -777,9 +890,7 @@ std::string GroupedGemm::fused_unsupported_reason(const GroupedGemmShape& s, Gro
   if ((epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward) &&
       out != DType::kBf16)
     why << "output " << dtype_name(out) << ", not bf16; ";
-  std::string r = why.str();
-  if (!r.empty()) r.resize(r.size() - 2);
-  return r;
+  return reasons_of(why);
 }
 
 void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
@@ -802,6 +913,44 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
   else
     launch_scheduled<GroupedLayout::kRowsTimesWeightT, T, GroupedEpilogue::kSwiGLUBackward>(
         sched_, bn, encode_, num_sms_, s, offsets, A, B, C, stream, aux);
+}
+
+std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const void* A,
+                                                const void* B, const void* C, GroupedEpilogue epi) {
+  std::ostringstream why;
+  if (s.layout != GroupedLayout::kRowsTimesWeightT)
+    why << "FP8 runs the K-major layout (forward and data gradients) only; ";
+  if (epi != GroupedEpilogue::kStore && epi != GroupedEpilogue::kSwiGLUBackward)
+    why << "FP8 fuses only SwiGLU's backward; ";
+  if (s.K % 16 != 0) why << "K " << s.K << " is not a multiple of 16; ";
+  if (s.N % 8 != 0) why << "N " << s.N << " is not a multiple of 8; ";
+  add_shared_reasons(why, s, A, B, C);
+  return reasons_of(why);
+}
+
+void GroupedGemm::run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
+                          const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
+                          void* aux, cudaStream_t stream) const {
+  const std::string why = fp8_unsupported_reason(s, A, B, C, epi);
+  MOE_CHECK(why.empty(), "grouped sm90 GEMM (FP8): " << why);
+  MOE_CHECK(scales.a && scales.b, "grouped sm90 GEMM (FP8): no scales");
+  if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
+  MOE_CHECK(s.K > 0, "grouped sm90 GEMM (FP8): K == 0 with rows");
+  constexpr auto L = GroupedLayout::kRowsTimesWeightT;
+  using T = __nv_bfloat16;
+  auto go = [&](auto epi_tag) {
+    constexpr GroupedEpilogue E = decltype(epi_tag)::value;
+    if (sched_.cluster == 2)
+      launch<L, 128, T, E, 2, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
+                                           scales);
+    else
+      launch<L, 128, T, E, 1, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
+                                           scales);
+  };
+  if (epi == GroupedEpilogue::kSwiGLUBackward)
+    go(std::integral_constant<GroupedEpilogue, GroupedEpilogue::kSwiGLUBackward>{});
+  else
+    go(std::integral_constant<GroupedEpilogue, GroupedEpilogue::kStore>{});
 }
 
 void GroupedGemm::check_schedule(const GroupedSchedule& sched) {

@@ -7,7 +7,7 @@
 // of A and B into a ring of shared-memory stages with TMA; two MMA warpgroups run wgmma on them,
 // keeping one stage's MMAs in flight, and write C through a swizzled shared-memory box (by TMA
 // where C is dense per expert, the weight gradients). bf16 inputs, fp32 accumulation, bf16 or fp32
-// output.
+// output; or (run_fp8) e4m3 inputs with one scale per group and operand, bf16 output.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -52,6 +52,14 @@ inline GroupedSchedule schedule_of(const GemmConfig& g) {
   return {int(g.sm90_cluster), g.sm90_schedule == Sm90Schedule::kPingpong};
 }
 
+// The scales of FP8 operands quantized per group (fp8_tensor, MATH.md): group g's A codes times
+// a[stride * g] and its B codes times b[stride * g] are the values multiplied (device memory).
+struct GroupedFp8Scales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int64_t stride = 0;
+};
+
 class GroupedGemm {
  public:
   // Most groups one launch takes (the tile schedule's prefix sums live in shared memory).
@@ -85,6 +93,21 @@ class GroupedGemm {
   void run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
                  const void* A, const void* B, void* C, void* aux, DType in, DType out,
                  cudaStream_t stream) const;
+
+  // FP8 (fp8_tensor's codes): C [rows, N] (bf16) = (a[g] * b[g]) * A [rows, K] @ B[g]^T for group
+  // g's rows, A and B e4m3 codes (B [G, N, K]), the sums fp32 (each 128 K of the tensor cores'
+  // partial sums added into an fp32 total, as cuBLASLt without fast accumulation), scaled once,
+  // rounded once. The kRowsTimesWeightT layout only (the forward passes the weights' transposed
+  // codes): FP8 wgmma reads both operands K-major. Tiles of 128 x 128, cooperative (a ping-pong
+  // schedule runs cooperative here), in clusters as the schedule says. kStore or
+  // kSwiGLUBackward (on the scaled product, rounded to bf16, as a stored da). The empty reason
+  // when the kernel takes the shape: K a multiple of 16 (TMA's 16-byte strides), N of 8, 16-byte
+  // aligned operands, at most kMaxGroups groups.
+  static std::string fp8_unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
+                                            const void* C, GroupedEpilogue epi);
+  void run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
+               const void* A, const void* B, const GroupedFp8Scales& scales, void* C, void* aux,
+               cudaStream_t stream) const;
 
   // The tile width along N the kernel uses for a shape (for tests that cover both).
   static int tile_n_for(const GroupedGemmShape& s);

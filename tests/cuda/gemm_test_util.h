@@ -25,6 +25,13 @@ inline std::vector<float> random_values(int64_t n, DType dtype, uint64_t seed) {
   return v;
 }
 
+// Expert-major row offsets [G + 1] of groups with these row counts.
+inline std::vector<int64_t> offsets_of(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> off(rows.size() + 1, 0);
+  for (size_t g = 0; g < rows.size(); ++g) off[g + 1] = off[g] + rows[g];
+  return off;
+}
+
 // got (GPU) against want (CPU twin) within the tolerance of the output dtype. Both sum in fp32
 // and round once, in different orders: for a bf16 output, a sum close to a rounding boundary may
 // round the other way, one bf16 ulp (inside 8e-3 relative); a handful beyond is allowed.

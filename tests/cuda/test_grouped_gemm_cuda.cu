@@ -190,13 +190,6 @@ TEST(GroupedGemmSm90, Deterministic) {
   }
 }
 
-// Ragged rows with empty experts, for the fused epilogues' tests: offsets and the row total.
-std::vector<int64_t> offsets_of(const std::vector<int64_t>& rows) {
-  std::vector<int64_t> off(rows.size() + 1, 0);
-  for (size_t g = 0; g < rows.size(); ++g) off[g + 1] = off[g] + rows[g];
-  return off;
-}
-
 // The up projection with SwiGLU in its epilogue writes the same h, and the same a as the SwiGLU
 // kernel run on that h, bit for bit: ragged rows, empty experts, F a multiple of 128.
 TEST(GroupedGemmSm90, SwigluEpilogueMatchesTheSeparateKernel) {

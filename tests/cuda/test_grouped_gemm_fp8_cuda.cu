@@ -1,0 +1,208 @@
+// The grouped sm90 GEMM on FP8 codes (GroupedGemm::run_fp8, fp8_tensor's forward and data
+// gradients) against a float64 product of the decoded codes on the host: random e4m3 codes
+// (every finite one), a scale per group and operand, ragged and empty groups, K with a partial
+// last 128-stage, N with a partial last tile, NaN codes in rows past the last group (computed,
+// never stored), every schedule, and SwiGLU's backward in the epilogue against the separate
+// kernel. FP8 products are exact in fp32, but Hopper's tensor cores sum them with about 13
+// mantissa bits inside each 128-K stage (fp32 beyond it, as cuBLASLt), so an output is within
+// a bf16 rounding of the exact sum plus a few 2^-13 of the sum of its products' magnitudes: far
+// below what a wrong scale, group or K stage gives (a fraction of that sum).
+#include <cuda_fp8.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/grouped_gemm.h"
+#include "tests/cuda/gemm_test_util.h"
+
+namespace moe::test {
+namespace {
+
+using cuda::GroupedEpilogue;
+using cuda::GroupedFp8Scales;
+using cuda::GroupedGemm;
+using cuda::GroupedGemmShape;
+using cuda::GroupedSchedule;
+
+constexpr int64_t kStride = 4;  // scales of group g at [kStride * g], as the FFN passes them
+
+float decode(uint8_t code) {
+  __nv_fp8_e4m3 f;
+  f.__x = code;
+  return float(f);
+}
+
+// Random finite e4m3 codes, at most |2| (exponent field below 9), so that sums of a few hundred
+// products stay in the range where a bf16 ulp is a fair tolerance.
+std::vector<uint8_t> random_codes(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> c(static_cast<size_t>(n));
+  for (uint8_t& x : c) {
+    const uint32_t r = uint32_t(rng());
+    x = uint8_t((r & 0x80) | ((r >> 8) % 9) << 3 | ((r >> 16) & 7));
+  }
+  return c;
+}
+
+std::vector<float> random_scales(int64_t G, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(0.01f, 3.0f);
+  std::vector<float> s(size_t(kStride * G), NAN);  // the gaps must not be read
+  for (int64_t g = 0; g < G; ++g) s[size_t(kStride * g)] = d(rng);
+  return s;
+}
+
+struct Fp8Case {
+  std::vector<int64_t> rows;
+  int64_t N, K, spare_rows;
+};
+
+// C = (sa[g] sb[g]) A @ B[g]^T per group in float64 (unrounded), and the same sum of the
+// products' magnitudes; rows outside the groups keep `fill` (magnitude 0).
+struct HostProduct {
+  std::vector<double> C, magnitude;
+};
+HostProduct host_product(const Fp8Case& c, const std::vector<uint8_t>& A,
+                         const std::vector<uint8_t>& B, const std::vector<float>& sa,
+                         const std::vector<float>& sb, int64_t alloc_rows, float fill) {
+  const std::vector<int64_t> off = offsets_of(c.rows);
+  HostProduct p{std::vector<double>(size_t(alloc_rows * c.N), fill),
+                std::vector<double>(size_t(alloc_rows * c.N), 0.0)};
+  for (size_t g = 0; g + 1 < off.size(); ++g)
+    for (int64_t r = off[g]; r < off[g + 1]; ++r)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double sum = 0, mag = 0;
+        const uint8_t* b = &B[size_t((int64_t(g) * c.N + n) * c.K)];
+        for (int64_t k = 0; k < c.K; ++k) {
+          const double x = double(decode(A[size_t(r * c.K + k)])) * decode(b[k]);
+          sum += x;
+          mag += std::fabs(x);
+        }
+        const double scale = double(sa[kStride * g]) * double(sb[kStride * g]);
+        p.C[size_t(r * c.N + n)] = sum * scale;
+        p.magnitude[size_t(r * c.N + n)] = mag * scale;
+      }
+  return p;
+}
+
+// Every element within a bf16 rounding (2^-8 relative) of the exact sum plus 2^-10 of its
+// products' magnitudes (the tensor cores' truncation, a few 2^-13 of it, with room), and
+// elements outside the groups untouched. Prints the largest error in units of the magnitude.
+void expect_within_fp8_sums(const std::vector<float>& got, const HostProduct& want,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), want.C.size());
+  int64_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - want.C[i]);
+    if (want.magnitude[i] > 0) worst = std::max(worst, err / want.magnitude[i]);
+    if (!(err <= 0x1p-8 * std::fabs(want.C[i]) + 0x1p-10 * want.magnitude[i])) {
+      if (bad < 5)
+        std::printf("  %s[%zu]: got %.8g want %.8g\n", what.c_str(), i, got[i], want.C[i]);
+      ++bad;
+    }
+  }
+  std::printf("  %s: largest error %.2e of the products' magnitude\n", what.c_str(), worst);
+  EXPECT_EQ(bad, 0) << what;
+}
+
+const GroupedSchedule kSchedules[] = {{1, false}, {2, false}, {1, true}};
+
+TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const Fp8Case cases[] = {
+      {{0, 1, 127, 128, 129, 300, 0, 64}, 256, 320, 40},  // partial K stage, NaN rows after
+      {{200, 0, 17}, 200, 128, 0},                        // partial N tile, K one stage
+      {{5, 70, 0, 33, 129, 2, 64, 1, 0, 250, 8, 96, 3, 0, 140, 11, 48, 77, 1, 190}, 136, 528, 0},
+  };
+  uint64_t seed = 900;
+  for (const Fp8Case& c : cases) {
+    const int64_t G = int64_t(c.rows.size());
+    const std::vector<int64_t> off = offsets_of(c.rows);
+    const int64_t rows = off[G], alloc_rows = rows + c.spare_rows;
+    std::vector<uint8_t> A = random_codes(alloc_rows * c.K, seed++);
+    for (int64_t i = rows * c.K; i < alloc_rows * c.K; ++i) A[size_t(i)] = 0x7F;  // NaN
+    const std::vector<uint8_t> B = random_codes(G * c.N * c.K, seed++);
+    const std::vector<float> sa = random_scales(G, seed++), sb = random_scales(G, seed++);
+    const HostProduct want = host_product(c, A, B, sa, sb, alloc_rows, -7.0f);
+    DevBuf<uint8_t> dA(A), dB(B);
+    DevBuf<float> dsa(sa), dsb(sb);
+    DevBuf<int64_t> doff(off);
+    const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, alloc_rows, 0, c.N, c.K};
+    for (const GroupedSchedule& sched : kSchedules) {
+      const std::string what =
+          "G=" + std::to_string(G) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+          (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster));
+      SCOPED_TRACE(what);
+      StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
+      ASSERT_EQ(
+          GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr, GroupedEpilogue::kStore),
+          "");
+      gg.set_schedule(sched);
+      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr,
+                 GroupedFp8Scales{dsa.ptr, dsb.ptr, kStride}, dC.ptr, nullptr, nullptr);
+      CUDA_CHECK(cudaGetLastError());
+      expect_within_fp8_sums(dC.host(), want, what);
+    }
+  }
+}
+
+// SwiGLU's backward in the FP8 data gradient's epilogue gives the same dh as the separate kernel
+// on the stored (scaled, bf16) da, bit for bit.
+TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const int64_t H = 256, F = 200;
+  const std::vector<int64_t> off = offsets_of({0, 130, 1, 257, 0, 64});
+  const int64_t G = int64_t(off.size()) - 1, R = off[G];
+  DevBuf<uint8_t> dy(random_codes(R * H, 950)), w(random_codes(G * F * H, 951));
+  DevBuf<float> sa(random_scales(G, 952)), sb(random_scales(G, 953));
+  StorageBuf h(DType::kBf16, random_values(R * 2 * F, DType::kBf16, 954));
+  StorageBuf da(DType::kBf16, R * F), dh1(DType::kBf16, R * 2 * F), dh2(DType::kBf16, R * 2 * F);
+  DevBuf<int64_t> doff(off);
+  const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, R, 0, F, H};
+  const GroupedFp8Scales scales{sa.ptr, sb.ptr, kStride};
+  for (const GroupedSchedule& sched : kSchedules) {
+    SCOPED_TRACE(sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster));
+    gg.set_schedule(sched);
+    gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
+               nullptr);
+    cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
+    gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr, h.ptr,
+               nullptr);
+    expect_identical(dh2.host(), dh1.host(), "dh");
+  }
+}
+
+TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
+  DevBuf<uint8_t> buf(4096);
+  const GroupedGemmShape ok{GroupedLayout::kRowsTimesWeightT, 2, 64, 0, 64, 64};
+  EXPECT_EQ(
+      GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
+      "");
+  GroupedGemmShape s = ok;
+  s.layout = GroupedLayout::kRowsTimesWeight;
+  EXPECT_NE(
+      GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
+      "");
+  s = ok;
+  s.K = 72;  // rows of 72 bytes: not a 16-byte multiple
+  EXPECT_NE(
+      GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
+      "");
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr + 8, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kStore),
+            "");
+  EXPECT_NE(
+      GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kSwiGLU),
+      "");
+}
+
+}  // namespace
+}  // namespace moe::test
