@@ -117,12 +117,16 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
       "graph=false");
   if (name == "cuda" && w.precision != Precision::kBf16) {
-    // cuBLASLt's FP8 matmul, one call per expert (kernels/cuda/expert_ffn_fp8.h).
+    // cuBLASLt's FP8 matmul, one call per expert, or (fp8_tensor's forward and data gradients)
+    // the grouped sm90 kernel (kernels/cuda/expert_ffn_fp8.h).
     const std::string fp8 =
         "precision = \"" + std::string(name_of(w.precision)) + "\" on the CUDA backend ";
-    MOE_USER_CHECK(w.gemm.method == GemmMethod::kAuto,
-                   fp8 << "runs cuBLASLt's FP8 matmul per expert, none of gemm.method's bf16 "
-                          "paths: leave gemm.method at auto");
+    MOE_USER_CHECK(w.gemm.method != GemmMethod::kGroupedBatched,
+                   fp8 << "has no cuBLAS grouped call: set gemm.method to auto, lt_multistream "
+                          "or grouped_sm90");
+    MOE_USER_CHECK(w.precision != Precision::kFp8Block || w.gemm.method != GemmMethod::kGroupedSm90,
+                   fp8 << "runs cuBLASLt's FP8 matmul per expert (the grouped sm90 kernel has "
+                          "no block scales): set gemm.method to auto or lt_multistream");
     MOE_USER_CHECK(!w.graph, fp8 << "needs the row counts on the host for its per-expert "
                                     "calls: set graph=false");
     MOE_USER_CHECK(w.align % 16 == 0,

@@ -89,7 +89,7 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
       w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)shape.rows.front(),
       (long long)shape.H, (long long)shape.F, dtype_name(shape.grad_dtype), shape.sm90.cluster,
       name_of(w.gemm.sm90_schedule), name_of(w.precision), opt.iters);
-  std::printf("# %-10s %-16s %7s %7s %7s %10s %9s %7s %9s\n", "gemm", "method", "M", "N", "K",
+  std::printf("# %-10s %-24s %7s %7s %7s %10s %9s %7s %9s\n", "gemm", "method", "M", "N", "K",
               "median ms", "TFLOP/s", "%dense", "quant ms");
   nlohmann::json j = {{"workload", w.name},
                       {"ep", ep},
@@ -103,11 +103,11 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   for (const auto& r : rows) {
     const double tflops = r.flops / (r.median_ms * 1e9);
     if (r.flops > 0)
-      std::printf("  %-10s %-16s %7lld %7lld %7lld %10.3f %9.1f %7.1f", r.gemm.c_str(),
+      std::printf("  %-10s %-24s %7lld %7lld %7lld %10.3f %9.1f %7.1f", r.gemm.c_str(),
                   r.method.c_str(), (long long)r.M, (long long)r.N, (long long)r.K, r.median_ms,
                   tflops, 100.0 * tflops / dense_tflops);
     else  // FP8's weights row: quantization only
-      std::printf("  %-10s %-16s %7s %7s %7s %10.3f %9s %7s", r.gemm.c_str(), r.method.c_str(), "-",
+      std::printf("  %-10s %-24s %7s %7s %7s %10.3f %9s %7s", r.gemm.c_str(), r.method.c_str(), "-",
                   "-", "-", r.median_ms, "-", "-");
     if (r.quantize_ms > 0)
       std::printf(" %9.3f\n", r.quantize_ms);

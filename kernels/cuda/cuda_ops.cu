@@ -40,8 +40,9 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
   gemm_->set_sm90_schedule(cuda::schedule_of(gemm));
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
+  // fp8_block's GEMMs run on cuBLASLt whatever the method: nothing to choose.
   fixed_gemm_method_ =
-      gemm.method != GemmMethod::kAuto || sync_free || precision != Precision::kBf16;
+      gemm.method != GemmMethod::kAuto || sync_free || precision == Precision::kFp8Block;
   if (gemm.method != GemmMethod::kAuto) set_expert_gemm_method(name_of(gemm.method));
   if (sync_free) {
     MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
@@ -55,7 +56,7 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
 }
 
 std::string CudaOps::expert_gemm_method() const {
-  return precision_ != Precision::kBf16 ? "cublaslt_fp8" : cuda::gemm_method_name(gemm_->method());
+  return cuda::gemm_method_name(gemm_->method());
 }
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {
@@ -64,9 +65,11 @@ GemmPlanCounts CudaOps::gemm_plan_counts() const {
 
 std::vector<std::string> CudaOps::expert_gemm_methods() const {
   if (fixed_gemm_method_) return {};
-  std::vector<std::string> methods = {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream),
-                                      cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched)};
-  // The grouped sm90 kernel takes bf16 only, on Hopper.
+  std::vector<std::string> methods = {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream)};
+  // FP8 GEMMs have no cuBLAS grouped call; the grouped sm90 kernel takes bf16 storage (and
+  // fp8_tensor's forward and data gradients), on Hopper.
+  if (precision_ == Precision::kBf16)
+    methods.push_back(cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched));
   if (sm90_ && device_.storage_dtype() == DType::kBf16)
     methods.push_back(cuda::gemm_method_name(cuda::GemmMethod::kGroupedSm90));
   return methods;

@@ -143,6 +143,9 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   require_host_offsets(rows);
   const GemmShape s = shape_of(which, H, F);
   const bool tensor = recipe == Fp8Recipe::kTensor;
+  const Fp8Scaling scaling = tensor    ? Fp8Scaling::kTensor
+                             : s.wgrad ? Fp8Scaling::kRowsTimesRows
+                                       : Fp8Scaling::kRowsTimesTiles;
   std::vector<Fp8Problem> problems;
   problems.reserve(size_t(G));
   if (!s.wgrad) {
@@ -152,6 +155,11 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     const uint8_t* B = stored ? wt.stored : wt.transposed;
     const float* B_scales = stored ? wt.stored_scales : wt.transposed_scales;
     const int64_t per = scales_per_expert(s.N, s.K, recipe);
+    // All experts in one launch of the grouped kernel, where the method and the kernel take it.
+    const GroupedGemmShape gs{GroupedLayout::kRowsTimesWeightT, G, rows.rows_bound, 0, s.N, s.K};
+    if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
+                              {sc.a_scales, B_scales, kTensorScaleStride}, C, stream))
+      return;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
       if (n == 0) continue;
@@ -163,8 +171,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
                           {B + g * s.N * s.K, s.K, B_scales + g * per},
                           at(C, size_t(r0 * s.N) * 2)});
     }
-    gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles, false,
-                     DType::kBf16, stream);
+    gemm.grouped_fp8(problems, scaling, false, DType::kBf16, stream);
     return;
   }
   const int64_t ld = transposed_ld(rows.rows_bound), M = s.M, N = s.N;
@@ -186,8 +193,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
                         at(C, size_t(g * M * N) * stored_bytes(grad_dtype))});
     before += blocks_of(n);
   }
-  gemm.grouped_fp8(problems, tensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesRows, accumulate,
-                   grad_dtype, stream);
+  gemm.grouped_fp8(problems, scaling, accumulate, grad_dtype, stream);
 }
 
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,

@@ -128,7 +128,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
   }
   if (shape.precision != Precision::kBf16) {
     const Fp8Recipe recipe = fp8_recipe_of(shape.precision);
-    const std::string method = name_of(shape.precision);
+    const std::string precision = name_of(shape.precision);
     Buffer wq(fp8_weights_bytes(El, H, F));
     const Fp8ScratchBytes b = fp8_scratch_bytes(R, El, H, F);
     Buffer sa(b.a), sdy(b.dy_t), sdh(b.dh_t), ssa(b.a_scales), ssdy(b.dy_t_scales),
@@ -137,29 +137,35 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
                         static_cast<uint8_t*>(sdh.ptr), static_cast<float*>(ssa.ptr),
                         static_cast<float*>(ssdy.ptr),  static_cast<float*>(ssdh.ptr)};
     Fp8Weights w;
-    ExpertGemmBenchRow weights{"weights", method, 0, 0, 0, 0, 0, 0};
+    ExpertGemmBenchRow weights{"weights", precision, 0, 0, 0, 0, 0, 0};
     weights.median_ms = weights.quantize_ms = median_ms(stream, iters, [&] {
       w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
     });
     out.push_back(weights);
-    for (int which = 0; which < 6; ++which) {
-      const Gemm& g = gemms[which];
-      const bool rows_k = g.layout == RTR;
-      ExpertGemmBenchRow row;
-      row.gemm = g.name;
-      row.method = method;
-      row.M = rows_k ? g.M : int64_t(mean_rows);
-      row.N = g.N;
-      row.K = rows_k ? int64_t(mean_rows) : g.K;
-      row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
-      row.quantize_ms = median_ms(stream, iters, [&] {
-        quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
-      });
-      row.median_ms =
-          row.quantize_ms + median_ms(stream, iters, [&] {
-            run_fp8_gemm(which, w, rows, El, H, F, recipe, g.out, false, g.C, runner, sc, stream);
-          });
-      out.push_back(row);
+    // Per method that has an FP8 path: cuBLASLt's loop, the grouped kernel (fp8_tensor's forward
+    // and data gradients; the rest fall back to the loop, with a log line).
+    for (const std::string& name : methods) {
+      if (name == gemm_method_name(GemmMethod::kGroupedBatched)) continue;
+      runner.set_method(method_named(name));
+      for (int which = 0; which < 6; ++which) {
+        const Gemm& g = gemms[which];
+        const bool rows_k = g.layout == RTR;
+        ExpertGemmBenchRow row;
+        row.gemm = g.name;
+        row.method = precision + ":" + name;
+        row.M = rows_k ? g.M : int64_t(mean_rows);
+        row.N = g.N;
+        row.K = rows_k ? int64_t(mean_rows) : g.K;
+        row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+        row.quantize_ms = median_ms(stream, iters, [&] {
+          quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
+        });
+        row.median_ms =
+            row.quantize_ms + median_ms(stream, iters, [&] {
+              run_fp8_gemm(which, w, rows, El, H, F, recipe, g.out, false, g.C, runner, sc, stream);
+            });
+        out.push_back(row);
+      }
     }
   }
   // The dense reference: one GEMM of the up projection's total size.

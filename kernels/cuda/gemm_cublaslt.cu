@@ -424,12 +424,36 @@ void GemmRunner::grouped_fp8(const std::vector<Fp8Problem>& problems, Fp8Scaling
 bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
                               const void* B, void* C, DType in, DType out, cudaStream_t stream,
                               GroupedEpilogue epi, void* aux) {
-  if (method_ != GemmMethod::kGroupedSm90 || !offsets_dev) return false;
-  const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
-  if (swiglu && !sm90_fuse_swiglu_) return false;
+  if (!sm90_takes(epi, offsets_dev)) return false;
   std::string why = GroupedGemm::unsupported_reason(s, A, B, C, in, out);
   if (why.empty()) why = GroupedGemm::fused_unsupported_reason(s, epi, out);
+  GroupedGemm* gg = sm90_kernel(s, epi, why);
+  if (gg) gg->run_fused(epi, s, offsets_dev, A, B, C, aux, in, out, stream);
+  return gg != nullptr;
+}
+
+bool GemmRunner::grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev,
+                                  Fp8Scaling scaling, const void* A, const void* B,
+                                  const GroupedFp8Scales& scales, void* C, cudaStream_t stream,
+                                  GroupedEpilogue epi, void* aux) {
+  if (!sm90_takes(epi, offsets_dev)) return false;
+  const std::string why = scaling != Fp8Scaling::kTensor
+                              ? "FP8 block scales (fp8_block) are not in the grouped kernel"
+                              : GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi);
+  GroupedGemm* gg = sm90_kernel(s, epi, why);
+  if (gg) gg->run_fp8(epi, s, offsets_dev, A, B, scales, C, aux, stream);
+  return gg != nullptr;
+}
+
+bool GemmRunner::sm90_takes(GroupedEpilogue epi, const int64_t* offsets_dev) const {
+  const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
+  return method_ == GemmMethod::kGroupedSm90 && offsets_dev && (!swiglu || sm90_fuse_swiglu_);
+}
+
+GroupedGemm* GemmRunner::sm90_kernel(const GroupedGemmShape& s, GroupedEpilogue epi,
+                                     const std::string& why) {
   if (!why.empty()) {
+    const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
     if (sm90_fallbacks_logged_.insert(why).second)
       spdlog::info(
           "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}{}) runs {} instead: {}", s.M,
@@ -438,14 +462,13 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
           : epi == GroupedEpilogue::kAdd ? ", adding to C"
                                          : "",
           swiglu ? "unfused" : "on lt_multistream", why);
-    return false;
+    return nullptr;
   }
   if (!grouped_sm90_) {
     grouped_sm90_ = std::make_unique<GroupedGemm>();
     grouped_sm90_->set_schedule(sm90_schedule_);
   }
-  grouped_sm90_->run_fused(epi, s, offsets_dev, A, B, C, aux, in, out, stream);
-  return true;
+  return grouped_sm90_.get();
 }
 
 void GemmRunner::set_sm90_schedule(const GroupedSchedule& s) {

@@ -113,6 +113,15 @@ class GemmRunner {
                     const void* B, void* C, DType in, DType out, cudaStream_t stream,
                     GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
 
+  // An FP8 expert GEMM of all groups on the grouped sm90 kernel (GroupedGemm::run_fp8: e4m3
+  // codes, one scale per group and operand), under grouped_sm90()'s conditions; false (nothing
+  // done) otherwise, and then the caller runs its cuBLASLt FP8 GEMMs.
+  // Only per-tensor scaling runs there (the block scales are not in the kernel).
+  bool grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev, Fp8Scaling scaling,
+                        const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
+                        cudaStream_t stream, GroupedEpilogue epi = GroupedEpilogue::kStore,
+                        void* aux = nullptr);
+
   void set_method(GemmMethod m) { method_ = m; }
   // The grouped sm90 kernel's schedule (GroupedGemm::set_schedule).
   void set_sm90_schedule(const GroupedSchedule& s);
@@ -190,6 +199,11 @@ class GemmRunner {
   void spread_over_side_streams(const std::function<double(int)>& flops,
                                 const std::function<void(int, void*, cudaStream_t)>& launch,
                                 cudaStream_t stream);
+  // Whether the grouped sm90 kernel is asked for: the method, device offsets, fused epilogues on.
+  bool sm90_takes(GroupedEpilogue epi, const int64_t* offsets_dev) const;
+  // The kernel (made on first use) when `why` (the kernel's refusal) is empty, else nullptr
+  // and one log line per reason.
+  GroupedGemm* sm90_kernel(const GroupedGemmShape& s, GroupedEpilogue epi, const std::string& why);
   // Returns false (having done nothing) when the call cannot take this case.
   bool grouped_batched(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                        bool accumulate, DType in, DType out, cudaStream_t stream);

@@ -37,5 +37,27 @@ TEST(BackendChecks, CudaFp8RefusesMoreLocalExpertsThanTheQuantizationTakes) {
       "(no UserError)");
 }
 
+// FP8 GEMMs run on cuBLASLt's loop or (fp8_tensor) the grouped sm90 kernel: a method that has no
+// FP8 path is refused, naming the methods that have one.
+TEST(BackendChecks, CudaFp8TakesTheMethodsThatHaveAnFp8Path) {
+  auto with = [](const char* precision, GemmMethod m) {
+    Workload w = fp8_workload(8, 1);
+    w.precision =
+        precision == std::string("fp8_tensor") ? Precision::kFp8Tensor : Precision::kFp8Block;
+    w.gemm.method = m;
+    return user_error_of([&] { check_backend_supports("cuda", w); });
+  };
+  for (const char* p : {"fp8_tensor", "fp8_block"}) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(with(p, GemmMethod::kAuto), "(no UserError)");
+    EXPECT_EQ(with(p, GemmMethod::kLtMultistream), "(no UserError)");
+    const std::string batched = with(p, GemmMethod::kGroupedBatched);
+    EXPECT_NE(batched.find("gemm.method"), std::string::npos) << batched;
+  }
+  EXPECT_EQ(with("fp8_tensor", GemmMethod::kGroupedSm90), "(no UserError)");
+  const std::string block_sm90 = with("fp8_block", GemmMethod::kGroupedSm90);
+  EXPECT_NE(block_sm90.find("lt_multistream"), std::string::npos) << block_sm90;
+}
+
 }  // namespace
 }  // namespace moe::test

@@ -41,10 +41,11 @@ std::vector<float> blocky_values(int64_t rows, int64_t cols, uint64_t seed) {
   return v;
 }
 
-void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
+void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate,
+                   cuda::GemmMethod method) {
   const DType dt = DType::kBf16;
   const std::string what = std::string(name_of(precision)) + " grad " + dtype_name(grad_dtype) +
-                           (accumulate ? " accumulate" : "");
+                           (accumulate ? " accumulate " : " ") + cuda::gemm_method_name(method);
   SCOPED_TRACE(what);
   const std::vector<int64_t> rows = {64, 0, 160, 48};
   const int64_t El = int64_t(rows.size()), H = 256, F = 192;
@@ -79,6 +80,7 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
   DevBuf<float> ssa(bytes.a_scales / 4), ssdy(bytes.dy_t_scales / 4), ssdh(bytes.dh_t_scales / 4);
   const cuda::Fp8Scratch sc{sa.ptr, sdy.ptr, sdh.ptr, ssa.ptr, ssdy.ptr, ssdh.ptr};
   cuda::GemmRunner runner;
+  runner.set_method(method);
   const ExpertOffsets er{d_off.ptr, off.data(), R};
   const Fp8Recipe recipe = fp8_recipe_of(precision);
   DevBuf<uint8_t> wq(cuda::fp8_weights_bytes(El, H, F));
@@ -106,10 +108,18 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate) {
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
   MOE_REQUIRE_GPU();
   for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
-    check_fp8_ffn(p, DType::kFp32, false);
-    check_fp8_ffn(p, DType::kBf16, false);
-    check_fp8_ffn(p, DType::kFp32, true);
+    check_fp8_ffn(p, DType::kFp32, false, cuda::GemmMethod::kLtMultiStream);
+    check_fp8_ffn(p, DType::kBf16, false, cuda::GemmMethod::kLtMultiStream);
+    check_fp8_ffn(p, DType::kFp32, true, cuda::GemmMethod::kLtMultiStream);
   }
+}
+
+// fp8_tensor's forward and data gradients on the grouped sm90 kernel (the weight gradients stay
+// on cuBLASLt); fp8_block there falls back to cuBLASLt whole.
+TEST(ExpertFfnFp8Cuda, MatchesCpuTwinOnTheGroupedKernel) {
+  MOE_REQUIRE_SM90();
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block})
+    check_fp8_ffn(p, DType::kBf16, false, cuda::GemmMethod::kGroupedSm90);
 }
 
 }  // namespace
