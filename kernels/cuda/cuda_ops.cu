@@ -55,9 +55,7 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
                                                          : cuda::AlgoPolicy::kAuto);
 }
 
-std::string CudaOps::expert_gemm_method() const {
-  return cuda::gemm_method_name(gemm_->method());
-}
+std::string CudaOps::expert_gemm_method() const { return cuda::gemm_method_name(gemm_->method()); }
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {
   return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries()};
