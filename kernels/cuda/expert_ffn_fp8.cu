@@ -158,7 +158,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     // All experts in one launch of the grouped kernel, where the method and the kernel take it.
     const GroupedGemmShape gs{GroupedLayout::kRowsTimesWeightT, G, rows.rows_bound, 0, s.N, s.K};
     if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
-                              {sc.a_scales, B_scales, kTensorScaleStride}, C, stream))
+                              {sc.a_scales, B_scales, kTensorScaleStride}, C, DType::kBf16, stream))
       return;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
@@ -178,11 +178,22 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   // The second operand, dye's or dh's, transposed by the data gradient before.
   const uint8_t* B = which == kWgradOut ? sc.dy_t : sc.dh_t;
   const float* B_scales = which == kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
+  // Both paths read each expert's K (its rows) from 16-byte aligned addresses of the transposed
+  // codes (a TMA box starting elsewhere faults): align 16 gives that.
+  for (int64_t g = 0; g < G; ++g)
+    MOE_CHECK(rows.host[g] % 16 == 0, "FP8 weight gradients: expert " << g << "'s rows start at "
+                                                                      << rows.host[g]
+                                                                      << ", not a multiple of 16");
+  // All experts in one launch, K-major on the transposed codes (rows [offsets[g], offsets[g+1])
+  // of each row of them are expert g's K), adding into C with accumulate.
+  const GroupedGemmShape gs{GroupedLayout::kRowsTTimesRows, G, ld, M, N, 0};
+  if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
+                            {sc.a_scales, B_scales, kTensorScaleStride}, C, grad_dtype, stream,
+                            accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore))
+    return;
   int64_t before = 0;  // 128-row blocks of the experts before g
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
-    MOE_CHECK(r0 % 16 == 0, "FP8 weight gradients: expert " << g << "'s rows start at " << r0
-                                                            << ", not a multiple of 16");
     const float* a_scales = sc.a_scales + (tensor ? kTensorScaleStride * g : M * before);
     const float* b_scales = B_scales + (tensor ? kTensorScaleStride * g : N * before);
     problems.push_back({M,

@@ -434,14 +434,14 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
 
 bool GemmRunner::grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev,
                                   Fp8Scaling scaling, const void* A, const void* B,
-                                  const GroupedFp8Scales& scales, void* C, cudaStream_t stream,
-                                  GroupedEpilogue epi, void* aux) {
+                                  const GroupedFp8Scales& scales, void* C, DType out,
+                                  cudaStream_t stream, GroupedEpilogue epi, void* aux) {
   if (!sm90_takes(epi, offsets_dev)) return false;
   const std::string why = scaling != Fp8Scaling::kTensor
                               ? "FP8 block scales (fp8_block) are not in the grouped kernel"
-                              : GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi);
+                              : GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi, out);
   GroupedGemm* gg = sm90_kernel(s, epi, why);
-  if (gg) gg->run_fp8(epi, s, offsets_dev, A, B, scales, C, aux, stream);
+  if (gg) gg->run_fp8(epi, s, offsets_dev, A, B, scales, C, aux, out, stream);
   return gg != nullptr;
 }
 

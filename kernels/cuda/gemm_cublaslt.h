@@ -119,8 +119,8 @@ class GemmRunner {
   // Only per-tensor scaling runs there (the block scales are not in the kernel).
   bool grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev, Fp8Scaling scaling,
                         const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
-                        cudaStream_t stream, GroupedEpilogue epi = GroupedEpilogue::kStore,
-                        void* aux = nullptr);
+                        DType out, cudaStream_t stream,
+                        GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
 
   void set_method(GemmMethod m) { method_ = m; }
   // The grouped sm90 kernel's schedule (GroupedGemm::set_schedule).

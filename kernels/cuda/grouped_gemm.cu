@@ -32,10 +32,12 @@ constexpr uint32_t kTurnBarrier = 4;
 // from its load until the MMAs of the stage after it are issued, so bytes in flight are
 // (stages - 2) stages; with 64-row stages the weight gradients fitted only 3 stages beside their
 // staging boxes and waited for their loads (ncu: tensor pipes under 50% busy on DeepSeek-V3's).
-// An FP8 (e4m3) stage holds 128 K: the same 128-byte rows, swizzle and descriptor steps.
+// An FP8 (e4m3) stage holds 128 K: the same 128-byte rows, swizzle and descriptor steps. FP8
+// weight gradients read both operands transposed (K-major, K along each 128-byte row), as the
+// other layouts do.
 template <GroupedLayout L, class InT>
 constexpr int k_per_stage() {
-  return L == GroupedLayout::kRowsTTimesRows ? 32 : 128 / int(sizeof(InT));
+  return L == GroupedLayout::kRowsTTimesRows && sizeof(InT) == 2 ? 32 : 128 / int(sizeof(InT));
 }
 using e4m3 = __nv_fp8_e4m3;
 template <class InT>
@@ -164,6 +166,19 @@ __device__ __forceinline__ void wgmma_tile_step(float (&acc)[BN / 2], uint64_t d
     wgmma_m64n256k16<kTransA, kTransB>(acc, da, db, scale_d);
   else
     wgmma_m64n128k16<kTransA, kTransB>(acc, da, db, scale_d);
+}
+
+// Bytes [valid, 128) of one 128-byte row of a swizzled box (TMA's layout), the row's index mod 8
+// being `phase`: whole 16-byte chunks, and the chunk that holds byte `valid` byte by byte.
+__device__ __forceinline__ void zero_row_tail(uint8_t* row, int phase, int valid) {
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    uint8_t* chunk = row + ((q ^ phase) << 4);
+    if (16 * q >= valid)
+      *reinterpret_cast<uint4*>(chunk) = make_uint4(0, 0, 0, 0);
+    else if (16 * q + 16 > valid)
+      for (int b = valid - 16 * q; b < 16; ++b) chunk[b] = 0;
+  }
 }
 
 // FP8: a stage's partial sum, its MMAs done, into the fp32 total.
@@ -352,16 +367,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
-  constexpr int kTransA = kRowsK ? 1 : 0;    // A is M-major only in the weight gradients
-  constexpr int kTransB = kBKMajor ? 0 : 1;  // B is N-major but in the data gradients
+  // A is M-major only in the bf16 weight gradients; B is N-major but in the data gradients and
+  // FP8 (whose operands are all K-major).
+  constexpr int kTransA = kRowsK && !kFp8 ? 1 : 0;
+  constexpr int kTransB = kBKMajor || kFp8 ? 0 : 1;
   // 64-row halves of a tile per MMA warpgroup: both with ping-pong (2 x 64 accumulators).
   constexpr int kHalves = kPingpong ? 2 : 1;
   static_assert(!kPingpong || (BN == 128 && kCluster == 1 && !kSwiGLU),
                 "ping-pong: 128-column tiles, single CTAs, no SwiGLU forward epilogue");
   static_assert(kEpi != GroupedEpilogue::kAdd || (kRowsK && sizeof(OutT) == 4),
                 "adds only into fp32 weight gradients");
-  static_assert(!kFp8 || (kBKMajor && BN == 128 && !kPingpong && !kSwiGLU),
-                "FP8: the data-gradient layout, 128 columns, cooperative");
+  static_assert(!kFp8 || ((kBKMajor || kRowsK) && BN == 128 && !kPingpong && !kSwiGLU),
+                "FP8: K-major layouts, 128 columns, cooperative");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -426,7 +443,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* sa = smem + s * Cfg::kStageBytes;
         uint8_t* sb = sa + Cfg::kABytes;
         mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-        if constexpr (kRowsK) {
+        if constexpr (kRowsK && kFp8) {
+          // Transposed operands: K (the group's rows) along each 128-byte row.
+          const int k0 = int(tile.r0) + kt * Cfg::kBK;
+          tma_load_2d(sa, &map_a, &full[s], k0, tile.m0);
+          load_b(sb + rank * (BN / kCluster) * 128, &full[s], k0, tile.n0 + rank * (BN / kCluster),
+                 0);
+        } else if constexpr (kRowsK) {
           const int row = int(tile.r0) + kt * Cfg::kBK;
 #pragma unroll
           for (int j = 0; j < kBM / 64; ++j)
@@ -524,7 +547,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(&full[s], (it / Cfg::kStages) & 1);
       uint8_t* sa = smem + s * Cfg::kStageBytes;
       uint8_t* sb = sa + Cfg::kABytes;
-      if constexpr (kRowsK) {
+      if constexpr (kRowsK && kFp8) {
+        // K-major: the same, as the tail bytes of every 128-byte row (whole stages past the
+        // group's rows when k_tiles was rounded up), each warpgroup its A half and half of B.
+        const int valid = tile.rows - kt * Cfg::kBK;
+        if (valid < Cfg::kBK) {
+          zero_row_tail(t128 < 64 ? sa + (64 * c + t128) * 128 : sb + (64 * c + t128 - 64) * 128,
+                        t128 % 8, max(valid, 0));
+          fence_proxy_async_smem();
+          named_barrier_sync(kTailBarrier, kBothConsumers);
+        }
+      } else if constexpr (kRowsK) {
         // The group's last K stage may hold the next group's rows: zero them in both operands
         // (0 * x must not meet a NaN either), each warpgroup its own A half and half of B's boxes
         // (ping-pong: the stage's one consumer all of them).
@@ -752,12 +785,21 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   constexpr uint32_t kBK = uint32_t(k_per_stage<L, InT>());
   const uint64_t rows = uint64_t(std::max<int64_t>(1, s.total_rows)), es_in = sizeof(InT);
   CUtensorMap map_a, map_b, map_c;
-  if constexpr (kRowsK) {
+  if constexpr (kRowsK && kIsFp8<InT>) {
+    // Transposed operands A [M, ld], B [N, ld] (ld = total_rows, the rows along each).
+    const uint64_t da[2] = {rows, uint64_t(s.M)}, db[2] = {rows, uint64_t(s.N)}, st[1] = {rows};
+    const uint32_t box_a[2] = {kBK, kBM}, box_b[2] = {kBK, uint32_t(BN / kCluster)};
+    map_a = make_map<InT>(encode, A, 2, da, st, box_a);
+    map_b = make_map<InT>(encode, B, 2, db, st, box_b);
+  }
+  if constexpr (kRowsK && !kIsFp8<InT>) {
     const uint64_t da[2] = {uint64_t(s.M), rows}, sa[1] = {uint64_t(s.M) * es_in};
     const uint64_t db[2] = {uint64_t(s.N), rows}, sb[1] = {uint64_t(s.N) * es_in};
     const uint32_t box[2] = {64, kBK};
     map_a = make_map<InT>(encode, A, 2, da, sa, box);
     map_b = make_map<InT>(encode, B, 2, db, sb, box);
+  }
+  if constexpr (kRowsK) {
     // C [G, M, N], stored by 64-row boxes of 128 bytes.
     const uint64_t es = sizeof(OutT), M = uint64_t(s.M), N = uint64_t(s.N);
     const uint64_t dc[3] = {N, M, uint64_t(s.G)}, sc[2] = {N * es, M * N * es};
@@ -916,13 +958,24 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
 }
 
 std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const void* A,
-                                                const void* B, const void* C, GroupedEpilogue epi) {
+                                                const void* B, const void* C, GroupedEpilogue epi,
+                                                DType out) {
   std::ostringstream why;
-  if (s.layout != GroupedLayout::kRowsTimesWeightT)
-    why << "FP8 runs the K-major layout (forward and data gradients) only; ";
-  if (epi != GroupedEpilogue::kStore && epi != GroupedEpilogue::kSwiGLUBackward)
-    why << "FP8 fuses only SwiGLU's backward; ";
-  if (s.K % 16 != 0) why << "K " << s.K << " is not a multiple of 16; ";
+  if (s.layout == GroupedLayout::kRowsTimesWeight)
+    why << "FP8 reads the weights transposed (kRowsTimesWeightT), not as stored; ";
+  if (s.layout == GroupedLayout::kRowsTimesWeightT) {
+    if (epi != GroupedEpilogue::kStore && epi != GroupedEpilogue::kSwiGLUBackward)
+      why << "FP8 data gradients fuse only SwiGLU's backward; ";
+    if (out != DType::kBf16) why << "output " << dtype_name(out) << ", not bf16; ";
+    if (s.K % 16 != 0) why << "K " << s.K << " is not a multiple of 16; ";
+  }
+  if (s.layout == GroupedLayout::kRowsTTimesRows) {
+    if (epi != GroupedEpilogue::kStore && epi != GroupedEpilogue::kAdd)
+      why << "FP8 weight gradients store or add; ";
+    if (epi == GroupedEpilogue::kAdd && out != DType::kFp32) why << "adds into bf16; ";
+    if (s.total_rows % 16 != 0)
+      why << "the transposed operands' rows (" << s.total_rows << ") not a multiple of 16; ";
+  }
   if (s.N % 8 != 0) why << "N " << s.N << " is not a multiple of 8; ";
   add_shared_reasons(why, s, A, B, C);
   return reasons_of(why);
@@ -930,27 +983,41 @@ std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const
 
 void GroupedGemm::run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
                           const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
-                          void* aux, cudaStream_t stream) const {
-  const std::string why = fp8_unsupported_reason(s, A, B, C, epi);
+                          void* aux, DType out, cudaStream_t stream) const {
+  const std::string why = fp8_unsupported_reason(s, A, B, C, epi, out);
   MOE_CHECK(why.empty(), "grouped sm90 GEMM (FP8): " << why);
   MOE_CHECK(scales.a && scales.b, "grouped sm90 GEMM (FP8): no scales");
-  if (s.G == 0 || s.N == 0 || s.total_rows == 0) return;
-  MOE_CHECK(s.K > 0, "grouped sm90 GEMM (FP8): K == 0 with rows");
-  constexpr auto L = GroupedLayout::kRowsTimesWeightT;
-  using T = __nv_bfloat16;
-  auto go = [&](auto epi_tag) {
+  const bool rows_k = s.layout == GroupedLayout::kRowsTTimesRows;
+  if (s.G == 0 || s.N == 0 || (rows_k ? s.M == 0 : s.total_rows == 0)) return;
+  MOE_CHECK(rows_k || s.K > 0, "grouped sm90 GEMM (FP8): K == 0 with rows");
+  auto go = [&](auto layout_tag, auto out_tag, auto epi_tag) {
+    constexpr GroupedLayout L = decltype(layout_tag)::value;
+    using OutT = std::remove_pointer_t<decltype(out_tag)>;
     constexpr GroupedEpilogue E = decltype(epi_tag)::value;
     if (sched_.cluster == 2)
-      launch<L, 128, T, E, 2, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
-                                           scales);
+      launch<L, 128, OutT, E, 2, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
+                                              scales);
     else
-      launch<L, 128, T, E, 1, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
-                                           scales);
+      launch<L, 128, OutT, E, 1, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
+                                              scales);
   };
-  if (epi == GroupedEpilogue::kSwiGLUBackward)
-    go(std::integral_constant<GroupedEpilogue, GroupedEpilogue::kSwiGLUBackward>{});
-  else
-    go(std::integral_constant<GroupedEpilogue, GroupedEpilogue::kStore>{});
+  using RWT = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTimesWeightT>;
+  using RTR = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTTimesRows>;
+  using Store = std::integral_constant<GroupedEpilogue, GroupedEpilogue::kStore>;
+  auto* bf16 = static_cast<__nv_bfloat16*>(nullptr);
+  auto* fp32 = static_cast<float*>(nullptr);
+  if (!rows_k) {
+    if (epi == GroupedEpilogue::kSwiGLUBackward)
+      go(RWT{}, bf16, std::integral_constant<GroupedEpilogue, GroupedEpilogue::kSwiGLUBackward>{});
+    else
+      go(RWT{}, bf16, Store{});
+  } else if (epi == GroupedEpilogue::kAdd) {
+    go(RTR{}, fp32, std::integral_constant<GroupedEpilogue, GroupedEpilogue::kAdd>{});
+  } else if (out == DType::kFp32) {
+    go(RTR{}, fp32, Store{});
+  } else {
+    go(RTR{}, bf16, Store{});
+  }
 }
 
 void GroupedGemm::check_schedule(const GroupedSchedule& sched) {

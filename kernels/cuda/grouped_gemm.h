@@ -94,20 +94,26 @@ class GroupedGemm {
                  const void* A, const void* B, void* C, void* aux, DType in, DType out,
                  cudaStream_t stream) const;
 
-  // FP8 (fp8_tensor's codes): C [rows, N] (bf16) = (a[g] * b[g]) * A [rows, K] @ B[g]^T for group
-  // g's rows, A and B e4m3 codes (B [G, N, K]), the sums fp32 (each 128 K of the tensor cores'
-  // partial sums added into an fp32 total, as cuBLASLt without fast accumulation), scaled once,
-  // rounded once. The kRowsTimesWeightT layout only (the forward passes the weights' transposed
-  // codes): FP8 wgmma reads both operands K-major. Tiles of 128 x 128, cooperative (a ping-pong
-  // schedule runs cooperative here), in clusters as the schedule says. kStore or
-  // kSwiGLUBackward (on the scaled product, rounded to bf16, as a stored da). The empty reason
-  // when the kernel takes the shape: K a multiple of 16 (TMA's 16-byte strides), N of 8, 16-byte
-  // aligned operands, at most kMaxGroups groups.
+  // FP8 (fp8_tensor's codes, e4m3), the scales per group and operand (GroupedFp8Scales), the sums
+  // fp32 (each 128 K of the tensor cores' partial sums added into an fp32 total, as cuBLASLt
+  // without fast accumulation), scaled once, rounded once. FP8 wgmma reads both operands K-major,
+  // so two layouts:
+  // - kRowsTimesWeightT, C [rows, N] (bf16) = A [rows, K] @ B[g]^T with B [G, N, K] (the forward
+  //   passes the weights' transposed codes): kStore or kSwiGLUBackward (on the scaled product,
+  //   rounded to bf16, as a stored da); K a multiple of 16.
+  // - kRowsTTimesRows with both operands transposed: C[g] [M, N] = A^T[:, rows of g] @
+  //   B^T[:, rows of g]^T, A^T [M, ld] and B^T [N, ld] the row operands' codes down their
+  //   columns, ld = s.total_rows (a multiple of 16), every group starting at a multiple of 16
+  //   rows (align 16: TMA reads 16-byte aligned boxes along K); bf16 or fp32 C, kStore or
+  //   (fp32) kAdd; empty groups get zeros.
+  // Tiles of 128 x 128, cooperative (a ping-pong schedule runs cooperative here), in clusters as
+  // the schedule says. The empty reason when the kernel takes the case: N a multiple of 8,
+  // 16-byte aligned operands, at most kMaxGroups groups, and the above.
   static std::string fp8_unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
-                                            const void* C, GroupedEpilogue epi);
+                                            const void* C, GroupedEpilogue epi, DType out);
   void run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
                const void* A, const void* B, const GroupedFp8Scales& scales, void* C, void* aux,
-               cudaStream_t stream) const;
+               DType out, cudaStream_t stream) const;
 
   // The tile width along N the kernel uses for a shape (for tests that cover both).
   static int tile_n_for(const GroupedGemmShape& s);

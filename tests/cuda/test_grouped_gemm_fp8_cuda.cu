@@ -1,12 +1,13 @@
-// The grouped sm90 GEMM on FP8 codes (GroupedGemm::run_fp8, fp8_tensor's forward and data
-// gradients) against a float64 product of the decoded codes on the host: random e4m3 codes
-// (every finite one), a scale per group and operand, ragged and empty groups, K with a partial
-// last 128-stage, N with a partial last tile, NaN codes in rows past the last group (computed,
-// never stored), every schedule, and SwiGLU's backward in the epilogue against the separate
-// kernel. FP8 products are exact in fp32, but Hopper's tensor cores sum them with about 13
-// mantissa bits inside each 128-K stage (fp32 beyond it, as cuBLASLt), so an output is within
-// a bf16 rounding of the exact sum plus a few 2^-13 of the sum of its products' magnitudes: far
-// below what a wrong scale, group or K stage gives (a fraction of that sum).
+// The grouped sm90 GEMM on FP8 codes (GroupedGemm::run_fp8, fp8_tensor's six expert GEMMs)
+// against a float64 product of the decoded codes on the host: random e4m3 codes (every finite
+// one), a scale per group and operand, ragged and empty groups, K with a partial last 128-stage,
+// N with a partial last tile, NaN codes past the last group (computed and not stored, or zeroed
+// before the MMAs), every schedule, both weight-gradient outputs and adding into fp32, and
+// SwiGLU's backward in the epilogue against the separate kernel. FP8 products are exact in fp32,
+// but Hopper's tensor cores sum them with about 13 mantissa bits inside each 128-K stage (fp32
+// beyond it, as cuBLASLt), so an output is within a bf16 rounding of the exact sum plus a few 2^-13
+// of the sum of its products' magnitudes: far below what a wrong scale, group or K stage gives (a
+// fraction of that sum).
 #include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
@@ -141,16 +142,88 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
           (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster));
       SCOPED_TRACE(what);
       StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
-      ASSERT_EQ(
-          GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr, GroupedEpilogue::kStore),
-          "");
+      ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
+                                                    GroupedEpilogue::kStore, DType::kBf16),
+                "");
       gg.set_schedule(sched);
       gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr,
-                 GroupedFp8Scales{dsa.ptr, dsb.ptr, kStride}, dC.ptr, nullptr, nullptr);
+                 GroupedFp8Scales{dsa.ptr, dsb.ptr, kStride}, dC.ptr, nullptr, DType::kBf16,
+                 nullptr);
       CUDA_CHECK(cudaGetLastError());
       expect_within_fp8_sums(dC.host(), want, what);
     }
   }
+}
+
+// The weight gradients on transposed codes: C[g] [M, N] = (sa[g] sb[g]) A^T[:, rows of g] @
+// B^T[:, rows of g]^T, against float64: groups starting at multiples of 16 rows (as align 16
+// gives the step; TMA reads the boxes from there) whose last stage takes the next group's codes,
+// zeroed in shared memory, a last group whose rows end inside a 16-byte chunk (zeroed byte by
+// byte), NaN codes past it, empty groups (zeros), bf16 and fp32 outputs, adding into fp32, every
+// schedule.
+TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
+  MOE_REQUIRE_SM90();
+  GroupedGemm gg;
+  const std::vector<int64_t> rows = {0, 16, 128, 144, 304, 16, 0, 256, 37};
+  const int64_t G = int64_t(rows.size()), M = 136, N = 200;
+  const std::vector<int64_t> off = offsets_of(rows);
+  const int64_t R = off[G], ld = (R + 40 + 15) / 16 * 16;
+  std::vector<uint8_t> At = random_codes(M * ld, 960), Bt = random_codes(N * ld, 961);
+  for (int64_t k = R; k < ld; ++k) {  // past the last group: NaN
+    for (int64_t m = 0; m < M; ++m) At[size_t(m * ld + k)] = 0x7F;
+    for (int64_t n = 0; n < N; ++n) Bt[size_t(n * ld + k)] = 0xFF;
+  }
+  const std::vector<float> sa = random_scales(G, 962), sb = random_scales(G, 963);
+  const std::vector<float> c0 = random_values(G * M * N, DType::kFp32, 964);
+  HostProduct want{std::vector<double>(size_t(G * M * N)), std::vector<double>(size_t(G * M * N))};
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int64_t k = off[g]; k < off[g + 1]; ++k) {
+          const double x = double(decode(At[size_t(m * ld + k)])) * decode(Bt[size_t(n * ld + k)]);
+          sum += x;
+          mag += std::fabs(x);
+        }
+        const double scale = double(sa[kStride * g]) * double(sb[kStride * g]);
+        want.C[size_t((g * M + m) * N + n)] = sum * scale;
+        want.magnitude[size_t((g * M + m) * N + n)] = mag * scale;
+      }
+  HostProduct added = want;
+  for (size_t i = 0; i < added.C.size(); ++i) added.C[i] += c0[i];
+  DevBuf<uint8_t> dA(At), dB(Bt);
+  DevBuf<float> dsa(sa), dsb(sb);
+  DevBuf<int64_t> doff(off);
+  const GroupedGemmShape s{GroupedLayout::kRowsTTimesRows, G, ld, M, N, 0};
+  const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, kStride};
+  for (const GroupedSchedule& sched : kSchedules) {
+    const std::string name =
+        sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster);
+    SCOPED_TRACE(name);
+    gg.set_schedule(sched);
+    for (DType out : {DType::kBf16, DType::kFp32}) {
+      StorageBuf dC(out, std::vector<float>(size_t(G * M * N), NAN));  // every element written
+      ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
+                                                    GroupedEpilogue::kStore, out),
+                "");
+      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr, out,
+                 nullptr);
+      CUDA_CHECK(cudaGetLastError());
+      expect_within_fp8_sums(dC.host(), want, name + " wgrad " + dtype_name(out));
+    }
+    StorageBuf dC(DType::kFp32, c0);
+    gg.run_fp8(GroupedEpilogue::kAdd, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+               DType::kFp32, nullptr);
+    expect_within_fp8_sums(dC.host(), added, name + " wgrad added");
+  }
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dA.ptr, GroupedEpilogue::kAdd,
+                                                DType::kBf16),
+            "");
+  GroupedGemmShape odd = s;
+  odd.total_rows = ld + 8;  // transposed rows of ld + 8 bytes: not a 16-byte multiple
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(odd, dA.ptr, dB.ptr, dA.ptr,
+                                                GroupedEpilogue::kStore, DType::kFp32),
+            "");
 }
 
 // SwiGLU's backward in the FP8 data gradient's epilogue gives the same dh as the separate kernel
@@ -172,10 +245,10 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
     SCOPED_TRACE(sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster));
     gg.set_schedule(sched);
     gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
-               nullptr);
+               DType::kBf16, nullptr);
     cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
     gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr, h.ptr,
-               nullptr);
+               DType::kBf16, nullptr);
     expect_identical(dh2.host(), dh1.host(), "dh");
   }
 }
@@ -183,25 +256,25 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
 TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
   DevBuf<uint8_t> buf(4096);
   const GroupedGemmShape ok{GroupedLayout::kRowsTimesWeightT, 2, 64, 0, 64, 64};
-  EXPECT_EQ(
-      GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
-      "");
+  EXPECT_EQ(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kStore, DType::kBf16),
+            "");
   GroupedGemmShape s = ok;
   s.layout = GroupedLayout::kRowsTimesWeight;
-  EXPECT_NE(
-      GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
-      "");
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kStore, DType::kBf16),
+            "");
   s = ok;
   s.K = 72;  // rows of 72 bytes: not a 16-byte multiple
-  EXPECT_NE(
-      GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kStore),
-      "");
-  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr + 8, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kStore),
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kStore, DType::kBf16),
             "");
-  EXPECT_NE(
-      GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr, GroupedEpilogue::kSwiGLU),
-      "");
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr + 8, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kStore, DType::kBf16),
+            "");
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr,
+                                                GroupedEpilogue::kSwiGLU, DType::kBf16),
+            "");
 }
 
 }  // namespace
