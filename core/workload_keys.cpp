@@ -217,7 +217,7 @@ const std::vector<KeySpec>& schema() {
                "TransformerEngine trains), fp8_block in DeepSeek-V3's 1 x 128 (activations, "
                "gradients) and 128 x 128 (weights) blocks; fp32 accumulation either way; fp8 "
                "needs dtype bf16, and on the CUDA backend (cuBLASLt's FP8 matmul per expert, "
-               "or with fp8_tensor the grouped sm90 kernel for the forward and data gradients) "
+               "or with fp8_tensor the grouped sm90 kernel) "
                "align a multiple of 16, graph false and gemm.method auto, lt_multistream or "
                "(fp8_tensor) grouped_sm90; checked by the float64 reference (README, FP8)"),
       enum_key("dispatch", MOE_FIELD(dispatch),
@@ -253,9 +253,9 @@ const std::vector<KeySpec>& schema() {
                    "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
                    "cuBLASLt call per expert over side streams; grouped_batched one "
                    "cublasGemmGroupedBatchedEx call; grouped_sm90 moebench's own Hopper kernel, "
-                   "one launch per GEMM for all experts (bf16, and fp8_tensor's forward and "
-                   "data gradients; falls back to lt_multistream where a shape does not suit "
-                   "it) (the CPU backend takes auto only)")),
+                   "one launch per GEMM for all experts (bf16 and fp8_tensor; falls back to "
+                   "lt_multistream where a shape does not suit it) (the CPU backend takes auto "
+                   "only)")),
       how(int_key("gemm.streams", MOE_FIELD(gemm.streams),
                   "CUDA: side streams the per-expert GEMM loop spreads over, 1 to 32")),
       how(int_key("gemm.sm90_cluster", MOE_FIELD(gemm.sm90_cluster),
