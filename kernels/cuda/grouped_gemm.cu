@@ -548,8 +548,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint8_t* sa = smem + s * Cfg::kStageBytes;
       uint8_t* sb = sa + Cfg::kABytes;
       if constexpr (kRowsK && kFp8) {
-        // K-major: the same, as the tail bytes of every 128-byte row (whole stages past the
-        // group's rows when k_tiles was rounded up), each warpgroup its A half and half of B.
+        // The group's last K stage may hold the next group's codes (or, past the last group,
+        // whatever the buffer holds): zero them in both operands, as the tail bytes of every
+        // 128-byte row (whole stages when k_tiles was rounded up to a pair), each warpgroup its
+        // A half and half of B's rows.
         const int valid = tile.rows - kt * Cfg::kBK;
         if (valid < Cfg::kBK) {
           zero_row_tail(t128 < 64 ? sa + (64 * c + t128) * 128 : sb + (64 * c + t128 - 64) * 128,
