@@ -254,26 +254,27 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
 }
 
 TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
-  DevBuf<uint8_t> buf(4096);
+  // Reads the shape and the pointers' alignment only: runs without a GPU.
+  alignas(16) static uint8_t buf[64];
   const GroupedGemmShape ok{GroupedLayout::kRowsTimesWeightT, 2, 64, 0, 64, 64};
-  EXPECT_EQ(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kStore, DType::kBf16),
-            "");
+  EXPECT_EQ(
+      GroupedGemm::fp8_unsupported_reason(ok, buf, buf, buf, GroupedEpilogue::kStore, DType::kBf16),
+      "");
   GroupedGemmShape s = ok;
   s.layout = GroupedLayout::kRowsTimesWeight;
-  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kStore, DType::kBf16),
-            "");
+  EXPECT_NE(
+      GroupedGemm::fp8_unsupported_reason(s, buf, buf, buf, GroupedEpilogue::kStore, DType::kBf16),
+      "");
   s = ok;
   s.K = 72;  // rows of 72 bytes: not a 16-byte multiple
-  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, buf.ptr, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kStore, DType::kBf16),
+  EXPECT_NE(
+      GroupedGemm::fp8_unsupported_reason(s, buf, buf, buf, GroupedEpilogue::kStore, DType::kBf16),
+      "");
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf + 8, buf, buf, GroupedEpilogue::kStore,
+                                                DType::kBf16),
             "");
-  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr + 8, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kStore, DType::kBf16),
-            "");
-  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf.ptr, buf.ptr, buf.ptr,
-                                                GroupedEpilogue::kSwiGLU, DType::kBf16),
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf, buf, buf, GroupedEpilogue::kSwiGLU,
+                                                DType::kBf16),
             "");
 }
 
