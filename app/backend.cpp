@@ -117,8 +117,8 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
       "graph=false");
   if (name == "cuda" && w.precision != Precision::kBf16) {
-    // cuBLASLt's FP8 matmul, one call per expert, or (fp8_tensor's forward and data gradients)
-    // the grouped sm90 kernel (kernels/cuda/expert_ffn_fp8.h).
+    // cuBLASLt's FP8 matmul, one call per expert, or (fp8_tensor) the grouped sm90 kernel
+    // (kernels/cuda/expert_ffn_fp8.h).
     const std::string fp8 =
         "precision = \"" + std::string(name_of(w.precision)) + "\" on the CUDA backend ";
     MOE_USER_CHECK(w.gemm.method != GemmMethod::kGroupedBatched,

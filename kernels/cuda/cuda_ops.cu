@@ -65,7 +65,7 @@ std::vector<std::string> CudaOps::expert_gemm_methods() const {
   if (fixed_gemm_method_) return {};
   std::vector<std::string> methods = {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream)};
   // FP8 GEMMs have no cuBLAS grouped call; the grouped sm90 kernel takes bf16 storage (and
-  // fp8_tensor's forward and data gradients), on Hopper.
+  // fp8_tensor's codes), on Hopper.
   if (precision_ == Precision::kBf16)
     methods.push_back(cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched));
   if (sm90_ && device_.storage_dtype() == DType::kBf16)

@@ -102,6 +102,18 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
                         {"wgrad_out", RTR, F, H, 0, a.ptr, dye.ptr, dw_out.ptr, gd},
                         {"wgrad_in", RTR, H, 2 * F, 0, xe.ptr, dh.ptr, dw_in.ptr, gd}};
   const double mean_rows = double(R) / double(El);
+  // A GEMM's row of the table: its shape at the mean rows per expert, and its FLOPs.
+  auto row_of = [&](const Gemm& g, const std::string& method) {
+    const bool rows_k = g.layout == RTR;
+    ExpertGemmBenchRow row;
+    row.gemm = g.name;
+    row.method = method;
+    row.M = rows_k ? g.M : int64_t(mean_rows);
+    row.N = g.N;
+    row.K = rows_k ? int64_t(mean_rows) : g.K;
+    row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+    return row;
+  };
 
   std::vector<ExpertGemmBenchRow> out;
   GemmRunner runner;
@@ -111,14 +123,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
   for (const std::string& name : methods) {
     runner.set_method(method_named(name));
     for (const Gemm& g : gemms) {
-      ExpertGemmBenchRow row;
-      row.gemm = g.name;
-      row.method = name;
-      const bool rows_k = g.layout == RTR;
-      row.M = rows_k ? g.M : int64_t(mean_rows);
-      row.N = g.N;
-      row.K = rows_k ? int64_t(mean_rows) : g.K;
-      row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+      ExpertGemmBenchRow row = row_of(g, name);
       row.median_ms = median_ms(stream, iters, [&] {
         experts_gemm(g.layout, rows, El, g.M, g.N, g.K, g.A, g.B, g.C, bf, g.out, runner, list,
                      stream);
@@ -142,21 +147,14 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
       w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
     });
     out.push_back(weights);
-    // Per method that has an FP8 path: cuBLASLt's loop, the grouped kernel (fp8_tensor's forward
-    // and data gradients; the rest fall back to the loop, with a log line).
+    // Per method that has an FP8 path: cuBLASLt's loop, the grouped kernel (fp8_tensor; fp8_block
+    // falls back to the loop, with a log line).
     for (const std::string& name : methods) {
       if (name == gemm_method_name(GemmMethod::kGroupedBatched)) continue;
       runner.set_method(method_named(name));
       for (int which = 0; which < 6; ++which) {
         const Gemm& g = gemms[which];
-        const bool rows_k = g.layout == RTR;
-        ExpertGemmBenchRow row;
-        row.gemm = g.name;
-        row.method = precision + ":" + name;
-        row.M = rows_k ? g.M : int64_t(mean_rows);
-        row.N = g.N;
-        row.K = rows_k ? int64_t(mean_rows) : g.K;
-        row.flops = 2.0 * double(R) * double(g.N) * double(rows_k ? g.M : g.K);
+        ExpertGemmBenchRow row = row_of(g, precision + ":" + name);
         row.quantize_ms = median_ms(stream, iters, [&] {
           quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
         });

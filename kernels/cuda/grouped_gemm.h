@@ -7,7 +7,7 @@
 // of A and B into a ring of shared-memory stages with TMA; two MMA warpgroups run wgmma on them,
 // keeping one stage's MMAs in flight, and write C through a swizzled shared-memory box (by TMA
 // where C is dense per expert, the weight gradients). bf16 inputs, fp32 accumulation, bf16 or fp32
-// output; or (run_fp8) e4m3 inputs with one scale per group and operand, bf16 output.
+// output; or (run_fp8) e4m3 inputs with one scale per group and operand.
 #include <cuda.h>
 #include <cuda_runtime.h>
 

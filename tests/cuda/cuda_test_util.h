@@ -1,5 +1,6 @@
 #pragma once
 // Helpers for GPU tests: skip without a GPU, device buffers from host vectors, comparisons.
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +41,13 @@ inline std::string gpu_unavailable_reason() {
     if (!::moe::cuda::GroupedGemm::runs_on_current_device())   \
       GTEST_SKIP() << "skipped: not an sm_90 GPU (H100/H200)"; \
   } while (0)
+
+// The value of an e4m3 code (an __nv_fp8_e4m3's bits), by CUDA's own conversion.
+inline float e4m3_value(uint8_t code) {
+  __nv_fp8_e4m3 f;
+  f.__x = code;
+  return float(f);
+}
 
 // A device buffer owned by a test.
 template <class T>

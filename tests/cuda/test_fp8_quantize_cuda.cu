@@ -21,12 +21,6 @@ namespace {
 
 constexpr int64_t kB = kFp8Block;
 
-float decode(uint8_t code) {
-  __nv_fp8_e4m3 f;
-  f.__x = code;
-  return float(f);
-}
-
 // bf16 values, one in a hundred 50 times larger (so that per-tensor and block scales differ),
 // and group `zero_group`'s rows all zero.
 std::vector<float> seeded(int64_t rows, int64_t cols, const std::vector<int64_t>& offsets,
@@ -62,7 +56,7 @@ int64_t rows_mismatches(const std::vector<float>& X, const std::vector<int64_t>&
       for (int64_t c = 0; c < K; ++c) {
         const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
                                                          : s[Kb * r0 + (c / kB) * n + r];
-        mismatches += decode(q[(r0 + r) * K + c]) * scale != want[r * K + c];
+        mismatches += e4m3_value(q[(r0 + r) * K + c]) * scale != want[r * K + c];
       }
   }
   return mismatches;
@@ -81,7 +75,7 @@ int64_t cols_mismatches(const std::vector<float>& X, const std::vector<int64_t>&
       for (int64_t m = 0; m < K; ++m) {
         const float scale = recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g]
                                                          : s[K * blocks_before + (r / kB) * K + m];
-        mismatches += decode(qt[m * ld + r0 + r]) * scale != want[r * K + m];
+        mismatches += e4m3_value(qt[m * ld + r0 + r]) * scale != want[r * K + m];
       }
     blocks_before += (n + kB - 1) / kB;
   }
@@ -195,7 +189,7 @@ TEST_P(Fp8QuantizeCuda, WeightsBothWaysMatchCpuTwin) {
           const float scale =
               recipe == Fp8Recipe::kTensor ? s[cuda::kTensorScaleStride * g] : s[g * stride + tile];
           const uint8_t code = q[g * P * Q + (transpose ? c * P + p : p * Q + c)];
-          mismatches += decode(code) * scale != want[p * Q + c];
+          mismatches += e4m3_value(code) * scale != want[p * Q + c];
         }
     }
     EXPECT_EQ(mismatches, 0);

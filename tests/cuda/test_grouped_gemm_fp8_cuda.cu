@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/fp8_quantize.h"
 #include "kernels/cuda/grouped_gemm.h"
 #include "tests/cuda/gemm_test_util.h"
 
@@ -30,13 +31,8 @@ using cuda::GroupedGemm;
 using cuda::GroupedGemmShape;
 using cuda::GroupedSchedule;
 
-constexpr int64_t kStride = 4;  // scales of group g at [kStride * g], as the FFN passes them
-
-float decode(uint8_t code) {
-  __nv_fp8_e4m3 f;
-  f.__x = code;
-  return float(f);
-}
+// Group g's scales at [kStride * g], as the FFN passes them.
+constexpr int64_t kStride = cuda::kTensorScaleStride;
 
 // Random finite e4m3 codes, at most |2| (exponent field below 9), so that sums of a few hundred
 // products stay in the range where a bf16 ulp is a fair tolerance.
@@ -67,7 +63,21 @@ struct Fp8Case {
 // products' magnitudes; rows outside the groups keep `fill` (magnitude 0).
 struct HostProduct {
   std::vector<double> C, magnitude;
+  // Element i = scale * sum_k a[k] b[k] over n codes of each, and its magnitude.
+  void set(size_t i, const uint8_t* a, const uint8_t* b, int64_t n, double scale) {
+    double sum = 0, mag = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const double x = double(e4m3_value(a[k])) * e4m3_value(b[k]);
+      sum += x;
+      mag += std::fabs(x);
+    }
+    C[i] = sum * scale;
+    magnitude[i] = mag * scale;
+  }
 };
+double scale_of(const std::vector<float>& sa, const std::vector<float>& sb, int64_t g) {
+  return double(sa[size_t(kStride * g)]) * double(sb[size_t(kStride * g)]);
+}
 HostProduct host_product(const Fp8Case& c, const std::vector<uint8_t>& A,
                          const std::vector<uint8_t>& B, const std::vector<float>& sa,
                          const std::vector<float>& sb, int64_t alloc_rows, float fill) {
@@ -76,18 +86,9 @@ HostProduct host_product(const Fp8Case& c, const std::vector<uint8_t>& A,
                 std::vector<double>(size_t(alloc_rows * c.N), 0.0)};
   for (size_t g = 0; g + 1 < off.size(); ++g)
     for (int64_t r = off[g]; r < off[g + 1]; ++r)
-      for (int64_t n = 0; n < c.N; ++n) {
-        double sum = 0, mag = 0;
-        const uint8_t* b = &B[size_t((int64_t(g) * c.N + n) * c.K)];
-        for (int64_t k = 0; k < c.K; ++k) {
-          const double x = double(decode(A[size_t(r * c.K + k)])) * decode(b[k]);
-          sum += x;
-          mag += std::fabs(x);
-        }
-        const double scale = double(sa[kStride * g]) * double(sb[kStride * g]);
-        p.C[size_t(r * c.N + n)] = sum * scale;
-        p.magnitude[size_t(r * c.N + n)] = mag * scale;
-      }
+      for (int64_t n = 0; n < c.N; ++n)
+        p.set(size_t(r * c.N + n), &A[size_t(r * c.K)], &B[size_t((int64_t(g) * c.N + n) * c.K)],
+              c.K, scale_of(sa, sb, int64_t(g)));
   return p;
 }
 
@@ -178,17 +179,9 @@ TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
   HostProduct want{std::vector<double>(size_t(G * M * N)), std::vector<double>(size_t(G * M * N))};
   for (int64_t g = 0; g < G; ++g)
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double sum = 0, mag = 0;
-        for (int64_t k = off[g]; k < off[g + 1]; ++k) {
-          const double x = double(decode(At[size_t(m * ld + k)])) * decode(Bt[size_t(n * ld + k)]);
-          sum += x;
-          mag += std::fabs(x);
-        }
-        const double scale = double(sa[kStride * g]) * double(sb[kStride * g]);
-        want.C[size_t((g * M + m) * N + n)] = sum * scale;
-        want.magnitude[size_t((g * M + m) * N + n)] = mag * scale;
-      }
+      for (int64_t n = 0; n < N; ++n)
+        want.set(size_t((g * M + m) * N + n), &At[size_t(m * ld + off[g])],
+                 &Bt[size_t(n * ld + off[g])], off[g + 1] - off[g], scale_of(sa, sb, g));
   HostProduct added = want;
   for (size_t i = 0; i < added.C.size(); ++i) added.C[i] += c0[i];
   DevBuf<uint8_t> dA(At), dB(Bt);
