@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cuda/grouped_gemm.h"
@@ -25,6 +26,10 @@ constexpr uint32_t kTailBarrier = 1;      // named barrier id for the zeroed K t
 // Named barriers 2 and 3 are each MMA warpgroup's own; with ping-pong, warpgroup c waits on
 // kTurnBarrier + c for its turn to issue MMAs.
 constexpr uint32_t kTurnBarrier = 4;
+// FP8: K stages per straight-line chunk of the mainloop, whose MMAs drain at the chunk's end.
+// Against a drain every stage, chunks of 4 made Mixtral-8x7B's FP8 GEMMs 3-12% faster; chunks
+// of 8 measured level with 4 (results/2026-11-25-fp8-mainloop-chunks).
+constexpr int kFp8Chunk = 4;
 
 // K per stage. Where K is the operands' inner dimension, one 128-byte swizzled row of bf16. The
 // weight gradients' K runs down the rows of both operands (MN-major), and there a stage takes 32
@@ -110,9 +115,7 @@ __device__ __forceinline__ int units_in_group(const Params& p, int g) {
 // prefix [G + 1]: the schedule's first unit of each group (shared memory). The largest g with
 // prefix[g] <= t owns unit t (groups without units share their successor's prefix); `rank` is
 // the CTA's place in its cluster.
-// kKTiles: the K stages are rounded up to a multiple of it (the extra stages lie past K, which
-// TMA reads as zeros).
-template <GroupedLayout L, int BN, int kCluster, int kBK, int kKTiles>
+template <GroupedLayout L, int BN, int kCluster, int kBK>
 __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, int t, int rank) {
   const int lo = last_at_or_below(prefix, p.G, t);
   Tile tile;
@@ -125,17 +128,15 @@ __device__ __forceinline__ Tile decode_tile(const Params& p, const int* prefix, 
   const int m_units = ceil_div(m_tiles_of<L>(p, tile.rows), kCluster);
   tile.m0 = ((local % m_units) * kCluster + rank) * kBM;
   tile.n0 = (local / m_units) * BN;
-  tile.k_tiles =
-      ceil_div(ceil_div(L == GroupedLayout::kRowsTTimesRows ? tile.rows : p.K, kBK), kKTiles) *
-      kKTiles;
+  tile.k_tiles = ceil_div(L == GroupedLayout::kRowsTTimesRows ? tile.rows : p.K, kBK);
   return tile;
 }
 
 // decode_tile for a unit that may be past the schedule's end (then `last`, unchanged).
-template <GroupedLayout L, int BN, int kCluster, int kBK, int kKTiles>
+template <GroupedLayout L, int BN, int kCluster, int kBK>
 __device__ __forceinline__ Tile decode_next(const Params& p, const int* prefix, int t, int total,
                                             int rank, const Tile& last) {
-  return t < total ? decode_tile<L, BN, kCluster, kBK, kKTiles>(p, prefix, t, rank) : last;
+  return t < total ? decode_tile<L, BN, kCluster, kBK>(p, prefix, t, rank) : last;
 }
 
 // In place: counts [G] -> inclusive prefix sums, by one warp.
@@ -363,7 +364,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                         const __grid_constant__ CUtensorMap map_c, Params p) {
   using Cfg = TileConfig<L, BN, InT>;
   constexpr bool kFp8 = kIsFp8<InT>;
-  constexpr int kKTiles = kFp8 ? 2 : 1;  // FP8 runs its K stages in pairs
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr bool kBKMajor = L == GroupedLayout::kRowsTimesWeightT;
@@ -431,11 +431,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // Each tile is decoded a tile ahead, so that the offsets' loads and the search run while
     // the stages of the tile before are issued.
-    Tile tile = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, first_unit, total,
-                                                                    rank, Tile{});
+    Tile tile =
+        decode_next<L, kTileN, kCluster, Cfg::kBK>(p, prefix, first_unit, total, rank, Tile{});
     for (int t = first_unit; t < total; t += units_step) {
-      const Tile next = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(
-          p, prefix, t + units_step, total, rank, tile);
+      const Tile next =
+          decode_next<L, kTileN, kCluster, Cfg::kBK>(p, prefix, t + units_step, total, rank, tile);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         const int s = it % Cfg::kStages;
         const int round = it / Cfg::kStages;
@@ -503,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kCluster > 1) mbar_arrive_cluster(&empty[s], uint32_t(rank ^ 1));
   };
   auto k_tiles_of = [&](int t) {
-    return decode_tile<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, t, rank).k_tiles;
+    return decode_tile<L, kTileN, kCluster, Cfg::kBK>(p, prefix, t, rank).k_tiles;
   };
   // Ping-pong: this warpgroup's tiles are the CTA's c-th, (c + 2)-th, ...; `it` (the stage
   // iteration, which fixes each stage's slot and phase) skips the other warpgroup's stages.
@@ -511,12 +511,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_step = kPingpong ? 2 * units_step : units_step;
   const int my_first = first_unit + (kPingpong ? c * units_step : 0);
   // Decoded a tile ahead, as in the producer: the loads and the search run beside the MMAs.
-  Tile next =
-      decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, my_first, total, rank, Tile{});
+  Tile next = decode_next<L, kTileN, kCluster, Cfg::kBK>(p, prefix, my_first, total, rank, Tile{});
   for (int t = my_first; t < total; t += my_step) {
     const Tile tile = next;
-    next = decode_next<L, kTileN, kCluster, Cfg::kBK, kKTiles>(p, prefix, t + my_step, total, rank,
-                                                               tile);
+    next = decode_next<L, kTileN, kCluster, Cfg::kBK>(p, prefix, t + my_step, total, rank, tile);
     const bool other_next = kPingpong && t + units_step < total;  // the other's next tile
     // FP8: the group's scale product, loaded now so that the load hides behind the MMAs; the
     // total starts at zero (each stage adds its partial sum).
@@ -529,10 +527,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int h = 0; h < kHalves; ++h)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
-    }
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) part[1][0][i] = 0.0f;
     }
     // Wait for this warpgroup's turn: the other has issued its last tile's MMAs. The turns are
     // also what makes the stage waits sound: a full barrier's parity tells only two rounds of the
@@ -550,8 +544,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kRowsK && kFp8) {
         // The group's last K stage may hold the next group's codes (or, past the last group,
         // whatever the buffer holds): zero them in both operands, as the tail bytes of every
-        // 128-byte row (whole stages when k_tiles was rounded up to a pair), each warpgroup its
-        // A half and half of B's rows.
+        // 128-byte row, each warpgroup its A half and half of B's rows.
         const int valid = tile.rows - kt * Cfg::kBK;
         if (valid < Cfg::kBK) {
           zero_row_tail(t128 < 64 ? sa + (64 * c + t128) * 128 : sb + (64 * c + t128 - 64) * 128,
@@ -609,27 +602,35 @@ __global__ void __launch_bounds__(kThreads, 1)
       ++it;
     };
     if constexpr (kFp8) {
-      // Stages in pairs (k_tiles is even), into the two partial sums in turn: once every MMA
-      // is done, the next stage's are issued and the done partial sum is added into the total
-      // while they run. Reading a partial sum while an MMA that the compiler cannot rule out
-      // writes it (after waiting for all but the last stage) made it serialize the MMAs. The
-      // promotion costs about a quarter of the kernel's speed on Mixtral-8x7B's shapes against
-      // none (a probe, results/2026-11-25-fp8-grouped-sm90); waiting per stage before adding
-      // measured the same as this.
-      auto retire_all = [&]() {
+      // Runs stages [kt, kt + U) into the two partial sums in turn: one stage's MMAs stay in
+      // flight while the one before is added into the total; nothing is in flight before or
+      // after. Straight-line code, so that the compiler can tell which partial sum each wait
+      // leaves in flight (across a loop's back edge it cannot, and serialized the MMAs).
+      auto run_chunk = [&](int kt, auto u_tag) {
+        constexpr int U = decltype(u_tag)::value;
+        int slot[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          slot[u] = issue_stage(kt + u, part[u % 2], false);
+          ++it;
+          if (u > 0) {
+            wgmma_wait<1>();
+            release(slot[u - 1]);
+            add_partial(acc[0], part[(u - 1) % 2][0]);
+          }
+        }
         wgmma_wait<0>();
-        if (prev >= 0) release(prev);
+        release(slot[U - 1]);
+        add_partial(acc[0], part[(U - 1) % 2][0]);
       };
-      for (int kt = 0; kt < tile.k_tiles; kt += 2) {
-        retire_all();
-        prev = issue_stage(kt, part[0], false);
-        ++it;
-        add_partial(acc[0], part[1][0]);  // zeros before the tile's first pair
-        retire_all();
-        prev = issue_stage(kt + 1, part[1], false);
-        ++it;
-        add_partial(acc[0], part[0][0]);
+      int kt = 0;
+      for (; kt + kFp8Chunk <= tile.k_tiles; kt += kFp8Chunk)
+        run_chunk(kt, std::integral_constant<int, kFp8Chunk>{});
+      if (tile.k_tiles - kt >= 2) {
+        run_chunk(kt, std::integral_constant<int, 2>{});
+        kt += 2;
       }
+      if (kt < tile.k_tiles) run_chunk(kt, std::integral_constant<int, 1>{});
     } else {
       for (int kt = 0; kt < tile.k_tiles; ++kt) retire_previous(issue_stage(kt, acc, kt > 0));
     }
@@ -639,7 +640,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) fence_accumulators(acc[h]);
     if constexpr (kFp8) {
-      add_partial(acc[0], part[1][0]);
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[0][i] *= scale;
     }

@@ -121,7 +121,8 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
   const Fp8Case cases[] = {
       {{0, 1, 127, 128, 129, 300, 0, 64}, 256, 320, 40},  // partial K stage, NaN rows after
       {{200, 0, 17}, 200, 128, 0},                        // partial N tile, K one stage
-      {{5, 70, 0, 33, 129, 2, 64, 1, 0, 250, 8, 96, 3, 0, 140, 11, 48, 77, 1, 190}, 136, 528, 0},
+      // K 7 stages: the mainloop's chunks of 4, 2 and 1
+      {{5, 70, 0, 33, 129, 2, 64, 1, 0, 250, 8, 96, 3, 0, 140, 11, 48, 77, 1, 190}, 136, 880, 0},
   };
   uint64_t seed = 900;
   for (const Fp8Case& c : cases) {
@@ -165,7 +166,7 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
 TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
-  const std::vector<int64_t> rows = {0, 16, 128, 144, 304, 16, 0, 256, 37};
+  const std::vector<int64_t> rows = {0, 16, 128, 144, 304, 16, 0, 880, 256, 37};
   const int64_t G = int64_t(rows.size()), M = 136, N = 200;
   const std::vector<int64_t> off = offsets_of(rows);
   const int64_t R = off[G], ld = (R + 40 + 15) / 16 * 16;
