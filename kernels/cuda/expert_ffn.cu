@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,64 +22,130 @@ std::vector<GemmProblem>& reuse(std::vector<GemmProblem>& v) {
 }
 
 // ---- SwiGLU ----
-// Each thread takes N consecutive elements of a row of a (N divides F; see the combine kernels).
+// A thread takes N consecutive elements of a row of a (N divides F; see the combine kernels):
+// those at flat index i of a [n, F]. Each returns the largest |value| it stored, as stored.
+__device__ __forceinline__ float stored_abs(const float*, float v) { return fabsf(v); }
+__device__ __forceinline__ float stored_abs(const __nv_bfloat16*, float v) {
+  return fabsf(__bfloat162float(__float2bfloat16_rn(v)));
+}
+
 template <class T, int N>
-__global__ void swiglu_fwd_kernel(const T* h, const int64_t* n_dev, int64_t F, T* a) {
+__device__ __forceinline__ float swiglu_fwd_at(const T* h, int64_t F, T* a, int64_t i) {
+  const int64_t r = i / F, j = i % F;
+  float g[N], u[N], out[N];
+  load_n<N>(h + r * 2 * F + j, g);
+  load_n<N>(h + r * 2 * F + F + j, u);
+  float m = 0.0f;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    out[e] = swiglu_value(g[e], u[e]);
+    m = fmaxf(m, stored_abs(a, out[e]));
+  }
+  store_n<N>(a + i, out);
+  return m;
+}
+
+template <class T, int N>
+__device__ __forceinline__ float swiglu_bwd_at(const T* da, const T* h, int64_t F, T* dh,
+                                               int64_t i) {
+  const int64_t r = i / F, j = i % F;
+  float g[N], u[N], d[N], dg[N], du[N];
+  load_n<N>(h + r * 2 * F + j, g);
+  load_n<N>(h + r * 2 * F + F + j, u);
+  load_n<N>(da + i, d);
+  float m = 0.0f;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    swiglu_grads(d[e], g[e], u[e], dg[e], du[e]);
+    m = fmaxf(m, fmaxf(stored_abs(dh, dg[e]), stored_abs(dh, du[e])));
+  }
+  store_n<N>(dh + r * 2 * F + j, dg);
+  store_n<N>(dh + r * 2 * F + F + j, du);
+  return m;
+}
+
+// at(i) for every N-element step i of [0, n * F) (n = *n_dev), grid-stride.
+template <int N, class At>
+__device__ __forceinline__ void each_step(const int64_t* n_dev, int64_t F, At at) {
   const int64_t n = *n_dev;
   for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
-       i += int64_t(gridDim.x) * blockDim.x * N) {
-    const int64_t r = i / F, j = i % F;
-    float g[N], u[N], out[N];
-    load_n<N>(h + r * 2 * F + j, g);
-    load_n<N>(h + r * 2 * F + F + j, u);
-#pragma unroll
-    for (int e = 0; e < N; ++e) out[e] = swiglu_value(g[e], u[e]);
-    store_n<N>(a + i, out);
+       i += int64_t(gridDim.x) * blockDim.x * N)
+    at(i);
+}
+
+// The same, each block taking a contiguous range of steps, with each expert's largest |value|
+// max-ed into amax: a block reduction and one atomic per block and expert it meets, not one a
+// thread. A maximum does not depend on the order its parts arrive in.
+template <int N, class At>
+__device__ __forceinline__ void each_step_with_amax(const int64_t* n_dev, int64_t F,
+                                                    const GroupAmax& amax, At at) {
+  const int64_t per_row = F / N, steps = *n_dev * per_row;
+  const int64_t per_block = (steps + gridDim.x - 1) / gridDim.x;
+  int64_t s = blockIdx.x * per_block;
+  const int64_t end = min(steps, s + per_block);
+  if (s >= end) return;  // the same for the whole block
+  int64_t g = last_at_or_below(amax.offsets, amax.G, s / per_row);
+  while (s < end) {  // one expert's part of the range a round, the same for the whole block
+    const int64_t part_end = min(end, amax.offsets[g + 1] * per_row);
+    float m = 0.0f;
+    for (int64_t k = s + threadIdx.x; k < part_end; k += blockDim.x) m = fmaxf(m, at(k * N));
+    m = block_max(m);
+    if (threadIdx.x == 0 && m > 0.0f) atomicMax(&amax.bits[amax.stride * g], __float_as_uint(m));
+    s = max(s, part_end);
+    ++g;
   }
 }
 
 template <class T, int N>
-__global__ void swiglu_bwd_kernel(const T* da, const T* h, const int64_t* n_dev, int64_t F, T* dh) {
-  const int64_t n = *n_dev;
-  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * N; i < n * F;
-       i += int64_t(gridDim.x) * blockDim.x * N) {
-    const int64_t r = i / F, j = i % F;
-    float g[N], u[N], d[N], dg[N], du[N];
-    load_n<N>(h + r * 2 * F + j, g);
-    load_n<N>(h + r * 2 * F + F + j, u);
-    load_n<N>(da + i, d);
-#pragma unroll
-    for (int e = 0; e < N; ++e) swiglu_grads(d[e], g[e], u[e], dg[e], du[e]);
-    store_n<N>(dh + r * 2 * F + j, dg);
-    store_n<N>(dh + r * 2 * F + F + j, du);
-  }
+__global__ void swiglu_fwd_kernel(const T* h, const int64_t* n_dev, int64_t F, T* a,
+                                  GroupAmax amax) {
+  auto at = [&](int64_t i) { return swiglu_fwd_at<T, N>(h, F, a, i); };
+  if (amax.bits)
+    each_step_with_amax<N>(n_dev, F, amax, at);
+  else
+    each_step<N>(n_dev, F, at);
+}
+
+template <class T, int N>
+__global__ void swiglu_bwd_kernel(const T* da, const T* h, const int64_t* n_dev, int64_t F, T* dh,
+                                  GroupAmax amax) {
+  auto at = [&](int64_t i) { return swiglu_bwd_at<T, N>(da, h, F, dh, i); };
+  if (amax.bits)
+    each_step_with_amax<N>(n_dev, F, amax, at);
+  else
+    each_step<N>(n_dev, F, at);
+}
+
+// With an amax, a few blocks per SM, each over a long range, so that the atomics stay few.
+int swiglu_grid(int64_t steps, const GroupAmax& amax) {
+  return amax.bits ? std::min(blocks_for(steps), 2048) : blocks_for(steps);
 }
 
 }  // namespace
 
 void swiglu_fwd(const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F, DType dtype,
-                void* a, cudaStream_t stream) {
+                void* a, cudaStream_t stream, const GroupAmax& amax) {
   if (n_bound * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     // Rows of F (a) and 2F (h) elements: F in whole packs makes both whole.
     const int pack = rows_take_pack16<S>(F, {h, a}) ? kPack16<S> : 1;
     auto* k = pack > 1 ? swiglu_fwd_kernel<S, kPack16<S>> : swiglu_fwd_kernel<S, 1>;
-    k<<<blocks_for(n_bound * F / pack), kThreads, 0, stream>>>(static_cast<const S*>(h), n_dev, F,
-                                                               static_cast<S*>(a));
+    k<<<swiglu_grid(n_bound * F / pack, amax), kThreads, 0, stream>>>(
+        static_cast<const S*>(h), n_dev, F, static_cast<S*>(a), amax);
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
 void swiglu_bwd(const void* da, const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F,
-                DType dtype, void* dh, cudaStream_t stream) {
+                DType dtype, void* dh, cudaStream_t stream, const GroupAmax& amax) {
   if (n_bound * F == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
     const int pack = rows_take_pack16<S>(F, {da, h, dh}) ? kPack16<S> : 1;
     auto* k = pack > 1 ? swiglu_bwd_kernel<S, kPack16<S>> : swiglu_bwd_kernel<S, 1>;
-    k<<<blocks_for(n_bound * F / pack), kThreads, 0, stream>>>(
-        static_cast<const S*>(da), static_cast<const S*>(h), n_dev, F, static_cast<S*>(dh));
+    k<<<swiglu_grid(n_bound * F / pack, amax), kThreads, 0, stream>>>(
+        static_cast<const S*>(da), static_cast<const S*>(h), n_dev, F, static_cast<S*>(dh), amax);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -32,12 +32,23 @@ void experts_gemm(GroupedLayout layout, const ExpertOffsets& rows, int64_t E_loc
                   GemmRunner& gemm, std::vector<GemmProblem>& list, cudaStream_t stream,
                   bool accumulate = false);
 
+// Where a SwiGLU kernel also finds each expert's largest |output| as stored (fp8_tensor's amax,
+// so that the quantization after it reads its input once): expert g owns rows [offsets[g],
+// offsets[g + 1]) (device, G + 1), and its amax's float bits are max-ed into bits[stride * g],
+// which the caller zeroes. Unset (bits null): no amax.
+struct GroupAmax {
+  const int64_t* offsets = nullptr;
+  int64_t G = 0;
+  unsigned* bits = nullptr;
+  int64_t stride = 0;
+};
+
 // a [n, F] = silu(h[:, :F]) * h[:, F:]; dh [n, 2F] its backward (as the CPU twin). n is read
 // from the device (*n_dev, the experts' last offset), at most n_bound, which sizes the grid.
 void swiglu_fwd(const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F, DType dtype,
-                void* a, cudaStream_t stream);
+                void* a, cudaStream_t stream, const GroupAmax& amax = {});
 void swiglu_bwd(const void* da, const void* h, const int64_t* n_dev, int64_t n_bound, int64_t F,
-                DType dtype, void* dh, cudaStream_t stream);
+                DType dtype, void* dh, cudaStream_t stream, const GroupAmax& amax = {});
 
 // xe [R, H], w_in [E_local, H, 2F], w_out [E_local, F, H] -> h [R, 2F], a [R, F], ye [R, H].
 void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const ExpertOffsets& rows,

@@ -122,9 +122,10 @@ Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H
 
 void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows, int64_t G,
                                 int64_t H, int64_t F, Fp8Recipe recipe, const Fp8Scratch& sc,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool amax_ready) {
   const GemmShape s = shape_of(which, H, F);
   const int64_t ld = transposed_ld(rows.rows_bound);
+  MOE_CHECK(!amax_ready || !s.wgrad, "FP8: a weight gradient's operand comes with no amax");
   if (s.wgrad) {
     quantize_cols_fp8(X, rows.device, G, rows.rows_bound, s.M, recipe, sc.a, ld, sc.a_scales,
                       stream);
@@ -134,7 +135,15 @@ void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& r
   uint8_t* qt = which == kDgradA ? sc.dy_t : which == kDgradX ? sc.dh_t : nullptr;
   float* qt_scales = which == kDgradA ? sc.dy_t_scales : sc.dh_t_scales;
   quantize_rows_and_cols_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, qt,
-                             ld, qt ? qt_scales : nullptr, stream);
+                             ld, qt ? qt_scales : nullptr, stream, amax_ready);
+}
+
+GroupAmax amax_into_scales(const ExpertOffsets& rows, int64_t G, Fp8Recipe recipe,
+                           const Fp8Scratch& sc, cudaStream_t stream) {
+  if (recipe != Fp8Recipe::kTensor) return {};
+  CUDA_CHECK(
+      cudaMemsetAsync(sc.a_scales, 0, size_t(kTensorScaleStride * G) * sizeof(float), stream));
+  return {rows.device, G, reinterpret_cast<unsigned*>(sc.a_scales), kTensorScaleStride};
 }
 
 void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G, int64_t H,
@@ -212,8 +221,10 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
   quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
-  swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream);
-  quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream);
+  swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream,
+             amax_into_scales(rows, E_local, recipe, sc, stream));
+  quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream,
+                             recipe == Fp8Recipe::kTensor);
   run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
 }
 
@@ -223,8 +234,10 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const Fp8Scratch& sc, cudaStream_t stream) {
   quantize_fp8_gemm_operands(kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm, sc, stream);
-  swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream);
-  quantize_fp8_gemm_operands(kDgradX, dh, rows, E_local, H, F, recipe, sc, stream);
+  swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream,
+             amax_into_scales(rows, E_local, recipe, sc, stream));
+  quantize_fp8_gemm_operands(kDgradX, dh, rows, E_local, H, F, recipe, sc, stream,
+                             recipe == Fp8Recipe::kTensor);
   run_fp8_gemm(kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm, sc, stream);
 }
 

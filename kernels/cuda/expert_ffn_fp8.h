@@ -19,6 +19,7 @@
 
 #include "core/fp8.h"
 #include "core/ops.h"
+#include "kernels/cuda/expert_ffn.h"
 
 namespace moe::cuda {
 
@@ -85,10 +86,18 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
 // GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; X its rows operand
 // as the FFN functions name it: xe, a, dye, dh, a, xe), and the FP8 GEMM on what it left in
 // scratch. dgrad_a and dgrad_x also leave dye's and dh's transposed codes for wgrad_out and
-// wgrad_in, which quantize only their first operand: run them in that order.
+// wgrad_in, which quantize only their first operand: run them in that order. amax_ready
+// (fp8_tensor, down and dgrad_x): the scratch's scales already hold X's per-expert amax bits,
+// from amax_into_scales given to the SwiGLU kernel that wrote X.
 void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
-                                const Fp8Scratch& scratch, cudaStream_t stream);
+                                const Fp8Scratch& scratch, cudaStream_t stream,
+                                bool amax_ready = false);
+// fp8_tensor: a GroupAmax for the SwiGLU kernel that writes the next operand (a or dh), into the
+// scratch's scales (zeroed here), so that its quantization skips its own pass over it; fp8_block:
+// none (its amaxes are per block, found by the quantization's tile pass).
+GroupAmax amax_into_scales(const ExpertOffsets& rows, int64_t E_local, Fp8Recipe recipe,
+                           const Fp8Scratch& scratch, cudaStream_t stream);
 void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t E_local,
                   int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate,
                   void* C, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);

@@ -53,11 +53,6 @@ __device__ inline uint2 codes_of(const float (&v)[kVec], const Scale& sc) {
                     codes_of<kExact>(v[4], v[5], sc) | codes_of<kExact>(v[6], v[7], sc) << 16);
 }
 
-__device__ inline float warp_max(float v) {
-  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
-  return v;
-}
-
 // Per-tensor amax of each group's elements into amax_bits[kTensorScaleStride * g] (zeroed): group g
 // spans elements [offsets[g] * K, offsets[g + 1] * K), or without offsets [g * group_elems, (g + 1)
 // * group_elems); K and group_elems multiples of 8 (16-byte loads), four loads in flight a thread.
@@ -82,16 +77,9 @@ __global__ void group_amax_kernel(const bf16* X, const int64_t* offsets, int64_t
 #pragma unroll
       for (int k = 0; k < kVec; ++k) m = fmaxf(m, fabsf(value_of(u[l], k)));
   }
-  __shared__ float warps[kThreads / 32];
-  m = warp_max(m);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.0f;
-    m = warp_max(m);
-    if (threadIdx.x == 0 && m > 0.0f)
-      atomicMax(&amax_bits[kTensorScaleStride * g], __float_as_uint(m));
-  }
+  m = block_max(m);
+  if (threadIdx.x == 0 && m > 0.0f)
+    atomicMax(&amax_bits[kTensorScaleStride * g], __float_as_uint(m));
 }
 
 // Each group's scale from the amax whose bits its place holds.
@@ -144,7 +132,8 @@ struct TileJob {
   int64_t group_rows = 0, G = 0, K = 0;
   Cut cut = Cut::kTensor;
   const float* tensor_scales = nullptr;  // kTensor: group g's at [kTensorScaleStride * g]
-  Side rows, cols;                       // codes as stored, and transposed
+  bool amax_ready = false;  // kTensor: the first side's scales hold each group's amax bits
+  Side rows, cols;          // codes as stored, and transposed
 };
 
 __device__ inline int64_t row_blocks_of(int64_t n) { return (n + kB - 1) / kB; }
@@ -403,24 +392,24 @@ __global__ void __launch_bounds__(kTileThreads, 2) quantize_tiles_kernel(const T
   }
 }
 
-// kTensor: each group's scale into scales[kTensorScaleStride * g] from its amax.
-void group_scales(const bf16* X, const int64_t* offsets, int64_t G, int64_t K, int64_t group_elems,
-                  float* scales, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(scales, 0, size_t(kTensorScaleStride * G) * sizeof(float), stream));
+// kTensor: each group's amax, as float bits, into amax_bits[kTensorScaleStride * g].
+void group_amax(const bf16* X, const int64_t* offsets, int64_t G, int64_t K, int64_t group_elems,
+                float* amax_bits, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, size_t(kTensorScaleStride * G) * sizeof(float), stream));
   // About a thousand blocks however few the groups, at least 64 a group.
   const dim3 grid(unsigned(std::clamp<int64_t>(1024 / G, 64, 1024)), unsigned(G));
   group_amax_kernel<<<grid, kThreads, 0, stream>>>(X, offsets, K, group_elems,
-                                                   reinterpret_cast<unsigned*>(scales));
-  CUDA_CHECK(cudaGetLastError());
-  amax_to_scale_kernel<<<blocks_for(G), kThreads, 0, stream>>>(scales, G);
+                                                   reinterpret_cast<unsigned*>(amax_bits));
   CUDA_CHECK(cudaGetLastError());
 }
 
-// kTensor's scales for a job whose outputs want them: computed into the first side's, copied to
-// the second's.
+// kTensor's scales for a job whose outputs want them: each group's amax (found here, or already
+// in place with amax_ready) made its scale in the first side's scales, copied to the second's.
 void tensor_scales_for(TileJob& j, int64_t group_elems, cudaStream_t stream) {
   float* first = j.rows.q ? j.rows.scales : j.cols.scales;
-  group_scales(j.X, j.offsets, j.G, j.K, group_elems, first, stream);
+  if (!j.amax_ready) group_amax(j.X, j.offsets, j.G, j.K, group_elems, first, stream);
+  amax_to_scale_kernel<<<blocks_for(j.G), kThreads, 0, stream>>>(first, j.G);
+  CUDA_CHECK(cudaGetLastError());
   if (j.rows.q && j.cols.q && j.cols.scales != first)
     CUDA_CHECK(cudaMemcpyAsync(j.cols.scales, first, size_t(kTensorScaleStride * j.G) * 4,
                                cudaMemcpyDeviceToDevice, stream));
@@ -487,8 +476,10 @@ void quantize_tiles(TileJob j, int64_t group_elems, int64_t row_blocks, cudaStre
 void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G,
                                 int64_t rows_bound, int64_t K, Fp8Recipe recipe, uint8_t* q,
                                 float* scales, uint8_t* qt, int64_t ld, float* scales_t,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool amax_ready) {
   if (G == 0 || rows_bound == 0 || K == 0 || (!q && !qt)) return;
+  MOE_CHECK(!amax_ready || recipe == Fp8Recipe::kTensor,
+            "FP8 quantization: a given amax is per tensor (fp8_tensor), not per block");
   MOE_CHECK(!qt || ld >= rows_bound, "quantize_cols_fp8: ld " << ld << " < rows " << rows_bound);
   TileJob j;
   j.X = static_cast<const bf16*>(X);
@@ -498,6 +489,7 @@ void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G
   j.cut = recipe == Fp8Recipe::kBlock ? Cut::kAlong : Cut::kTensor;
   j.rows = {q, scales};
   j.cols = {qt, scales_t, ld};
+  j.amax_ready = amax_ready;
   // Each group's row blocks, however the rows fall: at most rows_bound / 128 + G of them.
   quantize_tiles(j, 0, rows_bound / kB + G, stream);
 }

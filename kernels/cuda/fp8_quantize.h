@@ -34,10 +34,13 @@ constexpr int64_t kTensorScaleStride = 4;
 //   ld >= offsets[G]). scales_t: kTensor as above; kBlock, 128 x 1 blocks down each group's rows
 //   from its first, group g's K * ceil(n_g / 128) scales from scales_t + K * sum_{h < g}
 //   ceil(n_h / 128), block kb of column k at kb * K + k.
+// amax_ready (kTensor only): the scales (scales_t where q is null) already hold each group's amax
+// as float bits, max-ed there by the kernel that wrote X (swiglu_fwd/bwd's GroupAmax); they
+// become the scales, and X is read once, not twice.
 void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G,
                                 int64_t rows_bound, int64_t K, Fp8Recipe recipe, uint8_t* q,
                                 float* scales, uint8_t* qt, int64_t ld, float* scales_t,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool amax_ready = false);
 // The as-stored half alone, and the transposed half alone.
 void quantize_rows_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t rows_bound,
                        int64_t K, Fp8Recipe recipe, uint8_t* q, float* scales, cudaStream_t stream);

@@ -37,6 +37,25 @@ __device__ inline I last_at_or_below(const T* sorted, I n, X x) {
   return lo;
 }
 
+// The largest of a warp's v, to every lane.
+__device__ inline float warp_max(float v) {
+  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
+  return v;
+}
+
+// The largest of the block's non-negative v, to every thread; every thread of the block calls it
+// (blockDim.x a multiple of 32).
+__device__ inline float block_max(float v) {
+  __shared__ float warps[32];
+  v = warp_max(v);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = 0.0f;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) m = fmaxf(m, warps[w]);
+  __syncthreads();  // warps[] is free for the next call
+  return m;
+}
+
 // ---- row moves: one block per row, 16-byte vectors when the row allows. ----
 template <class T>
 __device__ inline void copy_row(T* dst, const T* src, int64_t H) {

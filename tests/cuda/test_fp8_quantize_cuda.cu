@@ -6,6 +6,8 @@
 #include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "core/bf16.h"
 #include "core/fp8.h"
+#include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/fp8_quantize.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -201,6 +204,64 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8QuantizeCuda,
                          [](const auto& info) {
                            return info.param == Fp8Recipe::kTensor ? "tensor" : "block";
                          });
+
+// fp8_tensor's amax found by the SwiGLU kernels as they write a and dh (GroupAmax): each group's
+// largest |output| as stored (zero for the empty and the all-zero group), the outputs bit for bit
+// those of the kernels without it, and the quantization given it (amax_ready) the codes and scales
+// of its own pass. Small rows (one pass of threads), rows of 60 (N = 1 per thread) and a hundred
+// groups over many more steps than the capped grid's threads (each thread many steps, blocks
+// across groups).
+TEST(Fp8SwigluAmaxCuda, GivesTheQuantizationsOwnScales) {
+  MOE_REQUIRE_GPU();
+  std::mt19937_64 rng(41);
+  std::vector<int64_t> many = {0};
+  for (int g = 0; g < 100; ++g)
+    many.push_back(many.back() + (g % 10 == 3 ? 0 : int64_t(rng() % 18) * 16));
+  struct Case {
+    std::vector<int64_t> offsets;
+    int64_t F;
+  };
+  for (const Case& c : {Case{kAligned, 136}, Case{kAligned, 60}, Case{many, 512}}) {
+    const int64_t G = int64_t(c.offsets.size()) - 1, R = c.offsets.back(), F = c.F;
+    SCOPED_TRACE("G " + std::to_string(G) + " F " + std::to_string(F));
+    DevBuf<int64_t> doff(c.offsets);
+    StorageBuf h(DType::kBf16, seeded(R, 2 * F, c.offsets, kZeroGroup, 43));
+    StorageBuf da(DType::kBf16, seeded(R, F, c.offsets, -1, 47));
+    for (bool backward : {false, true}) {
+      SCOPED_TRACE(backward ? "swiglu_bwd" : "swiglu_fwd");
+      const int64_t K = backward ? 2 * F : F;  // the output's row
+      StorageBuf plain(DType::kBf16, R * K), fused(DType::kBf16, R * K);
+      DevBuf<float> bits(cuda::kTensorScaleStride * G);
+      const cuda::GroupAmax amax{doff.ptr, G, reinterpret_cast<unsigned*>(bits.ptr),
+                                 cuda::kTensorScaleStride};
+      if (backward) {
+        cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, plain.ptr, nullptr);
+        cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, fused.ptr, nullptr, amax);
+      } else {
+        cuda::swiglu_fwd(h.ptr, doff.ptr + G, R, F, DType::kBf16, plain.ptr, nullptr);
+        cuda::swiglu_fwd(h.ptr, doff.ptr + G, R, F, DType::kBf16, fused.ptr, nullptr, amax);
+      }
+      const std::vector<float> out = plain.host();
+      ASSERT_EQ(fused.host(), out);
+      const std::vector<float> got = bits.host();
+      for (int64_t g = 0; g < G; ++g) {
+        float want = 0.0f;
+        for (int64_t i = c.offsets[g] * K; i < c.offsets[g + 1] * K; ++i)
+          want = std::max(want, std::fabs(out[size_t(i)]));
+        EXPECT_EQ(got[size_t(cuda::kTensorScaleStride * g)], want) << "group " << g;
+      }
+      if (K % 8 != 0) continue;  // the quantization reads 16-byte chunks
+      DevBuf<uint8_t> q1(R * K), q2(R * K);
+      DevBuf<float> s1(cuda::kTensorScaleStride * G);
+      cuda::quantize_rows_fp8(plain.ptr, doff.ptr, G, R, K, Fp8Recipe::kTensor, q1.ptr, s1.ptr,
+                              nullptr);
+      cuda::quantize_rows_and_cols_fp8(plain.ptr, doff.ptr, G, R, K, Fp8Recipe::kTensor, q2.ptr,
+                                       bits.ptr, nullptr, 0, nullptr, nullptr, true);
+      EXPECT_EQ(q2.host(), q1.host());
+      EXPECT_EQ(bits.host(), s1.host());
+    }
+  }
+}
 
 }  // namespace
 }  // namespace moe::test
