@@ -352,10 +352,10 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // other's MMAs keep the tensor cores busy. The producer and the stages are the same; each stage
 // has one consumer.
 //
-// InT e4m3 (fp8_tensor's codes, kRowsTimesWeightT, BN 128, cooperative): a stage's MMAs start
-// a partial sum afresh, which is added into the fp32 total once they are done (the tensor cores'
-// FP8 sums keep fewer bits than fp32: as cuBLASLt without fast accumulation), and the epilogue
-// multiplies the total by the group's two scales before anything else.
+// InT e4m3 (fp8_tensor's codes, K-major layouts, BN 128, cooperative): a stage's MMAs start a
+// partial sum afresh, which is added into the fp32 total once they are done (the tensor cores'
+// FP8 sums keep fewer bits than fp32; cuBLASLt without fast accumulation also promotes
+// periodically), and the epilogue multiplies the total by the group's two scales first.
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
           int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16>
 __global__ void __launch_bounds__(kThreads, 1)
