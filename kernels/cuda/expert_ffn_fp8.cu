@@ -221,10 +221,10 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
   quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
-  swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream,
-             amax_into_scales(rows, E_local, recipe, sc, stream));
+  const GroupAmax a_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
+  swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);
   quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream,
-                             recipe == Fp8Recipe::kTensor);
+                             a_amax.bits != nullptr);
   run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
 }
 
@@ -234,10 +234,10 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const Fp8Scratch& sc, cudaStream_t stream) {
   quantize_fp8_gemm_operands(kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm, sc, stream);
-  swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream,
-             amax_into_scales(rows, E_local, recipe, sc, stream));
+  const GroupAmax dh_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
+  swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream, dh_amax);
   quantize_fp8_gemm_operands(kDgradX, dh, rows, E_local, H, F, recipe, sc, stream,
-                             recipe == Fp8Recipe::kTensor);
+                             dh_amax.bits != nullptr);
   run_fp8_gemm(kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm, sc, stream);
 }
 

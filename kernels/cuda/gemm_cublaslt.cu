@@ -446,22 +446,21 @@ bool GemmRunner::grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offs
 }
 
 bool GemmRunner::sm90_takes(GroupedEpilogue epi, const int64_t* offsets_dev) const {
-  const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
-  return method_ == GemmMethod::kGroupedSm90 && offsets_dev && (!swiglu || sm90_fuse_swiglu_);
+  return method_ == GemmMethod::kGroupedSm90 && offsets_dev &&
+         (!fuses_swiglu(epi) || sm90_fuse_swiglu_);
 }
 
 GroupedGemm* GemmRunner::sm90_kernel(const GroupedGemmShape& s, GroupedEpilogue epi,
                                      const std::string& why) {
   if (!why.empty()) {
-    const bool swiglu = epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward;
     if (sm90_fallbacks_logged_.insert(why).second)
       spdlog::info(
           "gemm.method grouped_sm90: an expert GEMM (M={} N={} K={}{}) runs {} instead: {}", s.M,
           s.N, s.K,
-          swiglu                         ? ", SwiGLU fused"
+          fuses_swiglu(epi)              ? ", SwiGLU fused"
           : epi == GroupedEpilogue::kAdd ? ", adding to C"
                                          : "",
-          swiglu ? "unfused" : "on lt_multistream", why);
+          fuses_swiglu(epi) ? "unfused" : "on lt_multistream", why);
     return nullptr;
   }
   if (!grouped_sm90_) {

@@ -931,8 +931,7 @@ std::string GroupedGemm::fused_unsupported_reason(const GroupedGemmShape& s, Gro
     if (s.layout != GroupedLayout::kRowsTTimesRows) why << "adds only into weight gradients; ";
     if (out != DType::kFp32) why << "adds into " << dtype_name(out) << ", not fp32; ";
   }
-  if ((epi == GroupedEpilogue::kSwiGLU || epi == GroupedEpilogue::kSwiGLUBackward) &&
-      out != DType::kBf16)
+  if (fuses_swiglu(epi) && out != DType::kBf16)
     why << "output " << dtype_name(out) << ", not bf16; ";
   return reasons_of(why);
 }

@@ -36,6 +36,10 @@ struct GroupedGemmShape {
 // - kAdd, the weight gradients with an fp32 output: C += the product (TMA's reduce-add), for
 //   gradients summed over several calls (the pipeline's chunks).
 enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward, kAdd };
+// Whether the epilogue is SwiGLU's (forward or backward): gemm.sm90_fuse_swiglu's, bf16 out.
+inline bool fuses_swiglu(GroupedEpilogue e) {
+  return e == GroupedEpilogue::kSwiGLU || e == GroupedEpilogue::kSwiGLUBackward;
+}
 
 // How the kernel's two MMA warpgroups share the work (gemm.sm90_cluster, gemm.sm90_schedule):
 // - cooperative: both on one 128-row tile, 64 rows each, 256 or 128 columns; in clusters of
@@ -95,8 +99,8 @@ class GroupedGemm {
                  cudaStream_t stream) const;
 
   // FP8 (fp8_tensor's codes, e4m3), the scales per group and operand (GroupedFp8Scales), the sums
-  // fp32 (each 128 K of the tensor cores' partial sums added into an fp32 total, as cuBLASLt
-  // without fast accumulation), scaled once, rounded once. FP8 wgmma reads both operands K-major,
+  // fp32 (each 128 K of the tensor cores' partial sums added into an fp32 total), scaled once,
+  // rounded once. FP8 wgmma reads both operands K-major,
   // so two layouts:
   // - kRowsTimesWeightT, C [rows, N] (bf16) = A [rows, K] @ B[g]^T with B [G, N, K] (the forward
   //   passes the weights' transposed codes): kStore or kSwiGLUBackward (on the scaled product,

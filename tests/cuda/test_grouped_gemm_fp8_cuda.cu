@@ -5,7 +5,7 @@
 // before the MMAs), every schedule, both weight-gradient outputs and adding into fp32, and
 // SwiGLU's backward in the epilogue against the separate kernel. FP8 products are exact in fp32,
 // but Hopper's tensor cores sum them with about 13 mantissa bits inside each 128-K stage (fp32
-// beyond it, as cuBLASLt), so an output is within a bf16 rounding of the exact sum plus a few 2^-13
+// beyond it), so an output is within a bf16 rounding of the exact sum plus a few 2^-13
 // of the sum of its products' magnitudes: far below what a wrong scale, group or K stage gives (a
 // fraction of that sum).
 #include <cuda_fp8.h>
