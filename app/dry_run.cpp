@@ -187,11 +187,12 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
               plan["backend"].get<std::string>().c_str());
   std::printf(
       "# mesh ep %d x fsdp %d: %ld experts per EP rank, %ld tokens per rank, dtype %s, "
-      "expert gradients %s, expert GEMMs %s\n",
+      "expert gradients %s, expert GEMMs %s, dispatched rows %s\n",
       m["ep"].get<int>(), m["fsdp"].get<int>(), m["experts_per_rank"].get<long>(),
       cfg["tokens_per_rank"].get<long>(), cfg["dtype"].get<std::string>().c_str(),
       cfg["expert_grad_dtype"].get<std::string>().c_str(),
-      cfg["precision"].get<std::string>().c_str());
+      cfg["precision"].get<std::string>().c_str(),
+      cfg["dispatch_dtype"].get<std::string>().c_str());
   std::printf("# knobs: %s\n", describe_how_keys(w).c_str());
   std::printf("# balanced routing: %.0f rows per local expert, %.0f rows per rank%s\n", rows,
               br["rows_per_rank"].get<double>(),

@@ -13,6 +13,7 @@
 
 #include "core/cost_model.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace moe {
 namespace {
@@ -218,6 +219,13 @@ void print_roofline_footer(const RunResult& r, std::FILE* out) {
                name_of(r.workload.dispatch),
                human_bytes(find_phase(r, "a2a_dispatch_fwd")->bytes).c_str(), sent.c_str(),
                r.routing.rows_per_token_to_others);
+  if (r.workload.dispatch_dtype == DispatchDtype::kFp8) {
+    const int64_t H = r.workload.model.hidden, row = fp8_row_bytes(H);
+    std::fprintf(out,
+                 "# dispatch_dtype fp8: a dispatched row is %ld bytes (e4m3 codes and 1 x 128 "
+                 "scales) against %ld in bf16, %.1f%% fewer; the other three directions bf16\n",
+                 long(row), long(2 * H), 100.0 * (1.0 - double(row) / double(2 * H)));
+  }
 }
 
 }  // namespace
@@ -374,10 +382,11 @@ void print_summary(const RunResult& r, std::FILE* out) {
   }
   std::fprintf(out,
                "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s, precision "
-               "%s\n",
+               "%s%s\n",
                w.name.c_str(), long(w.model.hidden), long(w.model.ffn), long(w.model.experts),
                long(w.model.topk), long(w.tokens_per_rank), dtype_name(w.dtype),
-               name_of(w.precision));
+               name_of(w.precision),
+               w.dispatch_dtype == DispatchDtype::kFp8 ? ", dispatch_dtype fp8" : "");
   std::fprintf(out, "# knobs: %s\n", describe_how_keys(w).c_str());
   std::fprintf(out, "# router %s%s%s, scaling %g, groups %ld/%ld, bias %s, aux %g, z %g\n",
                name_of(w.router.score), w.router.softmax_after_topk ? " (softmax after top-k)" : "",

@@ -1,5 +1,6 @@
 #include "core/buffer_plan.h"
 
+#include "core/fp8.h"
 #include "core/routing_modes.h"
 #include "core/saturating.h"
 
@@ -85,6 +86,10 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.row_h = bytes({H, S});
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
+  if (w.dispatch_dtype == DispatchDtype::kFp8) {
+    p.row_fp8 = fp8_row_bytes(H);
+    p.token_rows_fp8 = bytes({T, p.row_fp8});
+  }
   const int64_t chunks = step_chunks(w);
   const int64_t chunk_rows =
       w.graph ? expert_rows_bound(w.mesh.ep, T / chunks, K, El, w.align)
@@ -100,7 +105,7 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
 int64_t BufferPlan::fixed_bytes() const {
   return saturating_sum({w_gate, dw_gate, expert_bias, w_in_shard, w_out_shard, w_in_full,
                          w_out_full, dw_in_full, dw_out_full, dw_in_shard, dw_out_shard,
-                         saturating_product({4, token_rows}), dx_acc,
+                         saturating_product({4, token_rows}), token_rows_fp8, dx_acc,
                          saturating_product({3, token_scores}),
                          saturating_product({num_token_topk, token_topk}), stats, shared.bytes()});
 }
@@ -110,7 +115,8 @@ int64_t BufferPlan::ragged_bytes(int64_t rows) const {
   auto buffers = [this, rows](int64_t n, int64_t per_row) {
     return saturating_product({n, ragged_buffer_bytes(saturating_product({rows, per_row}))});
   };
-  return saturating_sum({buffers(4, row_h), buffers(2, row_2f), buffers(2, row_f)});
+  return saturating_sum(
+      {buffers(4, row_h), buffers(2, row_2f), buffers(2, row_f), buffers(1, row_fp8)});
 }
 
 }  // namespace moe

@@ -54,7 +54,9 @@ struct BufferPlan {
   int64_t w_gate = 0, dw_gate = 0, expert_bias = 0;
   int64_t w_in_shard = 0, w_out_shard = 0, w_in_full = 0, w_out_full = 0;
   int64_t dw_in_full = 0, dw_out_full = 0, dw_in_shard = 0, dw_out_shard = 0;
-  int64_t token_rows = 0;    // each of x, dout, out, dx: [T, H] storage
+  int64_t token_rows = 0;  // each of x, dout, out, dx: [T, H] storage
+  // dispatch_dtype fp8 (else 0): x packed for the dispatch, [T, fp8_row_bytes(H)] bytes.
+  int64_t token_rows_fp8 = 0;
   int64_t dx_acc = 0;        // [T, H] fp32
   int64_t token_scores = 0;  // each of logits, scores, dlogits: [T, E] fp32
   int64_t token_topk = 0;    // each of idx, p, dp, and forced_idx where routing is forced: [T, K]
@@ -63,6 +65,8 @@ struct BufferPlan {
   // Ragged, bytes per expert-major row: each of xe, ye, dye, dxe ([., H] storage), of h and dh
   // ([., 2F]), of a and da ([., F]).
   int64_t row_h = 0, row_2f = 0, row_f = 0;
+  // dispatch_dtype fp8 (else 0): bytes per row of the dispatched packed rows, xqe.
+  int64_t row_fp8 = 0;
   // Rows the ragged buffers are first sized for, in every chunk (overlap pipeline), each chunk's
   // rows starting where chunk_rows_begin puts them: balanced routing's, each local expert padded;
   // with graph the most any routing gives (expert_rows_bound), which the sync-free step never

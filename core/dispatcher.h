@@ -83,7 +83,8 @@ class Dispatcher {
   // [T * K] i32 (backend memory): each routed row's position, -1 where the capacity dropped it.
   virtual const int32_t* send_pos() const = 0;
 
-  // x [T, H] storage -> xe [rows(), H] storage, expert-major (padding rows zero).
+  // x [T, H] storage -> xe [rows(), H] storage, expert-major (padding rows zero). With
+  // Dims::dispatch_fp8 both hold packed FP8 rows instead, which every copy moves bit for bit.
   virtual void dispatch_fwd(const void* x, void* xe) = 0;
   // ye [rows(), H] -> out [T, H] = sum over each token's kept rows of p * y.
   virtual void combine_fwd(const void* ye, const float* p, void* out) = 0;
@@ -97,6 +98,11 @@ class Dispatcher {
   // sync-free step this is where the counts come to the host, outside the step's time.
   virtual StepTraffic traffic() = 0;
 };
+
+// Bytes of one row that dispatch_fwd moves: H storage elements, or with dispatch_dtype fp8 one
+// packed FP8 row (core/fp8.h fp8_row_bytes). The other three directions move storage rows.
+// dispatch/registry.cpp.
+size_t dispatch_row_bytes(const Workload& w, size_t storage_bytes);
 
 // The dispatcher the workload names (w.dispatch), over the backend's device, ops and comm, timing
 // its parts as `phases` of `timer`. dispatch/registry.cpp.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -28,6 +29,49 @@ float e4m3_round(float v) {
 float fp8_scale(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
 
 float fp8_quantize(float v, float scale) { return scale * e4m3_round(v / scale); }
+
+uint8_t e4m3_bits(float q) {
+  const uint8_t sign = std::signbit(q) ? 0x80 : 0x00;
+  const float a = std::fabs(q);
+  if (a < 0x1p-6f) return uint8_t(sign | uint8_t(a * 0x1p9f));  // subnormal: m * 2^-9
+  int exp = 0;
+  const float f = std::frexp(a, &exp);  // a = f * 2^exp, f in [0.5, 1): exponent field exp + 6
+  return uint8_t(sign | uint8_t((exp + 6) << 3) | uint8_t((f * 2.0f - 1.0f) * 8.0f));
+}
+
+float e4m3_from_bits(uint8_t bits) {
+  const int e = (bits >> 3) & 15, m = bits & 7;
+  const float a = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + float(m) / 8.0f, e - 7);
+  return bits & 0x80 ? -a : a;
+}
+
+void fp8_pack_rows(const float* x, int64_t n, int64_t H, uint8_t* packed) {
+  const int64_t row_bytes = fp8_row_bytes(H), scales_at = fp8_row_scales_at(H);
+  for (int64_t r = 0; r < n; ++r) {
+    uint8_t* row = packed + r * row_bytes;
+    std::fill(row, row + row_bytes, uint8_t(0));
+    for (int64_t c0 = 0; c0 < H; c0 += kFp8Block) {
+      const int64_t c1 = std::min(H, c0 + kFp8Block);
+      float amax = 0.0f;
+      for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[r * H + c]));
+      const float scale = fp8_scale(amax);
+      for (int64_t c = c0; c < c1; ++c) row[c] = e4m3_bits(e4m3_round(x[r * H + c] / scale));
+      std::memcpy(row + scales_at + 4 * (c0 / kFp8Block), &scale, 4);
+    }
+  }
+}
+
+void fp8_unpack_rows(const uint8_t* packed, int64_t n, int64_t H, float* values) {
+  const int64_t row_bytes = fp8_row_bytes(H), scales_at = fp8_row_scales_at(H);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = packed + r * row_bytes;
+    for (int64_t c = 0; c < H; ++c) {
+      float scale;
+      std::memcpy(&scale, row + scales_at + 4 * (c / kFp8Block), 4);
+      values[r * H + c] = scale * e4m3_from_bits(row[c]);
+    }
+  }
+}
 
 namespace {
 
@@ -72,15 +116,15 @@ void fp8_quantize_group_operands(GroupedLayout layout, int64_t rows, int64_t M, 
                                  int64_t K, float* A, float* B, Fp8Recipe recipe) {
   switch (layout) {
     case GroupedLayout::kRowsTimesWeight:  // A [rows, K] @ B [K, N]
-      fp8_quantize_along_rows(A, rows, K, recipe);
+      if (A) fp8_quantize_along_rows(A, rows, K, recipe);
       fp8_quantize_weight(B, K, N, recipe);
       break;
     case GroupedLayout::kRowsTimesWeightT:  // A [rows, K] @ (B [N, K])^T
-      fp8_quantize_along_rows(A, rows, K, recipe);
+      if (A) fp8_quantize_along_rows(A, rows, K, recipe);
       fp8_quantize_weight(B, N, K, recipe);
       break;
     case GroupedLayout::kRowsTTimesRows:  // (A [rows, M])^T @ B [rows, N]
-      fp8_quantize_down_columns(A, rows, M, recipe);
+      if (A) fp8_quantize_down_columns(A, rows, M, recipe);
       fp8_quantize_down_columns(B, rows, N, recipe);
       break;
   }

@@ -59,6 +59,25 @@ MOE_HD inline float fp8_quotient(float v, float scale, float inv) {
   return fp8_quotient_normal(v, scale, inv);
 }
 
+// The OCP E4M3 encoding of a value on the grid (e4m3_round's results: |q| <= 448), and back.
+uint8_t e4m3_bits(float q);
+float e4m3_from_bits(uint8_t bits);
+
+// dispatch_dtype fp8 (MATH.md): a token's row of H values as it crosses the wire and lands with
+// the experts, quantized in the block recipe's 1 x 128 blocks along H: H e4m3 codes (one byte
+// each), then ceil(H / 128) fp32 scales from byte fp8_row_scales_at(H), zeros up to
+// fp8_row_bytes(H), a multiple of 16 so that every row, its codes and its scales start 16-byte
+// aligned where the first row does (every CUDA kernel and cuBLASLt read them there).
+MOE_HD inline int64_t fp8_row_scales_at(int64_t H) { return (H + 15) / 16 * 16; }
+MOE_HD inline int64_t fp8_row_bytes(int64_t H) {
+  return (fp8_row_scales_at(H) + 4 * ((H + kFp8Block - 1) / kFp8Block) + 15) / 16 * 16;
+}
+// x [n, H] (bf16 values, as floats) -> packed [n, fp8_row_bytes(H)]: each row's codes and scales,
+// whose values are fp8_quantize_along_rows(kBlock)'s bit for bit.
+void fp8_pack_rows(const float* x, int64_t n, int64_t H, uint8_t* packed);
+// packed [n, fp8_row_bytes(H)] -> values [n, H]: scale * code in fp32, the quantized values.
+void fp8_unpack_rows(const uint8_t* packed, int64_t n, int64_t H, float* values);
+
 // In place, the operand X stored [rows, cols], reduced over its columns (each row's values meet
 // one row of the other operand): one block (kTensor) or 1 x 128 blocks along each row (kBlock).
 // Activations and gradients that multiply weights.
@@ -74,7 +93,8 @@ void fp8_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe)
 
 // How one expert's GEMM of `layout` quantizes each operand (core/grouped_gemm.h's shapes):
 // A [rows, K] and B ([K, N] or [N, K]) for the row layouts, A [rows, M] and B [rows, N] for the
-// weight gradients. Copies of one group's operands go in; they come out quantized.
+// weight gradients. Copies of one group's operands go in; they come out quantized. A null A is
+// quantized already (dispatch_dtype fp8's rows) and stays as it is.
 void fp8_quantize_group_operands(GroupedLayout layout, int64_t rows, int64_t M, int64_t N,
                                  int64_t K, float* A, float* B, Fp8Recipe recipe);
 

@@ -53,6 +53,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   d_.align = w.align;
   d_.sync_free = w.graph;
+  d_.dispatch_fp8 = w.dispatch_dtype == DispatchDtype::kFp8;
   const int64_t H = d_.H, E = d_.E, El = d_.E_local;
   std::vector<std::string> names;
   for (int p = 0; p < kNumPhases; ++p) names.push_back(phase_name(p));
@@ -105,6 +106,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     shared_ = std::make_unique<SharedExperts>(w, mesh, d_, b.shared, device, ops, comm);
 
   x_ = fixed(b.token_rows);
+  if (d_.dispatch_fp8) xq_ = fixed(b.token_rows_fp8);
   dout_ = fixed(b.token_rows);
   out_ = fixed(b.token_rows);
   dx_ = fixed(b.token_rows);
@@ -142,7 +144,8 @@ MoeLayer::~MoeLayer() {
   device_.release_graph();
   chunks_.clear();
   shared_.reset();
-  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
+  for (DeviceBuffer* b : {&xe_, &xqe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_})
+    device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
 }
 
@@ -164,6 +167,7 @@ void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
   for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
   for (DeviceBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
+  if (d_.dispatch_fp8) grow(xqe_, size_t(rows * plan_.row_fp8));
   for (DeviceBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
 }
 
@@ -338,18 +342,27 @@ void MoeLayer::pipeline(const Pipeline& p) {
   device_.join_side();
 }
 
+// With dispatch_dtype fp8 each token's row is quantized once, here, and travels packed to the
+// experts (xqe), whose up projection takes it as it is.
 void MoeLayer::dispatch_fwd(const Chunk& c) {
   timer_->begin(kDispatchFwd);
-  c.dispatcher->dispatch_fwd(tokens_of(x_, c, d_.H, device_.storage_bytes()),
-                             rows_of(xe_, c, plan_.row_h));
+  const void* x = tokens_of(x_, c, d_.H, device_.storage_bytes());
+  if (d_.dispatch_fp8) {
+    void* xq = tokens_of(xq_, c, plan_.row_fp8, 1);
+    ops_.pack_fp8_rows(d_, x, d_.T / int64_t(chunks_.size()), xq);
+    c.dispatcher->dispatch_fwd(xq, rows_of(xqe_, c, plan_.row_fp8));
+  } else {
+    c.dispatcher->dispatch_fwd(x, rows_of(xe_, c, plan_.row_h));
+  }
   timer_->end(kDispatchFwd);
 }
 
 void MoeLayer::experts_fwd(const Chunk& c) {
   timer_->begin(kExpertsFwd);
-  ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_h), w_in_full_, w_out_full_,
-                      c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
-                      rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
+  ops_.expert_ffn_fwd(
+      d_, d_.dispatch_fp8 ? rows_of(xqe_, c, plan_.row_fp8) : rows_of(xe_, c, plan_.row_h),
+      w_in_full_, w_out_full_, c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
+      rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
   timer_->end(kExpertsFwd);
 }
 
@@ -377,9 +390,14 @@ void MoeLayer::experts_bwd_data(const Chunk& c) {
   timer_->end(kExpertsBwd);
 }
 
-// The chunks' weight gradients add up in place, in chunk order: the first overwrites.
+// The chunks' weight gradients add up in place, in chunk order: the first overwrites. With
+// dispatch_dtype fp8 the dispatched rows come back to bf16 for w_in's gradient first, as a
+// recipe whose x never reached the experts in bf16 must take them (docs/layer.md).
 void MoeLayer::experts_bwd_weights(const Chunk& c) {
   timer_->begin(kExpertsBwd);
+  if (d_.dispatch_fp8)
+    ops_.unpack_fp8_rows(d_, rows_of(xqe_, c, plan_.row_fp8), c.dispatcher->expert_offsets(),
+                         rows_of(xe_, c, plan_.row_h));
   ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_h),
                               rows_of(a_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
                               c.dispatcher->expert_offsets(), dw_in_full_, dw_out_full_,

@@ -221,9 +221,10 @@ class MoeLayer {
 
   // Per-token tensors.
   void *x_ = nullptr, *dout_ = nullptr, *out_ = nullptr, *dx_ = nullptr;  // [T, H] storage
-  float* dx_acc_ = nullptr;                                               // [T, H] fp32
-  float *logits_ = nullptr, *scores_ = nullptr, *dlogits_ = nullptr;      // [T, E] fp32
-  int32_t* idx_ = nullptr;                                                // [T, K]
+  void* xq_ = nullptr;       // dispatch_dtype fp8: x packed, [T, fp8_row_bytes(H)]
+  float* dx_acc_ = nullptr;  // [T, H] fp32
+  float *logits_ = nullptr, *scores_ = nullptr, *dlogits_ = nullptr;  // [T, E] fp32
+  int32_t* idx_ = nullptr;                                            // [T, K]
   int32_t* forced_idx_ = nullptr;       // [T, K] this step's forced routing (nullptr: learned)
   float *p_ = nullptr, *dp_ = nullptr;  // [T, K] fp32
   float* stats_ = nullptr;              // [2E + 1] fp32
@@ -231,6 +232,9 @@ class MoeLayer {
   // Expert-major rows, ragged (the chunks' dispatchers' rows(), one chunk after another):
   // inputs, activations and their grads.
   DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
+  // dispatch_dtype fp8: the dispatched rows packed, expert-major (xe_ then holds their bf16
+  // values for w_in's gradient only).
+  DeviceBuffer xqe_;
 
   std::vector<float> stats_host_, global_expert_counts_;
 };

@@ -22,6 +22,10 @@ struct Dims {
   DType dtype = DType::kBf16;
   DType grad_dtype = DType::kFp32;         // expert weight gradients (Workload::expert_grad_dtype)
   Precision precision = Precision::kBf16;  // the expert GEMMs' (Workload::precision)
+  // dispatch_dtype fp8: the routed experts' input rows come packed (core/fp8.h fp8_row_bytes: e4m3
+  // codes and their 1 x 128 scales, as dispatched), and the up projection multiplies them as they
+  // are. Never set for the shared experts, whose rows are the rank's own x.
+  bool dispatch_fp8 = false;
   // Rows one source rank may send each expert (0 = dropless) and which rows are dropped beyond
   // it: the lowest p (ties: later (t, k)) or the later (t, k).
   int64_t capacity = 0;
@@ -115,6 +119,15 @@ class Ops {
   // offsets[l + 1]), rows [E_local] i32 (the table's last part).
   virtual void zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
                                    void* expert_major) = 0;
+  // dispatch_dtype fp8 (Dims::dispatch_fp8): x [n, H] storage -> packed [n, fp8_row_bytes(d.H)]
+  // (core/fp8.h fp8_pack_rows), each token's row quantized once on its rank, before a dispatcher
+  // moves it.
+  virtual void pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) = 0;
+  // The dispatched rows back in the storage dtype, for the weight gradient of w_in (docs/layer.md,
+  // FP8 dispatch): xe [., H] storage = the values of packed [., fp8_row_bytes(d.H)]
+  // (fp8_unpack_rows) rounded to d.dtype, over the expert-major rows at `offsets`.
+  virtual void unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
+                               void* xe) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
@@ -133,7 +146,9 @@ class Ops {
                                       const void* w_out) {
     (void)d, (void)G, (void)w_in, (void)w_out;
   }
-  // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h.
+  // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h. With
+  // d.dispatch_fp8, xe holds the packed FP8 rows as dispatched, whose codes and scales the up
+  // projection multiplies as they are.
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                               const ExpertOffsets& offsets, void* h, void* a, void* ye) = 0;
   // Its backward in two halves, so that the all-to-all of dxe may run beside the weight

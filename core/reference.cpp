@@ -199,9 +199,13 @@ std::vector<double> quantized_weight(const double* w, int64_t rows, int64_t cols
 // the backends store them, before they are quantized, and so are h and da, which the backends
 // store before SwiGLU and its backward read them (docs/layer.md says why it matters). w_in_q [H,
 // 2F] and w_out_q [F, H] are quantized already. Outputs as in expert_block.
+// x_dispatched_fp8 (dispatch_dtype fp8, routed experts): x reached the experts as its 1 x 128
+// quantization only, which the up projection takes (the same as its own quantization of x) and
+// w_in's gradient takes rounded to bf16 (docs/layer.md, FP8 dispatch).
 void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
                         const std::vector<double>& w_in_q, const std::vector<double>& w_out_q,
-                        Fp8Recipe recipe, bool backward, double* dw_in, double* dw_out) {
+                        Fp8Recipe recipe, bool x_dispatched_fp8, bool backward, double* dw_in,
+                        double* dw_out) {
   const int64_t F2 = 2 * F;
   auto along_rows = [&](const std::vector<float>& v, int64_t cols) {
     return quantized(v, [&](float* q) { fp8_quantize_along_rows(q, n, cols, recipe); });
@@ -211,7 +215,8 @@ void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
   };
   std::vector<float> x(n * H), a(n * F);
   for (int64_t b = 0; b < n; ++b) std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]);
-  std::vector<double> h = matmul(along_rows(x, H), w_in_q, n, H, F2, false);
+  const std::vector<double> xq = along_rows(x, H);
+  std::vector<double> h = matmul(xq, w_in_q, n, H, F2, false);
   for (double& v : h) v = to_bf16(v);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t f = 0; f < F; ++f)
@@ -247,15 +252,18 @@ void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
       for (int64_t i = 0; i < H; ++i) pairs[b].dx[i] += dx[b * H + i];
   // The weight gradients reduce over the rows: 128 x 1 blocks down them.
   if (dw_out) add_rows_t_times_rows(down_columns(a, F), down_columns(dy, H), n, F, H, dw_out);
-  if (dw_in) add_rows_t_times_rows(down_columns(x, H), down_columns(dh, F2), n, H, F2, dw_in);
+  if (!dw_in) return;
+  if (x_dispatched_fp8)
+    for (int64_t i = 0; i < n * H; ++i) x[i] = float(to_bf16(xq[i]));
+  add_rows_t_times_rows(down_columns(x, H), down_columns(dh, F2), n, H, F2, dw_in);
 }
 
 // Splits one expert's pairs (in token order) into its FP8 operands by operand[t] (empty: one
 // operand), each kept in token order, and runs each whole.
 void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair>& pairs,
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
-                            const double* w_in, const double* w_out, int64_t F, bool backward,
-                            double* dw_in, double* dw_out) {
+                            const double* w_in, const double* w_out, int64_t F,
+                            bool x_dispatched_fp8, bool backward, double* dw_in, double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
   const std::vector<double> w_in_q = quantized_weight(w_in, H, 2 * F, recipe);
@@ -270,8 +278,8 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
     rows.clear();
     for (size_t i = 0; i < pairs.size(); ++i)
       if (ids[i] == id) rows.push_back(pairs[i]);
-    expert_operand_fp8(H, F, rows.data(), int64_t(rows.size()), w_in_q, w_out_q, recipe, backward,
-                       dw_in, dw_out);
+    expert_operand_fp8(H, F, rows.data(), int64_t(rows.size()), w_in_q, w_out_q, recipe,
+                       x_dispatched_fp8, backward, dw_in, dw_out);
   }
 }
 
@@ -321,8 +329,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
     const double* w_out = &prob.w_out[e * F * H];
     if (fp8) {
       if (!pairs.empty())
-        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, w_in, w_out, F, ps.backward,
-                               dw_in, dw_out);
+        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, w_in, w_out, F,
+                               prob.dispatch_fp8, ps.backward, dw_in, dw_out);
       continue;
     }
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
@@ -351,8 +359,8 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];
     const double* w_out = &prob.w_sh_out[s * F * H];
     if (prob.precision != Precision::kBf16) {
-      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, w_in, w_out, F, ps.backward,
-                             dw_in, dw_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, w_in, w_out, F, false,
+                             ps.backward, dw_in, dw_out);
       continue;
     }
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
@@ -721,6 +729,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   prob.capacity_group = T / step_chunks(w);
   prob.drop_by_position = w.drop_policy == DropPolicy::kPosition;
   prob.precision = w.precision;
+  prob.dispatch_fp8 = w.dispatch_dtype == DispatchDtype::kFp8;
   if (w.precision != Precision::kBf16) {
     // An expert's GEMM takes the rows of one EP group's tokens (consecutive ranks, core/mesh.h),
     // of one chunk of them in a pipelined step; the shared experts' take each rank's own tokens,

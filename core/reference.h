@@ -98,6 +98,8 @@ struct ReferenceProblem {
   // expert-major order (by source rank, then token), which the 128-row blocks of the weight
   // gradients' operands follow.
   Precision precision = Precision::kBf16;
+  // dispatch_dtype fp8: the routed experts' x arrives as its 1 x 128 quantization (MATH.md).
+  bool dispatch_fp8 = false;
   std::vector<int32_t> gemm_operand, shared_operand;  // [N] or empty
 };
 

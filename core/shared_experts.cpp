@@ -20,6 +20,7 @@ SharedExperts::SharedExperts(const Workload& w, const Mesh& mesh, const Dims& d,
   MOE_CHECK(S_ > 0 && plan.shard_in_elems > 0, "shared experts without a plan");
   d_.F = w.model.shared_ffn;
   d_.E_local = 1;
+  d_.dispatch_fp8 = false;  // their rows are the rank's own x, never dispatched
   const int64_t H = d_.H, F = d_.F;
   n_in_ = S_ * H * 2 * F;
   n_out_ = S_ * F * H;

@@ -72,6 +72,17 @@ void resolve_and_validate(Workload& w, int world_size) {
                                   << "\" with dtype = \"fp32\": FP8 quantizes the bf16 values "
                                      "the step stores (MATH.md); set dtype to \"bf16\" or "
                                      "precision to \"bf16\"");
+  MOE_USER_CHECK(w.dispatch_dtype == DispatchDtype::kBf16 || w.precision == Precision::kFp8Block,
+                 "dispatch_dtype = \"fp8\" with precision = \""
+                     << name_of(w.precision)
+                     << "\": FP8 rows on the wire carry DeepSeek-V3's 1 x 128 scales, which only "
+                        "the fp8_block recipe multiplies as they are (MATH.md); set precision to "
+                        "\"fp8_block\" or dispatch_dtype to \"bf16\"");
+  MOE_USER_CHECK(w.dispatch_dtype == DispatchDtype::kBf16 || m.hidden % 16 == 0,
+                 "dispatch_dtype = \"fp8\" with model.hidden = "
+                     << m.hidden
+                     << ": FP8 rows of H codes must start 16-byte aligned on the wire and in the "
+                        "GEMM; set model.hidden to a multiple of 16 or dispatch_dtype to \"bf16\"");
   MOE_USER_CHECK(m.shared_experts >= 0 && m.shared_experts <= kMaxSharedExperts,
                  "model.shared_experts = " << m.shared_experts << " must be between 0 (none) and "
                                            << kMaxSharedExperts

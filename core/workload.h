@@ -16,6 +16,10 @@ enum class DType { kBf16, kFp32 };
 // How the six expert GEMMs (routed and shared) multiply (MATH.md "FP8 expert GEMMs"): the stored
 // values, or each operand quantized to FP8 E4M3 first, per tensor or in DeepSeek-V3's blocks.
 enum class Precision { kBf16, kFp8Tensor, kFp8Block };
+// What the dispatched rows (x on its way to the experts) cross the wire as: the stored values, or
+// e4m3 codes with their 1 x 128 scales, which the up projection multiplies as they are (MATH.md,
+// `dispatch_dtype: fp8`; fp8_block only).
+enum class DispatchDtype { kBf16, kFp8 };
 enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
@@ -44,6 +48,7 @@ enum class Sm90Schedule { kCooperative, kPingpong };
 
 const char* name_of(DType value);
 const char* name_of(Precision value);
+const char* name_of(DispatchDtype value);
 const char* name_of(RouterScore value);
 const char* name_of(RoutingMode value);
 const char* name_of(DropPolicy value);
@@ -115,6 +120,7 @@ struct Workload {
   DType dtype = DType::kBf16;
   DType expert_grad_dtype = DType::kFp32;
   Precision precision = Precision::kBf16;
+  DispatchDtype dispatch_dtype = DispatchDtype::kBf16;
   DispatchKind dispatch = DispatchKind::kAlltoall;
   double capacity_factor = 0.0;  // 0 (JSON null) = dropless
   DropPolicy drop_policy = DropPolicy::kProbability;

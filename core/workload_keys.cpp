@@ -35,6 +35,7 @@ const std::vector<std::string>& names_of();
   }
 MOE_ENUM_NAMES(DType, "bf16", "fp32")
 MOE_ENUM_NAMES(Precision, "bf16", "fp8_tensor", "fp8_block")
+MOE_ENUM_NAMES(DispatchDtype, "bf16", "fp8")
 MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
@@ -220,6 +221,13 @@ const std::vector<KeySpec>& schema() {
                "or with fp8_tensor the grouped sm90 kernel) "
                "align a multiple of 16, graph false and gemm.method auto, lt_multistream or "
                "(fp8_tensor) grouped_sm90; checked by the float64 reference (README, FP8)"),
+      enum_key("dispatch_dtype", MOE_FIELD(dispatch_dtype),
+               "the rows dispatched to the experts, on the wire (every dispatcher): bf16 as "
+               "stored, or fp8 (with precision fp8_block): each token's row quantized once on its "
+               "rank to e4m3 codes and 1 x 128 scales (H + 4 H / 128 bytes, padded to 16, "
+               "about half of bf16's 2 H), which the up projection multiplies as they are and "
+               "the weight gradient takes back in bf16; the combine and both backward directions "
+               "stay bf16 (docs/layer.md, FP8 dispatch)"),
       enum_key("dispatch", MOE_FIELD(dispatch),
                "how routed rows reach their experts: alltoall sends each (token, expert) row "
                "to its expert's rank; alltoall_dedup sends a token once to each rank its kept "

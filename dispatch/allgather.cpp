@@ -64,14 +64,16 @@ void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
 
 void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
   if (d_.ep == 1) {
-    ops_.permute(d_, x, pos_, xe);
+    ops_.permute(dispatched_, x, pos_, xe);
   } else {
     timer_.begin(phases_.a2a_dispatch_fwd);
-    comm_.allgather(x, rows_all_, device_.storage_bytes() * d_.T * d_.H, Group::kEp);
+    comm_.allgather(x, rows_all_, dispatched_row_bytes() * size_t(d_.T), Group::kEp);
     timer_.end(phases_.a2a_dispatch_fwd);
-    ops_.permute(dg_, rows_all_, pos_, xe);
+    Dims gathered = dg_;
+    gathered.H = dispatched_.H;
+    ops_.permute(gathered, rows_all_, pos_, xe);
   }
-  blocks_.zero_padding(xe);
+  blocks_.zero_padding(xe, dispatched_);
 }
 
 void AllgatherDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
@@ -99,7 +101,7 @@ void AllgatherDispatcher::combine_bwd(const void* dout, const float* p, void* dy
     ops_.combine_bwd(dg_, rows_all_, ye_used_, pos_, p_all_, dye, dp_all_);
     comm_.reduce_scatter(dp_all_, dp, size_t(d_.T * d_.K), DType::kFp32, Group::kEp);
   }
-  blocks_.zero_padding(dye);
+  blocks_.zero_padding(dye, d_);
 }
 
 void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
@@ -127,8 +129,8 @@ StepTraffic AllgatherDispatcher::traffic() {
   // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
   const double others = double(d_.ep - 1), chunk = others * double(d_.T) * double(d_.H);
   t.rows_to_others = (d_.ep - 1) * d_.T;
-  t.bytes_to_others[kDirDispatchFwd] = t.bytes_to_others[kDirCombineBwd] =
-      chunk * double(device_.storage_bytes());
+  t.bytes_to_others[kDirDispatchFwd] = others * double(d_.T) * double(dispatched_row_bytes());
+  t.bytes_to_others[kDirCombineBwd] = chunk * double(device_.storage_bytes());
   t.bytes_to_others[kDirCombineFwd] = t.bytes_to_others[kDirDispatchBwd] = chunk * 4;
   return t;
 }
@@ -142,7 +144,8 @@ DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh&
   if (mesh.ep == 1) return b;
   const double ep = double(mesh.ep), T = double(w.tokens_per_rank), H = double(w.model.hidden),
                K = double(w.model.topk), E = double(w.model.experts);
-  b.direction[kDirDispatchFwd] = b.direction[kDirCombineBwd] = ep * T * H * double(storage_bytes);
+  b.direction[kDirDispatchFwd] = ep * T * double(dispatch_row_bytes(w, storage_bytes));
+  b.direction[kDirCombineBwd] = ep * T * H * double(storage_bytes);
   b.direction[kDirCombineFwd] = b.direction[kDirDispatchBwd] = ep * T * H * 4;
   b.layout = ep * (E + 2 * T * K) * 4;
   b.other = ep * T * K * 4;

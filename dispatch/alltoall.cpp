@@ -98,8 +98,8 @@ int64_t AlltoallDispatcher::received_bound() const {
 
 void AlltoallDispatcher::dispatch_fwd(const void* x, void* xe) {
   void* x_send = send_is_expert_major_ ? xe : send_;
-  ops_.permute(d_, x, send_pos_, x_send);
-  if (!send_is_expert_major_) to_expert_major(x_send, xe, phases_.a2a_dispatch_fwd);
+  ops_.permute(dispatched_, x, send_pos_, x_send);
+  if (!send_is_expert_major_) to_expert_major(dispatched_, x_send, xe, phases_.a2a_dispatch_fwd);
 }
 
 void AlltoallDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
@@ -116,7 +116,7 @@ void AlltoallDispatcher::combine_bwd(const void* dout, const float* p, void* dye
   MOE_CHECK(y_send_used_, "combine_bwd before combine_fwd");
   void* dy_send = send_is_expert_major_ ? dye : dy_send_;
   ops_.combine_bwd(d_, dout, y_send_used_, send_pos_, p, dy_send, dp);
-  if (!send_is_expert_major_) to_expert_major(dy_send, dye, phases_.a2a_combine_bwd);
+  if (!send_is_expert_major_) to_expert_major(d_, dy_send, dye, phases_.a2a_combine_bwd);
 }
 
 void AlltoallDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
@@ -131,17 +131,17 @@ void AlltoallDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
 
 // At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
 // reads or writes the send buffer directly, and the a2a_* phase is not run (0 ms).
-void AlltoallDispatcher::to_expert_major(const void* send_order, void* expert_major,
-                                         int phase_a2a) {
+void AlltoallDispatcher::to_expert_major(const Dims& rows, const void* send_order,
+                                         void* expert_major, int phase_a2a) {
   const void* src = send_order;
   if (d_.ep > 1) {
     timer_.begin(phase_a2a);
     comm_.alltoallv_rows(send_order, send_rows_.data(), recv_, recv_rows_.data(),
-                         device_.storage_bytes() * d_.H, Group::kEp);
+                         device_.storage_bytes() * rows.H, Group::kEp);
     timer_.end(phase_a2a);
     src = recv_;
   }
-  ops_.regroup(d_, src, recv_counts_, received_bound(), true, expert_major);
+  ops_.regroup(rows, src, recv_counts_, received_bound(), true, expert_major);
 }
 
 void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_order, int phase_a2a) {
@@ -171,8 +171,8 @@ StepTraffic AlltoallDispatcher::traffic() {
   // its experts received.
   const double row = double(device_.storage_bytes()) * double(d_.H);
   const double returned = double(rows_received_ - recv_rows_[ep_rank_]);
-  t.bytes_to_others[kDirDispatchFwd] = t.bytes_to_others[kDirCombineBwd] =
-      double(t.rows_to_others) * row;
+  t.bytes_to_others[kDirDispatchFwd] = double(t.rows_to_others) * double(dispatched_row_bytes());
+  t.bytes_to_others[kDirCombineBwd] = double(t.rows_to_others) * row;
   t.bytes_to_others[kDirCombineFwd] = t.bytes_to_others[kDirDispatchBwd] = returned * row;
   return t;
 }
@@ -186,6 +186,7 @@ DispatchBytes AlltoallDispatcher::bytes_for_rows(const Workload& w, const Mesh& 
   b.layout = 4.0 * double(w.model.experts);
   if (mesh.ep == 1) return b;
   for (double& d : b.direction) d = rows_per_rank * double(w.model.hidden) * double(storage_bytes);
+  b.direction[kDirDispatchFwd] = rows_per_rank * double(dispatch_row_bytes(w, storage_bytes));
   b.collectives_per_step = 4;
   b.rows_per_token_to_others =
       rows_per_rank / double(w.tokens_per_rank) * double(mesh.ep - 1) / double(mesh.ep);

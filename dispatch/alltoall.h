@@ -37,7 +37,8 @@ class AlltoallDispatcher : public DispatcherBase {
   static int64_t buffer_bytes(const Workload& w, int64_t storage_bytes);
 
  private:
-  void to_expert_major(const void* send_order, void* expert_major, int phase_a2a);
+  // rows: d_, or dispatched_ for the dispatched rows.
+  void to_expert_major(const Dims& rows, const void* send_order, void* expert_major, int phase_a2a);
   void to_send_order(const void* expert_major, void* send_order, int phase_a2a);
   // The host's part of the layout, from the counts copied there: the all-to-all's split sizes,
   // the host offsets, the landing buffer grown to them.

@@ -122,15 +122,15 @@ void AlltoallDedupDispatcher::layout(const int32_t* idx, const float* p) {
 }
 
 // The rows that arrived at this rank, one per (token, source rank), as Dims for the ops.
-Dims AlltoallDedupDispatcher::received() const {
-  Dims r = d_;
+Dims AlltoallDedupDispatcher::received(const Dims& rows) const {
+  Dims r = rows;
   r.T = recv_first_[d_.ep];
   return r;
 }
 
 // This rank's tokens, one wire row per (t, destination rank): the K of the ops is ep.
-Dims AlltoallDedupDispatcher::to_wire() const {
-  Dims w = d_;
+Dims AlltoallDedupDispatcher::to_wire(const Dims& rows) const {
+  Dims w = rows;
   w.K = d_.ep;
   return w;
 }
@@ -146,9 +146,9 @@ void AlltoallDedupDispatcher::to_tokens(const void* send, void* recv, size_t row
 void AlltoallDedupDispatcher::dispatch_fwd(const void* x, void* xe) {
   if (local_) return local_->dispatch_fwd(x, xe);
   const size_t meta = 4 * size_t(d_.K);
-  ops_.permute(to_wire(), x, wire_pos_, wire_);
+  ops_.permute(to_wire(dispatched_), x, wire_pos_, wire_);
   timer_.begin(phases_.a2a_dispatch_fwd);
-  to_experts(wire_, recv_, device_.storage_bytes() * d_.H);
+  to_experts(wire_, recv_, dispatched_row_bytes());
   to_experts(slots_, recv_slots_, meta);
   to_experts(weights_, recv_weights_, meta);
   timer_.end(phases_.a2a_dispatch_fwd);
@@ -162,8 +162,8 @@ void AlltoallDedupDispatcher::dispatch_fwd(const void* x, void* xe) {
     ops_.expert_major_positions(from, recv_slots_ + first, blocks_->starts(s), blocks_->dest(s),
                                 pos_ + first);
   }
-  ops_.permute(received(), recv_, pos_, xe);
-  blocks_->zero_padding(xe);
+  ops_.permute(received(dispatched_), recv_, pos_, xe);
+  blocks_->zero_padding(xe, dispatched_);
 }
 
 void AlltoallDedupDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
@@ -171,26 +171,26 @@ void AlltoallDedupDispatcher::combine_fwd(const void* ye, const float* p, void* 
   ye_used_ = ye;
   // Each wire row's local expert outputs weighted by p, summed in fp32, stored: the partial sums
   // reuse the received rows' buffer, whose x the forward's permute has read.
-  ops_.combine_fwd(received(), ye, pos_, recv_weights_, recv_);
+  ops_.combine_fwd(received(d_), ye, pos_, recv_weights_, recv_);
   timer_.begin(phases_.a2a_combine_fwd);
   to_tokens(recv_, wire_, device_.storage_bytes() * d_.H);
   timer_.end(phases_.a2a_combine_fwd);
-  ops_.unpermute_sum_storage(to_wire(), wire_, wire_pos_, out);
+  ops_.unpermute_sum_storage(to_wire(d_), wire_, wire_pos_, out);
 }
 
 void AlltoallDedupDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
   if (local_) return local_->combine_bwd(dout, p, dye, dp);
   MOE_CHECK(ye_used_, "combine_bwd before combine_fwd");
-  ops_.permute(to_wire(), dout, wire_pos_, wire_);
+  ops_.permute(to_wire(d_), dout, wire_pos_, wire_);
   timer_.begin(phases_.a2a_combine_bwd);
   to_experts(wire_, recv_, device_.storage_bytes() * d_.H);
   timer_.end(phases_.a2a_combine_bwd);
-  ops_.combine_bwd(received(), recv_, ye_used_, pos_, recv_weights_, dye, recv_dp_);
-  blocks_->zero_padding(dye);
+  ops_.combine_bwd(received(d_), recv_, ye_used_, pos_, recv_weights_, dye, recv_dp_);
+  blocks_->zero_padding(dye, d_);
   // dp back to the tokens' ranks, where each (t, k) gets its one rank's value (the others' slots
   // hold zeros): a sum of rows K fp32 wide.
   to_tokens(recv_dp_, dp_wire_, 4 * size_t(d_.K));
-  Dims dp_rows = to_wire();
+  Dims dp_rows = to_wire(d_);
   dp_rows.H = d_.K;
   dp_rows.dtype = DType::kFp32;
   ops_.unpermute_sum(dp_rows, dp_wire_, wire_pos_, dp);
@@ -199,11 +199,11 @@ void AlltoallDedupDispatcher::combine_bwd(const void* dout, const float* p, void
 void AlltoallDedupDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
   if (local_) return local_->dispatch_bwd(dxe, dx_acc);
   // The partial sums reuse the received rows' buffer, whose dout the combine's backward has read.
-  ops_.unpermute_sum_storage(received(), dxe, pos_, recv_);
+  ops_.unpermute_sum_storage(received(d_), dxe, pos_, recv_);
   timer_.begin(phases_.a2a_dispatch_bwd);
   to_tokens(recv_, wire_, device_.storage_bytes() * d_.H);
   timer_.end(phases_.a2a_dispatch_bwd);
-  ops_.unpermute_sum(to_wire(), wire_, wire_pos_, dx_acc);
+  ops_.unpermute_sum(to_wire(d_), wire_, wire_pos_, dx_acc);
 }
 
 StepTraffic AlltoallDedupDispatcher::traffic() {
@@ -219,7 +219,8 @@ StepTraffic AlltoallDedupDispatcher::traffic() {
   // direction returns one row for each wire row that reached this rank.
   const double row = double(device_.storage_bytes()) * double(d_.H);
   const double returned = double(recv_first_[d_.ep] - recv_rows_[ep_rank_]);
-  t.bytes_to_others[kDirDispatchFwd] = double(t.rows_to_others) * (row + meta_bytes(d_.K));
+  t.bytes_to_others[kDirDispatchFwd] =
+      double(t.rows_to_others) * (double(dispatched_row_bytes()) + double(meta_bytes(d_.K)));
   t.bytes_to_others[kDirCombineBwd] = double(t.rows_to_others) * row;
   t.bytes_to_others[kDirCombineFwd] = t.bytes_to_others[kDirDispatchBwd] = returned * row;
   return t;
@@ -244,7 +245,8 @@ DispatchBytes AlltoallDedupDispatcher::bytes_for_rows(const Workload& w, const M
   const double row = double(w.model.hidden) * double(storage_bytes);
   DispatchBytes b;
   b.layout = 4.0 * (double(w.model.experts) + ep);
-  b.direction[kDirDispatchFwd] = wire * (row + double(meta_bytes(w.model.topk)));
+  b.direction[kDirDispatchFwd] =
+      wire * (double(dispatch_row_bytes(w, storage_bytes)) + double(meta_bytes(w.model.topk)));
   b.direction[kDirCombineFwd] = b.direction[kDirCombineBwd] = b.direction[kDirDispatchBwd] =
       wire * row;
   b.other = wire * K * 4;

@@ -75,8 +75,9 @@ class AlltoallDedupDispatcher : public DispatcherBase {
   void release_received();
   // The ops' shapes: the wire rows that reached this rank (T of them, K slots each), and this
   // rank's tokens with one wire row per destination rank (K = ep).
-  Dims received() const;
-  Dims to_wire() const;
+  // rows: d_, or dispatched_ for the dispatched rows.
+  Dims received(const Dims& rows) const;
+  Dims to_wire(const Dims& rows) const;
   // Rows of row_bytes through the EP group's all-to-all: toward the experts (the dispatch
   // direction) or back to the tokens' ranks.
   void to_experts(const void* send, void* recv, size_t row_bytes);

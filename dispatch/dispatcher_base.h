@@ -3,6 +3,8 @@
 // backend's device, ops and comm, the phases of the caller's timer its collectives are timed as,
 // and the device memory it holds for its whole life.
 #include "core/dispatcher.h"
+#include "core/error.h"
+#include "core/fp8.h"
 #include "dispatch/owned_buffers.h"
 
 namespace moe {
@@ -18,7 +20,22 @@ class DispatcherBase : public Dispatcher {
         comm_(comm),
         timer_(timer),
         phases_(phases),
-        buffers_(device) {}
+        buffers_(device),
+        dispatched_(dispatched_rows(d, device.storage_bytes())) {}
+
+  // The rows dispatch_fwd moves, as Dims for the ops' row copies (permute, regroup, padding):
+  // d itself, or with dispatch_fp8 packed FP8 rows, which those copies move bit for bit as
+  // fp8_row_bytes(H) bytes' worth of storage elements.
+  static Dims dispatched_rows(const Dims& d, size_t storage_bytes) {
+    if (!d.dispatch_fp8) return d;
+    const int64_t bytes = fp8_row_bytes(d.H);
+    MOE_CHECK(bytes % int64_t(storage_bytes) == 0,
+              "FP8 rows of " << bytes << " bytes in elements of " << storage_bytes);
+    Dims r = d;
+    r.H = bytes / int64_t(storage_bytes);
+    return r;
+  }
+  size_t dispatched_row_bytes() const { return device_.storage_bytes() * size_t(dispatched_.H); }
 
   Dims d_;
   int ep_rank_ = 0;
@@ -28,6 +45,7 @@ class DispatcherBase : public Dispatcher {
   PhaseTimer& timer_;
   DispatchPhases phases_;
   OwnedBuffers buffers_;
+  Dims dispatched_;
 };
 
 }  // namespace moe

@@ -54,8 +54,8 @@ int64_t ExpertBlocks::rows_padded() {
   return host_[d_.E_local] - received;
 }
 
-void ExpertBlocks::zero_padding(void* expert_major) {
-  if (d_.align > 1) ops_.zero_expert_padding(d_, rows(), offsets_dev_, expert_major);
+void ExpertBlocks::zero_padding(void* expert_major, const Dims& rows_of) {
+  if (d_.align > 1) ops_.zero_expert_padding(rows_of, rows(), offsets_dev_, expert_major);
 }
 
 }  // namespace moe

@@ -40,8 +40,9 @@ class ExpertBlocks {
     return table_ + d_.ep * (d_.E_local + 1) + s * d_.E_local;
   }
   // The GEMMs run over the padding rows and the weight gradients sum over them, so they must be
-  // zeros; their places change every step.
-  void zero_padding(void* expert_major);
+  // zeros; their places change every step. rows: the Dims of the rows the buffer holds (their H,
+  // dtype), the planned Dims' or a dispatcher's dispatched rows.
+  void zero_padding(void* expert_major, const Dims& rows);
 
  private:
   void copy_to_host();

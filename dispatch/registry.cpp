@@ -1,6 +1,7 @@
 // The dispatchers by name (the `dispatch` key): a new strategy adds its case to each function.
 #include "core/dispatcher.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/saturating.h"
 #include "dispatch/allgather.h"
 #include "dispatch/alltoall.h"
@@ -23,6 +24,12 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
   }
   MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
   return nullptr;
+}
+
+size_t dispatch_row_bytes(const Workload& w, size_t storage_bytes) {
+  const int64_t H = w.model.hidden;
+  return w.dispatch_dtype == DispatchDtype::kFp8 ? size_t(fp8_row_bytes(H))
+                                                 : storage_bytes * size_t(H);
 }
 
 DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,

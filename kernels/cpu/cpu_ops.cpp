@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/layout.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
@@ -95,10 +96,29 @@ void CpuOps::regroup(const Dims& d, const void* src, const int32_t* counts, int6
   cpu::regroup_rows(F(src), counts, d.ep, d.E_local, d.H, d.align, to_expert_major, F(dst));
 }
 
+void CpuOps::pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) {
+  fp8_pack_rows(F(x), n, d.H, static_cast<uint8_t*>(packed));
+}
+
+void CpuOps::unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
+                             void* xe) {
+  const int64_t n = offsets.device[d.E_local];
+  fp8_unpack_rows(static_cast<const uint8_t*>(packed), n, d.H, F(xe));
+  for (int64_t i = 0; i < n * d.H; ++i) F(xe)[i] = cpu::store_as(d.dtype, F(xe)[i]);
+}
+
 void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                             const ExpertOffsets& offsets, void* h, void* a, void* ye) {
-  cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype, F(h),
-                      F(a), F(ye), d.precision);
+  if (!d.dispatch_fp8) {
+    cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype,
+                        F(h), F(a), F(ye), d.precision);
+    return;
+  }
+  // The dispatched FP8 rows' values, which the up projection takes as they are.
+  std::vector<float> xq(size_t(offsets.device[d.E_local] * d.H));
+  fp8_unpack_rows(static_cast<const uint8_t*>(xe), offsets.device[d.E_local], d.H, xq.data());
+  cpu::expert_ffn_fwd(xq.data(), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype,
+                      F(h), F(a), F(ye), d.precision, true);
 }
 
 void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,

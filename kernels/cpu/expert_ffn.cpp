@@ -13,12 +13,12 @@ inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 // One of the FFN's grouped GEMMs at the workload's precision.
 void ffn_gemm(Precision precision, GroupedLayout layout, const int64_t* offsets, int64_t G,
               int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C,
-              DType out_dtype, bool accumulate = false) {
+              DType out_dtype, bool accumulate = false, bool a_quantized = false) {
   if (precision == Precision::kBf16)
     grouped_gemm(layout, G, offsets, M, N, K, A, B, C, out_dtype, accumulate);
   else
     grouped_gemm_fp8(layout, G, offsets, M, N, K, A, B, C, out_dtype, fp8_recipe_of(precision),
-                     accumulate);
+                     accumulate, a_quantized);
 }
 
 }  // namespace
@@ -52,10 +52,10 @@ void swiglu_bwd(const float* da, const float* h, int64_t n, int64_t F, DType dty
 // products, so the same values as a loop over experts.
 void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
                     const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                    float* h, float* a, float* ye, Precision precision) {
+                    float* h, float* a, float* ye, Precision precision, bool xe_quantized) {
   const int64_t rows = row_offsets[E_local];
   ffn_gemm(precision, GroupedLayout::kRowsTimesWeight, row_offsets, E_local, 0, 2 * F, H, xe, w_in,
-           h, dtype);
+           h, dtype, false, xe_quantized);
   swiglu_fwd(h, rows, F, dtype, a);
   ffn_gemm(precision, GroupedLayout::kRowsTimesWeight, row_offsets, E_local, 0, H, F, a, w_out, ye,
            dtype);

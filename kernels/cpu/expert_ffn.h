@@ -15,9 +15,12 @@ void swiglu_bwd(const float* da, const float* h, int64_t n, int64_t F, DType dty
 // row_offsets [E_local + 1]: expert l owns rows [row_offsets[l], row_offsets[l+1]). precision:
 // how every GEMM multiplies (an FP8 one quantizes each expert's operands first, core/fp8.h).
 // xe [R, H], w_in [E_local, H, 2F], w_out [E_local, F, H] -> h [R, 2F], a [R, F], ye [R, H].
+// xe_quantized (FP8 only): xe holds FP8 values already (dispatch_dtype fp8), multiplied as they
+// are.
 void expert_ffn_fwd(const float* xe, const float* w_in, const float* w_out,
                     const int64_t* row_offsets, int64_t E_local, int64_t H, int64_t F, DType dtype,
-                    float* h, float* a, float* ye, Precision precision = Precision::kBf16);
+                    float* h, float* a, float* ye, Precision precision = Precision::kBf16,
+                    bool xe_quantized = false);
 
 // dye [R, H] -> dxe [R, H] (stored as dtype); dw_in [E_local, H, 2F] and dw_out [E_local, F, H]
 // accumulated in fp32 and stored as grad_dtype, overwritten (an expert with no rows gets zeros).

@@ -189,14 +189,15 @@ void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64
 
 void grouped_gemm_fp8(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
                       int64_t K, const float* A, const float* B, float* C, DType out_dtype,
-                      Fp8Recipe recipe, bool accumulate) {
+                      Fp8Recipe recipe, bool accumulate, bool a_quantized) {
   std::vector<float> a, b;
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
     const GroupOperands at = group_operands(layout, g, r0, rows, M, N, K);
     a.assign(A + at.a, A + at.a + at.a_size);
     b.assign(B + at.b, B + at.b + at.b_size);
-    fp8_quantize_group_operands(layout, rows, M, N, K, a.data(), b.data(), recipe);
+    fp8_quantize_group_operands(layout, rows, M, N, K, a_quantized ? nullptr : a.data(), b.data(),
+                                recipe);
     gemm_of_group(layout, rows, M, N, K, a.data(), b.data(), C + at.c, out_dtype, accumulate);
   }
 }

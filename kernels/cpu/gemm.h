@@ -25,10 +25,11 @@ void grouped_gemm(GroupedLayout layout, int64_t G, const int64_t* offsets, int64
 
 // grouped_gemm with each group's operands quantized to FP8 first (core/fp8.h: the blocks of
 // `recipe` laid on that group's rows only), then multiplied as grouped_gemm multiplies: what
-// ../shared/MATH.md's "FP8 expert GEMMs" computes.
+// ../shared/MATH.md's "FP8 expert GEMMs" computes. a_quantized: A holds quantized values already
+// (dispatch_dtype fp8's rows), which it multiplies as they are.
 void grouped_gemm_fp8(GroupedLayout layout, int64_t G, const int64_t* offsets, int64_t M, int64_t N,
                       int64_t K, const float* A, const float* B, float* C, DType out_dtype,
-                      Fp8Recipe recipe, bool accumulate = false);
+                      Fp8Recipe recipe, bool accumulate = false, bool a_quantized = false);
 
 // Rounds v to the storage dtype (identity for fp32).
 float store_as(DType dtype, float v);

@@ -7,6 +7,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_ffn.h"
+#include "kernels/cuda/fp8_quantize.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
@@ -171,6 +172,15 @@ void CudaOps::dedup_layout(const Dims& d, const int32_t* idx, const float* p,
                      slots, weights, stream());
 }
 
+void CudaOps::pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) {
+  cuda::pack_fp8_rows(x, n, d.H, packed, stream());
+}
+
+void CudaOps::unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
+                              void* xe) {
+  cuda::unpack_fp8_rows(packed, offsets.device, d.E_local, offsets.rows_bound, d.H, xe, stream());
+}
+
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream());
 }
@@ -254,7 +264,7 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_fwd_fp8(xe, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                              fp8_recipe_of(d.precision), h, a, ye, *gemm_, fp8_scratch(d, off),
-                             stream());
+                             stream(), d.dispatch_fp8);
     return;
   }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,

@@ -218,8 +218,14 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
 
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
-                        void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
-  quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
+                        void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
+                        bool xe_packed) {
+  if (xe_packed) {
+    MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
+    fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
+  } else {
+    quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
+  }
   run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
   const GroupAmax a_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);

@@ -65,10 +65,13 @@ struct Fp8ScratchBytes {
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 
-// As expert_ffn_fwd: xe [R, H] (bf16), the FFN's weights quantized -> h, a, ye.
+// As expert_ffn_fwd: xe [R, H] (bf16), the FFN's weights quantized -> h, a, ye. xe_packed
+// (dispatch_dtype fp8, kBlock): xe holds the dispatched packed rows (core/fp8.h fp8_row_bytes),
+// whose codes and scales the up projection takes as they are.
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
-                        void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
+                        void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
+                        bool xe_packed = false);
 // As expert_ffn_bwd_data: dye -> da, dh, dxe.
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,

@@ -471,6 +471,85 @@ void quantize_tiles(TileJob j, int64_t group_elems, int64_t row_blocks, cudaStre
   }
 }
 
+// ---- dispatch_dtype fp8: packed rows (core/fp8.h fp8_row_bytes) ----
+
+constexpr int kRowVec = 4;  // values a lane takes of a 1 x 128 block: a warp per block
+
+// One warp per (row, 1 x 128 block) of x [n, H] bf16: the block's amax, scale and codes into its
+// packed row, the scale after the codes; block 0's warp zeroes the row's padding. H % 16 == 0.
+__global__ void pack_fp8_rows_kernel(const bf16* x, int64_t n, int64_t H, int64_t row_bytes,
+                                     uint8_t* packed) {
+  const int lane = threadIdx.x % 32;
+  const int64_t nb = (H + kB - 1) / kB, scales_at = fp8_row_scales_at(H);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t w = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; w < n * nb;
+       w += warps) {
+    const int64_t r = w / nb, kb = w % nb, c = kb * kB + lane * kRowVec;
+    uint8_t* row = packed + r * row_bytes;
+    float v[kRowVec] = {};
+    if (c < H) {
+      const uint2 u = *reinterpret_cast<const uint2*>(x + r * H + c);
+      for (int k = 0; k < 2; ++k) {
+        const unsigned bits = k == 0 ? u.x : u.y;
+        v[2 * k] = bf16_bits_value(bits & 0xffffu);
+        v[2 * k + 1] = bf16_bits_value(bits >> 16);
+      }
+    }
+    float m = 0.0f;
+    for (float vi : v) m = fmaxf(m, fabsf(vi));
+    const Scale sc = scale_from(warp_max(m));
+    if (c < H)
+      *reinterpret_cast<uint32_t*>(row + c) =
+          codes_of<true>(v[0], v[1], sc) | codes_of<true>(v[2], v[3], sc) << 16;
+    if (lane == 0) reinterpret_cast<float*>(row + scales_at)[kb] = sc.s;
+    if (kb == 0 && lane < (row_bytes - scales_at - 4 * nb) / 4)
+      reinterpret_cast<uint32_t*>(row + scales_at + 4 * nb)[lane] = 0;
+  }
+}
+
+// Packed row i's scale of block kb, and its value k (codes byte k) as scale * code in fp32.
+__device__ inline float packed_scale(const uint8_t* row, int64_t H, int64_t kb) {
+  return reinterpret_cast<const float*>(row + fp8_row_scales_at(H))[kb];
+}
+__device__ inline float code_value(uint8_t code) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
+}
+
+// Expert-major packed rows [offsets[G], row_bytes] -> xe [., H] bf16: each value scale * code,
+// rounded to bf16; four values a thread.
+__global__ void unpack_fp8_rows_kernel(const uint8_t* packed, const int64_t* offsets, int64_t G,
+                                       int64_t H, int64_t row_bytes, bf16* xe) {
+  const int64_t quads = offsets[G] * (H / kRowVec);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / (H / kRowVec), c = i % (H / kRowVec) * kRowVec;
+    const uint8_t* row = packed + r * row_bytes;
+    const float s = packed_scale(row, H, c / kB);
+    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + c);
+    __align__(8) bf16 out[kRowVec];
+    for (int k = 0; k < kRowVec; ++k)
+      out[k] = __float2bfloat16_rn(__fmul_rn(s, code_value(uint8_t(codes >> (8 * k)))));
+    *reinterpret_cast<uint2*>(xe + r * H + c) = *reinterpret_cast<const uint2*>(out);
+  }
+}
+
+// Expert-major packed rows -> the rows operand quantize_rows_fp8 (kBlock) would have made of
+// their values: codes q [., H] and each group's scales, block kb of its row r at
+// scales[nb * offsets[g] + kb * n_g + r]. One block per row.
+__global__ void fp8_rows_to_gemm_kernel(const uint8_t* packed, const int64_t* offsets, int64_t G,
+                                        int64_t H, int64_t row_bytes, uint8_t* q, float* scales) {
+  const int64_t nb = (H + kB - 1) / kB;
+  for (int64_t r = blockIdx.x; r < offsets[G]; r += gridDim.x) {
+    const uint8_t* row = packed + r * row_bytes;
+    for (int64_t c = threadIdx.x * 16; c < H; c += blockDim.x * 16)
+      *reinterpret_cast<uint4*>(q + r * H + c) = *reinterpret_cast<const uint4*>(row + c);
+    const int64_t g = last_at_or_below(offsets, G + 1, r);
+    const int64_t n_g = offsets[g + 1] - offsets[g];
+    for (int64_t kb = threadIdx.x; kb < nb; kb += blockDim.x)
+      scales[nb * offsets[g] + kb * n_g + (r - offsets[g])] = packed_scale(row, H, kb);
+  }
+}
+
 }  // namespace
 
 void quantize_rows_and_cols_fp8(const void* X, const int64_t* offsets, int64_t G,
@@ -528,6 +607,33 @@ void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Reci
   j.rows = {q, scales, 0, 0, false, tiles_ld(Q), stride};
   j.cols = {qt, scales_t, P, P * Q, true, tiles_ld(P), stride};
   quantize_tiles(j, P * Q, G * ((P + kB - 1) / kB), stream);
+}
+
+void pack_fp8_rows(const void* x, int64_t n, int64_t H, void* packed, cudaStream_t stream) {
+  if (n == 0) return;
+  MOE_CHECK(H % 16 == 0, "pack_fp8_rows: H " << H << " is not a multiple of 16");
+  const int64_t warps = n * ((H + kB - 1) / kB);
+  pack_fp8_rows_kernel<<<blocks_for(warps * 32), kThreads, 0, stream>>>(
+      static_cast<const bf16*>(x), n, H, fp8_row_bytes(H), static_cast<uint8_t*>(packed));
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void unpack_fp8_rows(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,
+                     int64_t H, void* xe, cudaStream_t stream) {
+  if (G == 0 || rows_bound == 0) return;
+  MOE_CHECK(H % 16 == 0, "unpack_fp8_rows: H " << H << " is not a multiple of 16");
+  unpack_fp8_rows_kernel<<<blocks_for(rows_bound * (H / kRowVec)), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(packed), offsets, G, H, fp8_row_bytes(H), static_cast<bf16*>(xe));
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_rows_to_gemm(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,
+                      int64_t H, uint8_t* q, float* scales, cudaStream_t stream) {
+  if (G == 0 || rows_bound == 0) return;
+  MOE_CHECK(H % 16 == 0, "fp8_rows_to_gemm: H " << H << " is not a multiple of 16");
+  fp8_rows_to_gemm_kernel<<<row_grid(rows_bound), 128, 0, stream>>>(
+      static_cast<const uint8_t*>(packed), offsets, G, H, fp8_row_bytes(H), q, scales);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace moe::cuda

@@ -45,6 +45,48 @@ TEST(Fp8, GridValuesAreKept) {
   }
 }
 
+TEST(Fp8, BitsOfEveryFiniteCodeRoundTrip) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;  // NaN, never produced
+    const float v = e4m3_from_bits(uint8_t(b));
+    EXPECT_EQ(e4m3_round(v), v) << b;
+    EXPECT_EQ(int(e4m3_bits(v)), b) << v;
+    EXPECT_EQ(v, (b & 0x80 ? -1.0f : 1.0f) * e4m3_value((b >> 3) & 15, b & 7)) << b;
+  }
+  EXPECT_EQ(e4m3_from_bits(0x7e), kE4m3Max);
+  EXPECT_EQ(e4m3_from_bits(0x38), 1.0f);
+  EXPECT_EQ(e4m3_from_bits(0x01), std::ldexp(1.0f, -9));
+}
+
+// dispatch_dtype fp8's rows: H codes, then a scale per 1 x 128 block, zeros to a multiple of 16.
+TEST(Fp8, PackedRowsHoldTheBlockQuantizationBitForBit) {
+  EXPECT_EQ(fp8_row_bytes(7168), 7168 + 56 * 4);  // DeepSeek-V3: 7392 bytes against 14336 in bf16
+  EXPECT_EQ(fp8_row_bytes(4096), 4096 + 32 * 4);
+  EXPECT_EQ(fp8_row_bytes(208), 208 + 16);  // two blocks' scales, padded to 16
+  const int64_t n = 6, H = 208, row = fp8_row_bytes(H);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(n * H);
+  for (float& v : x) v = round_to_bf16(normal(rng));
+  std::fill(x.begin() + 2 * H, x.begin() + 3 * H, 0.0f);  // an all-zero row: scale 1
+  x[4 * H + 130] = round_to_bf16(1e-30f);                 // a tiny value beside normal ones
+  std::fill(x.begin() + 5 * H + 128, x.begin() + 6 * H, round_to_bf16(1e-30f));  // a tiny block
+  std::vector<uint8_t> packed(n * row, 0xab);
+  fp8_pack_rows(x.data(), n, H, packed.data());
+  std::vector<float> got(n * H), want = x;
+  fp8_unpack_rows(packed.data(), n, H, got.data());
+  fp8_quantize_along_rows(want.data(), n, H, Fp8Recipe::kBlock);
+  for (int64_t i = 0; i < n * H; ++i) ASSERT_EQ(got[i], want[i]) << i;
+  for (int64_t r = 0; r < n; ++r) {
+    float s1;
+    std::memcpy(&s1, &packed[r * row + fp8_row_scales_at(H) + 4], 4);
+    float amax = 0.0f;
+    for (int64_t c = 128; c < H; ++c) amax = std::max(amax, std::fabs(x[r * H + c]));
+    EXPECT_EQ(s1, fp8_scale(amax)) << r;
+    for (int64_t b = fp8_row_scales_at(H) + 8; b < row; ++b) EXPECT_EQ(packed[r * row + b], 0) << b;
+  }
+}
+
 TEST(Fp8, RoundsToNearestTiesToEven) {
   const auto grid = positive_grid();
   for (size_t i = 0; i + 1 < grid.size(); ++i) {

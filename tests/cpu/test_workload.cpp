@@ -451,6 +451,30 @@ TEST(WorkloadParse, ExpertGradDtype) {
                               {"expert_grad_dtype = \"bf16\"", "dtype = \"fp32\"", "set"}));
 }
 
+TEST(WorkloadOverride, DispatchDtypeFp8NeedsTheBlockRecipeAndAlignedRows) {
+  Workload w = minimal();
+  EXPECT_EQ(w.dispatch_dtype, DispatchDtype::kBf16);
+  apply_override(w, "dispatch_dtype=fp8");
+  EXPECT_EQ(workload_to_json(w).at("dispatch_dtype"), "fp8");
+  // FP8 rows carry 1 x 128 scales: fp8_block only, the refusal naming both keys and the fix.
+  for (const char* precision : {"bf16", "fp8_tensor"}) {
+    Workload v = w;
+    apply_override(v, std::string("precision=") + precision);
+    EXPECT_TRUE(ThrowsUserError(
+        [&] { resolve_and_validate(v, 1); },
+        {"dispatch_dtype = \"fp8\"", std::string("precision = \"") + precision + "\"",
+         "set precision to \"fp8_block\""}));
+  }
+  apply_override(w, "precision=fp8_block");
+  apply_override(w, "model.hidden=72");
+  EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                              {"model.hidden = 72", "multiple of 16"}));
+  apply_override(w, "model.hidden=80");
+  resolve_and_validate(w, 1);
+  EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "dispatch_dtype=fp16"); },
+                              {"'dispatch_dtype'", "\"bf16\", \"fp8\""}));
+}
+
 TEST(WorkloadOverride, FailedOverrideLeavesWorkloadUnchanged) {
   Workload w = minimal();
   apply_override(w, "steps=9");

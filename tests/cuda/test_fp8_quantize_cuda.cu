@@ -211,6 +211,44 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8QuantizeCuda,
 // of its own pass. Small rows (one pass of threads), rows of 60 (N = 1 per thread) and a hundred
 // groups over many more steps than the capped grid's threads (each thread many steps, blocks
 // across groups).
+// dispatch_dtype fp8's rows: packed on the GPU as the host packs them, byte for byte (padding
+// included); back in bf16 as the host's values rounded; and as the up projection's operand, the
+// codes and scales the rows quantizer makes of the same rows, so that the dispatched step's
+// forward is the undispatched one's bit for bit.
+TEST(Fp8RowsCuda, PackUnpackAndGemmOperandMatchTheirTwins) {
+  MOE_REQUIRE_GPU();
+  const int64_t R = kOffsets.back();
+  for (int64_t H : {256, 208}) {
+    SCOPED_TRACE("H " + std::to_string(H));
+    const int64_t row = fp8_row_bytes(H), Hb = (H + kB - 1) / kB;
+    const std::vector<float> X = seeded(R, H, kOffsets, kZeroGroup, 11 + H);
+    DevBuf<uint16_t> dx(to_bf16_bits(X));
+    DevBuf<uint8_t> packed(std::vector<uint8_t>(R * row, 0xab));
+    cuda::pack_fp8_rows(dx.ptr, R, H, packed.ptr, nullptr);
+    std::vector<uint8_t> want(R * row);
+    fp8_pack_rows(X.data(), R, H, want.data());
+    EXPECT_EQ(packed.host(), want);
+
+    DevBuf<int64_t> doff(kOffsets);
+    StorageBuf xe(DType::kBf16, R * H);
+    cuda::unpack_fp8_rows(packed.ptr, doff.ptr, kGroups, R + 16, H, xe.ptr, nullptr);
+    std::vector<float> values(R * H);
+    fp8_unpack_rows(want.data(), R, H, values.data());
+    const std::vector<float> got = xe.host();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < R * H; ++i) bad += got[i] != round_to_bf16(values[i]);
+    EXPECT_EQ(bad, 0);
+
+    DevBuf<uint8_t> q1(R * H), q2(R * H);
+    DevBuf<float> s1(Hb * R), s2(Hb * R);
+    cuda::quantize_rows_fp8(dx.ptr, doff.ptr, kGroups, R + 16, H, Fp8Recipe::kBlock, q1.ptr, s1.ptr,
+                            nullptr);
+    cuda::fp8_rows_to_gemm(packed.ptr, doff.ptr, kGroups, R + 16, H, q2.ptr, s2.ptr, nullptr);
+    EXPECT_EQ(q2.host(), q1.host());
+    EXPECT_EQ(s2.host(), s1.host());
+  }
+}
+
 TEST(Fp8SwigluAmaxCuda, GivesTheQuantizationsOwnScales) {
   MOE_REQUIRE_GPU();
   std::mt19937_64 rng(41);

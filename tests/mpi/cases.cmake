@@ -201,6 +201,18 @@ foreach(recipe fp8_tensor fp8_block)
                --set dispatch=allgather --set graph=true --warmup 2)
 endforeach()
 
+# dispatch_dtype fp8 (fp8_block): x crosses the wire packed (codes and 1 x 128 scales) through
+# every dispatcher, chunked, dropped, padded and sync-free, against the reference whose w_in
+# gradient takes the dispatched rows back in bf16.
+set(p --set precision=fp8_block --set dispatch_dtype=fp8 ${MOE_FP8_SHAPE})
+moe_mpi_case(np2_ep2_fp8_dispatch 2 ${p} --set mesh.ep=2)
+moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_pipeline2_shared_capacity 4 ${p} --set mesh.ep=2
+             --set mesh.fsdp=2 --set overlap=pipeline ${MOE_SHARED} --set capacity_factor=1.0
+             --set align=16)
+moe_mpi_case(np4_ep4_fp8_dispatch_dedup_align 4 ${p} --set mesh.ep=4 ${MOE_DEDUP} --set align=16)
+moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_allgather_graph 4 ${p} --set mesh.ep=2 --set mesh.fsdp=2
+             --set dispatch=allgather --set graph=true --warmup 2)
+
 # Script cases: determinism (bitwise equal digests across runs and meshes-independent inputs),
 # a dump reproduced by the independent numpy verifier, bad input on every rank, and the roofline
 # calibration's floors and efficiencies in the result JSON.

@@ -5,7 +5,8 @@
 # quantization would fail); compare refuses to put FP8 beside bf16 unless told, and takes a result
 # from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend without
 # align 16, or with the GPU reference, is refused naming the key (printed once, every rank
-# exiting non-zero).
+# exiting non-zero). dispatch_dtype fp8 changes only the wire's dispatched rows and w_in's gradient,
+# and is refused without fp8_block.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" --set mesh.ep=2 --steps 2 --warmup 1 --set model.hidden=256
   --set model.ffn=160 --set tokens_per_rank=256)
@@ -17,6 +18,15 @@ for recipe in fp8_tensor fp8_block; do
   grep -q "dtype bf16, precision $recipe" "$WORK/$recipe.txt" || fail "$recipe: the report header does not name it"
   grep -q "vs bf16" "$WORK/$recipe.txt" || fail "$recipe: the report has no unquantized column"
 done
+
+# dispatch_dtype fp8: the same fp8_block step with x packed on the wire.
+mpi 2 "${args[@]}" --set precision=fp8_block --set dispatch_dtype=fp8 --out "$WORK/fp8_dispatch.json" \
+  >"$WORK/fp8_dispatch.txt" 2>&1 || { cat "$WORK/fp8_dispatch.txt"; fail "fp8 dispatch: the run failed"; }
+grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/fp8_dispatch.txt" || { cat "$WORK/fp8_dispatch.txt"; fail "fp8 dispatch: no PASS"; }
+grep -q "precision fp8_block, dispatch_dtype fp8" "$WORK/fp8_dispatch.txt" ||
+  fail "fp8 dispatch: the report header does not name it"
+grep -q "a dispatched row is 272 bytes (e4m3 codes and 1 x 128 scales) against 512 in bf16, 46.9% fewer" \
+  "$WORK/fp8_dispatch.txt" || { cat "$WORK/fp8_dispatch.txt"; fail "fp8 dispatch: the report does not show the bytes saved"; }
 
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
@@ -39,6 +49,22 @@ for recipe in ("fp8_tensor", "fp8_block"):
     check(r["digests"]["out"] != plain["digests"]["out"], f"{recipe}: out is bf16's")
 a, b = (json.load(open(f"{work}/{n}.json")) for n in ("fp8_tensor", "fp8_block"))
 check(a["digests"]["dw_in"] != b["digests"]["dw_in"], "the two recipes give the same dw_in")
+# dispatch_dtype fp8: x reaches the experts as the 1 x 128 quantization fp8_block makes of it
+# anyway, so out, dx and dw_out are fp8_block's bit for bit, dw_in (from those rows in bf16) is
+# not; the dispatch direction sends packed rows (272 bytes a row here, against 256 floats of the
+# CPU backend's storage), the other three directions what they did.
+check(plain["config"]["dispatch_dtype"] == "bf16", "default dispatch_dtype is not bf16")
+q = json.load(open(f"{work}/fp8_dispatch.json"))
+check(q["config"]["dispatch_dtype"] == "fp8", "config does not record dispatch_dtype fp8")
+for name in ("out", "dx", "dw_out"):
+    check(q["digests"][name] == b["digests"][name], f"fp8 dispatch: {name} is not fp8_block's")
+check(q["digests"]["dw_in"] != b["digests"]["dw_in"], "fp8 dispatch: dw_in is fp8_block's")
+def sent(r, phase):
+    return r["timing"]["phases"][phase]["bytes_sent_per_rank"]
+ratio = sent(q, "a2a_dispatch_fwd") / sent(b, "a2a_dispatch_fwd")
+check(abs(ratio - 272 / 1024) < 1e-9, f"fp8 dispatch: dispatch bytes ratio {ratio}, not 272/1024")
+for phase in ("a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"):
+    check(sent(q, phase) == sent(b, phase), f"fp8 dispatch: {phase} bytes changed")
 old = json.load(open(f"{work}/bf16.json")); del old["config"]["precision"]
 json.dump(old, open(f"{work}/old.json", "w"))
 PY
@@ -63,6 +89,14 @@ grep -q "set align=16" "$WORK/cuda.txt" || { cat "$WORK/cuda.txt"; fail "the CUD
 "$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block --set reference=gpu >"$WORK/gpuref.txt" 2>&1 &&
   fail "the GPU reference was taken for fp8"
 grep -q 'reference = "gpu" does not quantize' "$WORK/gpuref.txt" || { cat "$WORK/gpuref.txt"; fail "the GPU reference refusal does not say why"; }
+mpi 2 "${args[@]}" --set precision=fp8_tensor --set dispatch_dtype=fp8 >"$WORK/bad_dispatch.txt" 2>&1 &&
+  fail "dispatch_dtype fp8 with fp8_tensor was accepted"
+[ "$(grep -c 'dispatch_dtype = "fp8" with precision = "fp8_tensor"' "$WORK/bad_dispatch.txt")" -eq 1 ] ||
+  { cat "$WORK/bad_dispatch.txt"; fail "the fp8_tensor dispatch refusal is not printed once"; }
+"$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block --set dispatch_dtype=fp8 \
+  --set mesh.ep=1 >"$WORK/dry_dispatch.txt" 2>&1 || { cat "$WORK/dry_dispatch.txt"; fail "--dry-run with fp8 dispatch failed"; }
+grep -q "expert GEMMs fp8_block, dispatched rows fp8" "$WORK/dry_dispatch.txt" ||
+  { cat "$WORK/dry_dispatch.txt"; fail "--dry-run does not show the dispatched rows' dtype"; }
 "$MOEBENCH" run --config "$TINY" --dry-run --set precision=fp8_block >"$WORK/dry.txt" 2>&1 ||
   { cat "$WORK/dry.txt"; fail "--dry-run with fp8 failed"; }
 grep -q "expert GEMMs fp8_block" "$WORK/dry.txt" || { cat "$WORK/dry.txt"; fail "--dry-run does not show the precision"; }
