@@ -86,9 +86,10 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.row_h = bytes({H, S});
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
+  p.row_xe = p.row_h;
   if (w.dispatch_dtype == DispatchDtype::kFp8) {
-    p.row_fp8 = fp8_row_bytes(H);
-    p.token_rows_fp8 = bytes({T, p.row_fp8});
+    p.row_xe = fp8_row_bytes(H);
+    p.token_rows_fp8 = bytes({T, p.row_xe});
   }
   const int64_t chunks = step_chunks(w);
   const int64_t chunk_rows =
@@ -116,7 +117,7 @@ int64_t BufferPlan::ragged_bytes(int64_t rows) const {
     return saturating_product({n, ragged_buffer_bytes(saturating_product({rows, per_row}))});
   };
   return saturating_sum(
-      {buffers(4, row_h), buffers(2, row_2f), buffers(2, row_f), buffers(1, row_fp8)});
+      {buffers(1, row_xe), buffers(3, row_h), buffers(2, row_2f), buffers(2, row_f)});
 }
 
 }  // namespace moe

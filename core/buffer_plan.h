@@ -62,11 +62,10 @@ struct BufferPlan {
   int64_t token_topk = 0;    // each of idx, p, dp, and forced_idx where routing is forced: [T, K]
   int num_token_topk = 3;
   int64_t stats = 0;  // [2E + 1] fp32
-  // Ragged, bytes per expert-major row: each of xe, ye, dye, dxe ([., H] storage), of h and dh
-  // ([., 2F]), of a and da ([., F]).
-  int64_t row_h = 0, row_2f = 0, row_f = 0;
-  // dispatch_dtype fp8 (else 0): bytes per row of the dispatched packed rows, xqe.
-  int64_t row_fp8 = 0;
+  // Ragged, bytes per expert-major row: each of ye, dye, dxe ([., H] storage), of h and dh
+  // ([., 2F]), of a and da ([., F]); of xe, the experts' input, row_h, or with dispatch_dtype fp8
+  // the dispatched packed row (core/fp8.h fp8_row_bytes), which is all the experts get of x.
+  int64_t row_h = 0, row_2f = 0, row_f = 0, row_xe = 0;
   // Rows the ragged buffers are first sized for, in every chunk (overlap pipeline), each chunk's
   // rows starting where chunk_rows_begin puts them: balanced routing's, each local expert padded;
   // with graph the most any routing gives (expert_rows_bound), which the sync-free step never

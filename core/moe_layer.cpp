@@ -144,8 +144,7 @@ MoeLayer::~MoeLayer() {
   device_.release_graph();
   chunks_.clear();
   shared_.reset();
-  for (DeviceBuffer* b : {&xe_, &xqe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_})
-    device_.release(b->ptr);
+  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
 }
 
@@ -165,9 +164,9 @@ void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
 }
 
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
-  for (DeviceBuffer* b : {&xe_, &ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
+  grow(xe_, size_t(rows * plan_.row_xe));
+  for (DeviceBuffer* b : {&ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
   for (DeviceBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
-  if (d_.dispatch_fp8) grow(xqe_, size_t(rows * plan_.row_fp8));
   for (DeviceBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
 }
 
@@ -264,7 +263,7 @@ void MoeLayer::layout() {
   if (!d_.sync_free)
     grow_expert_buffers_for(rows);
   else
-    MOE_CHECK(size_t(rows * plan_.row_h) <= xe_.bytes,
+    MOE_CHECK(size_t(rows * plan_.row_h) <= ye_.bytes,
               "sync-free step: " << rows << " rows past the buffers sized at construction");
 }
 
@@ -343,26 +342,25 @@ void MoeLayer::pipeline(const Pipeline& p) {
 }
 
 // With dispatch_dtype fp8 each token's row is quantized once, here, and travels packed to the
-// experts (xqe), whose up projection takes it as it is.
+// experts (xe holds the packed rows then), whose up projection takes it as it is.
 void MoeLayer::dispatch_fwd(const Chunk& c) {
   timer_->begin(kDispatchFwd);
   const void* x = tokens_of(x_, c, d_.H, device_.storage_bytes());
   if (d_.dispatch_fp8) {
-    void* xq = tokens_of(xq_, c, plan_.row_fp8, 1);
+    void* xq = tokens_of(xq_, c, plan_.row_xe, 1);
     ops_.pack_fp8_rows(d_, x, d_.T / int64_t(chunks_.size()), xq);
-    c.dispatcher->dispatch_fwd(xq, rows_of(xqe_, c, plan_.row_fp8));
+    c.dispatcher->dispatch_fwd(xq, rows_of(xe_, c, plan_.row_xe));
   } else {
-    c.dispatcher->dispatch_fwd(x, rows_of(xe_, c, plan_.row_h));
+    c.dispatcher->dispatch_fwd(x, rows_of(xe_, c, plan_.row_xe));
   }
   timer_->end(kDispatchFwd);
 }
 
 void MoeLayer::experts_fwd(const Chunk& c) {
   timer_->begin(kExpertsFwd);
-  ops_.expert_ffn_fwd(
-      d_, d_.dispatch_fp8 ? rows_of(xqe_, c, plan_.row_fp8) : rows_of(xe_, c, plan_.row_h),
-      w_in_full_, w_out_full_, c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
-      rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
+  ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_xe), w_in_full_, w_out_full_,
+                      c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
+                      rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
   timer_->end(kExpertsFwd);
 }
 
@@ -390,15 +388,10 @@ void MoeLayer::experts_bwd_data(const Chunk& c) {
   timer_->end(kExpertsBwd);
 }
 
-// The chunks' weight gradients add up in place, in chunk order: the first overwrites. With
-// dispatch_dtype fp8 the dispatched rows come back to bf16 for w_in's gradient first, as a
-// recipe whose x never reached the experts in bf16 must take them (docs/layer.md).
+// The chunks' weight gradients add up in place, in chunk order: the first overwrites.
 void MoeLayer::experts_bwd_weights(const Chunk& c) {
   timer_->begin(kExpertsBwd);
-  if (d_.dispatch_fp8)
-    ops_.unpack_fp8_rows(d_, rows_of(xqe_, c, plan_.row_fp8), c.dispatcher->expert_offsets(),
-                         rows_of(xe_, c, plan_.row_h));
-  ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_h),
+  ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_xe),
                               rows_of(a_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
                               c.dispatcher->expert_offsets(), dw_in_full_, dw_out_full_,
                               c.index > 0);

@@ -231,10 +231,8 @@ class MoeLayer {
 
   // Expert-major rows, ragged (the chunks' dispatchers' rows(), one chunk after another):
   // inputs, activations and their grads.
+  // xe_ holds packed FP8 rows with dispatch_dtype fp8 (BufferPlan::row_xe).
   DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
-  // dispatch_dtype fp8: the dispatched rows packed, expert-major (xe_ then holds their bf16
-  // values for w_in's gradient only).
-  DeviceBuffer xqe_;
 
   std::vector<float> stats_host_, global_expert_counts_;
 };

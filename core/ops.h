@@ -123,11 +123,6 @@ class Ops {
   // (core/fp8.h fp8_pack_rows), each token's row quantized once on its rank, before a dispatcher
   // moves it.
   virtual void pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) = 0;
-  // The dispatched rows back in the storage dtype, for the weight gradient of w_in (docs/layer.md,
-  // FP8 dispatch): xe [., H] storage = the values of packed [., fp8_row_bytes(d.H)]
-  // (fp8_unpack_rows) rounded to d.dtype, over the expert-major rows at `offsets`.
-  virtual void unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
-                               void* xe) = 0;
   // send [sum(expert_counts), H] storage: rows of x [T,H] in send order; dropped rows are not sent.
   virtual void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) = 0;
   // Source-rank-major <-> expert-major rows, [R, H] storage; counts [ep, E_local] i32 (backend
@@ -147,8 +142,9 @@ class Ops {
     (void)d, (void)G, (void)w_in, (void)w_out;
   }
   // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h. With
-  // d.dispatch_fp8, xe holds the packed FP8 rows as dispatched, whose codes and scales the up
-  // projection multiplies as they are.
+  // d.dispatch_fp8, xe (here and in expert_ffn_bwd_weights) holds the packed FP8 rows as
+  // dispatched: the up projection multiplies their codes and scales as they are; w_in's gradient
+  // takes their values rounded to bf16, as the step would store them (docs/layer.md).
   virtual void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                               const ExpertOffsets& offsets, void* h, void* a, void* ye) = 0;
   // Its backward in two halves, so that the all-to-all of dxe may run beside the weight

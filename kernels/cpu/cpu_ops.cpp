@@ -19,6 +19,18 @@ namespace {
 inline const float* F(const void* p) { return static_cast<const float*>(p); }
 inline float* F(void* p) { return static_cast<float*>(p); }
 
+// The values of the dispatched packed rows at `offsets` (dispatch_dtype fp8), and with `stored`
+// rounded to the storage dtype, as w_in's gradient takes them.
+std::vector<float> dispatched_values(const Dims& d, const void* packed,
+                                     const ExpertOffsets& offsets, bool stored) {
+  const int64_t n = offsets.device[d.E_local];
+  std::vector<float> v(size_t(n * d.H));
+  fp8_unpack_rows(static_cast<const uint8_t*>(packed), n, d.H, v.data());
+  if (stored)
+    for (float& x : v) x = cpu::store_as(d.dtype, x);
+  return v;
+}
+
 }  // namespace
 
 double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
@@ -100,13 +112,6 @@ void CpuOps::pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed
   fp8_pack_rows(F(x), n, d.H, static_cast<uint8_t*>(packed));
 }
 
-void CpuOps::unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
-                             void* xe) {
-  const int64_t n = offsets.device[d.E_local];
-  fp8_unpack_rows(static_cast<const uint8_t*>(packed), n, d.H, F(xe));
-  for (int64_t i = 0; i < n * d.H; ++i) F(xe)[i] = cpu::store_as(d.dtype, F(xe)[i]);
-}
-
 void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                             const ExpertOffsets& offsets, void* h, void* a, void* ye) {
   if (!d.dispatch_fp8) {
@@ -115,8 +120,7 @@ void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, con
     return;
   }
   // The dispatched FP8 rows' values, which the up projection takes as they are.
-  std::vector<float> xq(size_t(offsets.device[d.E_local] * d.H));
-  fp8_unpack_rows(static_cast<const uint8_t*>(xe), offsets.device[d.E_local], d.H, xq.data());
+  const std::vector<float> xq = dispatched_values(d, xe, offsets, false);
   cpu::expert_ffn_fwd(xq.data(), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype,
                       F(h), F(a), F(ye), d.precision, true);
 }
@@ -131,6 +135,11 @@ void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                     const void* dh, const ExpertOffsets& offsets, void* dw_in,
                                     void* dw_out, bool accumulate) {
+  std::vector<float> x_bf16;
+  if (d.dispatch_fp8) {
+    x_bf16 = dispatched_values(d, xe, offsets, true);
+    xe = x_bf16.data();
+  }
   cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), offsets.device, d.E_local, d.H, d.F,
                               d.grad_dtype, F(dw_in), F(dw_out), accumulate, d.precision);
 }

@@ -176,11 +176,6 @@ void CudaOps::pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packe
   cuda::pack_fp8_rows(x, n, d.H, packed, stream());
 }
 
-void CudaOps::unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
-                              void* xe) {
-  cuda::unpack_fp8_rows(packed, offsets.device, d.E_local, offsets.rows_bound, d.H, xe, stream());
-}
-
 void CudaOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cuda::permute_rows(x, send_pos, d.T, d.K, d.H, d.dtype, send, stream());
 }
@@ -290,7 +285,7 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_bwd_weights_fp8(xe, a, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
                                      d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
-                                     fp8_scratch(d, off), stream());
+                                     fp8_scratch(d, off), stream(), d.dispatch_fp8);
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,

@@ -64,8 +64,6 @@ class CudaOps : public Ops {
                            void* expert_major) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) override;
-  void unpack_fp8_rows(const Dims& d, const void* packed, const ExpertOffsets& offsets,
-                       void* xe) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;
   void prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,

@@ -250,12 +250,19 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
 void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
-                                GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
+                                GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
+                                bool xe_packed) {
   const Fp8Weights none;  // the weight gradients read no weight
   quantize_fp8_gemm_operands(kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
                sc, stream);
-  quantize_fp8_gemm_operands(kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
+  if (xe_packed) {
+    MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
+    quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,
+                             transposed_ld(rows.rows_bound), sc.a_scales, stream);
+  } else {
+    quantize_fp8_gemm_operands(kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
+  }
   run_fp8_gemm(kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_in, gemm, sc,
                stream);
 }

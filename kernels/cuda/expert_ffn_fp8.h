@@ -79,11 +79,13 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const Fp8Scratch& scratch, cudaStream_t stream);
 // As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated. dye
 // and dh come as the transposed codes the expert_ffn_bwd_data_fp8 call before it on this stream,
-// with these rows, left in scratch.
+// with these rows, left in scratch. xe_packed: xe as expert_ffn_fwd_fp8 took it, dw_in from its
+// values in bf16.
 void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
-                                GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
+                                GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
+                                bool xe_packed = false);
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
 // GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; X its rows operand

@@ -34,6 +34,15 @@ __device__ inline Scale scale_from(float amax) {
   return {s, __frcp_rn(s)};
 }
 
+// dispatch_dtype fp8's packed rows (core/fp8.h fp8_row_bytes): a row's scale of block kb, and a
+// code's value, exact in fp32.
+__device__ inline float packed_scale(const uint8_t* row, int64_t H, int64_t kb) {
+  return reinterpret_cast<const float*>(row + fp8_row_scales_at(H))[kb];
+}
+__device__ inline float code_value(uint8_t code) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
+}
+
 // The e4m3 codes of v0 / scale and v1 / scale (core/fp8.h's quotient, round to nearest even,
 // saturating to +-448 as e4m3_round), v0's in the low byte. kExact: fp8_quotient; else its
 // branch-free part, for values and scales known not to be tiny.
@@ -127,7 +136,11 @@ struct Side {
 };
 
 struct TileJob {
-  const bf16* X = nullptr;           // [rows, K]
+  const bf16* X = nullptr;  // [rows, K]
+  // Or X's rows as dispatch_dtype fp8 packed them (row_bytes each): each value bf16(scale *
+  // code), as the step would have stored them.
+  const uint8_t* packed = nullptr;
+  int64_t packed_row_bytes = 0;
   const int64_t* offsets = nullptr;  // null: group g is rows [g * group_rows, (g + 1) * group_rows)
   int64_t group_rows = 0, G = 0, K = 0;
   Cut cut = Cut::kTensor;
@@ -217,8 +230,20 @@ __device__ inline void load_tile(const TileJob& j, const TilePlace& p, uint4 (&u
   for (int i = 0; i < kLoads; ++i) {
     const int r = t / kChunks + i * kRowsPerPass;
     u[i] = make_uint4(0, 0, 0, 0);
-    if (r < p.rows && c8 * kVec < p.cols)
+    if (r >= p.rows || c8 * kVec >= p.cols) continue;
+    if (!j.packed) {
       u[i] = *reinterpret_cast<const uint4*>(j.X + (p.r0 + r) * j.K + p.c0 + c8 * kVec);
+      continue;
+    }
+    const uint8_t* row = j.packed + (p.r0 + r) * j.packed_row_bytes;
+    const uint2 codes = *reinterpret_cast<const uint2*>(row + p.c0 + c8 * kVec);
+    const float s = packed_scale(row, j.K, p.c0 / kB);
+    __align__(16) bf16 v[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] = __float2bfloat16_rn(
+          __fmul_rn(s, code_value(uint8_t((k < 4 ? codes.x : codes.y) >> (8 * (k % 4))))));
+    u[i] = *reinterpret_cast<const uint4*>(v);
   }
 }
 
@@ -507,32 +532,6 @@ __global__ void pack_fp8_rows_kernel(const bf16* x, int64_t n, int64_t H, int64_
   }
 }
 
-// Packed row i's scale of block kb, and its value k (codes byte k) as scale * code in fp32.
-__device__ inline float packed_scale(const uint8_t* row, int64_t H, int64_t kb) {
-  return reinterpret_cast<const float*>(row + fp8_row_scales_at(H))[kb];
-}
-__device__ inline float code_value(uint8_t code) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
-}
-
-// Expert-major packed rows [offsets[G], row_bytes] -> xe [., H] bf16: each value scale * code,
-// rounded to bf16; four values a thread.
-__global__ void unpack_fp8_rows_kernel(const uint8_t* packed, const int64_t* offsets, int64_t G,
-                                       int64_t H, int64_t row_bytes, bf16* xe) {
-  const int64_t quads = offsets[G] * (H / kRowVec);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / (H / kRowVec), c = i % (H / kRowVec) * kRowVec;
-    const uint8_t* row = packed + r * row_bytes;
-    const float s = packed_scale(row, H, c / kB);
-    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + c);
-    __align__(8) bf16 out[kRowVec];
-    for (int k = 0; k < kRowVec; ++k)
-      out[k] = __float2bfloat16_rn(__fmul_rn(s, code_value(uint8_t(codes >> (8 * k)))));
-    *reinterpret_cast<uint2*>(xe + r * H + c) = *reinterpret_cast<const uint2*>(out);
-  }
-}
-
 // Expert-major packed rows -> the rows operand quantize_rows_fp8 (kBlock) would have made of
 // their values: codes q [., H] and each group's scales, block kb of its row r at
 // scales[nb * offsets[g] + kb * n_g + r]. One block per row.
@@ -618,13 +617,21 @@ void pack_fp8_rows(const void* x, int64_t n, int64_t H, void* packed, cudaStream
   CUDA_CHECK(cudaGetLastError());
 }
 
-void unpack_fp8_rows(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,
-                     int64_t H, void* xe, cudaStream_t stream) {
-  if (G == 0 || rows_bound == 0) return;
-  MOE_CHECK(H % 16 == 0, "unpack_fp8_rows: H " << H << " is not a multiple of 16");
-  unpack_fp8_rows_kernel<<<blocks_for(rows_bound * (H / kRowVec)), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(packed), offsets, G, H, fp8_row_bytes(H), static_cast<bf16*>(xe));
-  CUDA_CHECK(cudaGetLastError());
+void quantize_packed_cols_fp8(const void* packed, const int64_t* offsets, int64_t G,
+                              int64_t rows_bound, int64_t K, uint8_t* qt, int64_t ld,
+                              float* scales_t, cudaStream_t stream) {
+  if (G == 0 || rows_bound == 0 || K == 0) return;
+  MOE_CHECK(K % 16 == 0, "quantize_packed_cols_fp8: K " << K << " is not a multiple of 16");
+  MOE_CHECK(ld >= rows_bound, "quantize_packed_cols_fp8: ld " << ld << " < rows " << rows_bound);
+  TileJob j;
+  j.packed = static_cast<const uint8_t*>(packed);
+  j.packed_row_bytes = fp8_row_bytes(K);
+  j.offsets = offsets;
+  j.G = G;
+  j.K = K;
+  j.cut = Cut::kAlong;
+  j.cols = {qt, scales_t, ld};
+  quantize_tiles(j, 0, rows_bound / kB + G, stream);
 }
 
 void fp8_rows_to_gemm(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,

@@ -68,12 +68,15 @@ void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Reci
 // fp8_pack_rows, bit for bit). H a multiple of 16.
 void pack_fp8_rows(const void* x, int64_t n, int64_t H, void* packed, cudaStream_t stream);
 // Expert-major packed rows, G groups at device offsets (rows_bound >= offsets[G] sizes the grid),
-// -> xe [., H] bf16: each value scale * code rounded to bf16 (fp8_unpack_rows, then bf16).
-void unpack_fp8_rows(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,
-                     int64_t H, void* xe, cudaStream_t stream);
-// The same rows as the up projection's operand, as quantize_rows_fp8 (kBlock) lays out its
-// codes q [., H] and scales: the packed codes and scales as they are, no new quantization.
+// as the up projection's operand, as quantize_rows_fp8 (kBlock) lays out its codes q [., H] and
+// scales: the packed codes and scales as they are, no new quantization.
 void fp8_rows_to_gemm(const void* packed, const int64_t* offsets, int64_t G, int64_t rows_bound,
                       int64_t H, uint8_t* q, float* scales, cudaStream_t stream);
+// The same rows as a weight gradient's operand: quantize_cols_fp8 (kBlock) of the bf16 values
+// the packed rows hold (scale * code rounded to bf16: core/fp8.h fp8_unpack_rows, then bf16),
+// read from the packed rows in the same pass.
+void quantize_packed_cols_fp8(const void* packed, const int64_t* offsets, int64_t G,
+                              int64_t rows_bound, int64_t K, uint8_t* qt, int64_t ld,
+                              float* scales_t, cudaStream_t stream);
 
 }  // namespace moe::cuda

@@ -144,10 +144,6 @@ class FakeOps : public Ops {
   void pack_fp8_rows(const Dims&, const void* x, int64_t, void* packed) override {
     r_.add("pack_fp8_rows", {x, packed});
   }
-  void unpack_fp8_rows(const Dims&, const void* packed, const ExpertOffsets& off,
-                       void* xe) override {
-    r_.add("unpack_fp8_rows", {packed, xe}, off.device);
-  }
   void permute(const Dims&, const void* x, const int32_t*, void* send) override {
     r_.add("permute", {x, send});
   }

@@ -212,10 +212,10 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8QuantizeCuda,
 // groups over many more steps than the capped grid's threads (each thread many steps, blocks
 // across groups).
 // dispatch_dtype fp8's rows: packed on the GPU as the host packs them, byte for byte (padding
-// included); back in bf16 as the host's values rounded; and as the up projection's operand, the
-// codes and scales the rows quantizer makes of the same rows, so that the dispatched step's
-// forward is the undispatched one's bit for bit.
-TEST(Fp8RowsCuda, PackUnpackAndGemmOperandMatchTheirTwins) {
+// included); as w_in's gradient operand, the transposed codes of their values in bf16; and as the
+// up projection's operand, the codes and scales the rows quantizer makes of the same rows, so
+// that the dispatched step's forward is the undispatched one's bit for bit.
+TEST(Fp8RowsCuda, PackedRowsAndTheirGemmOperandsMatchTheirTwins) {
   MOE_REQUIRE_GPU();
   const int64_t R = kOffsets.back();
   for (int64_t H : {256, 208}) {
@@ -229,15 +229,17 @@ TEST(Fp8RowsCuda, PackUnpackAndGemmOperandMatchTheirTwins) {
     fp8_pack_rows(X.data(), R, H, want.data());
     EXPECT_EQ(packed.host(), want);
 
+    // w_in's gradient: the transposed codes of the packed rows' values in bf16, read from them.
     DevBuf<int64_t> doff(kOffsets);
-    StorageBuf xe(DType::kBf16, R * H);
-    cuda::unpack_fp8_rows(packed.ptr, doff.ptr, kGroups, R + 16, H, xe.ptr, nullptr);
     std::vector<float> values(R * H);
     fp8_unpack_rows(want.data(), R, H, values.data());
-    const std::vector<float> got = xe.host();
-    int64_t bad = 0;
-    for (int64_t i = 0; i < R * H; ++i) bad += got[i] != round_to_bf16(values[i]);
-    EXPECT_EQ(bad, 0);
+    for (float& v : values) v = round_to_bf16(v);
+    const int64_t ld = R + 16;
+    DevBuf<uint8_t> qt(H * ld);
+    DevBuf<float> st(cuda::cols_fp8_scale_bound(kGroups, R, H));
+    cuda::quantize_packed_cols_fp8(packed.ptr, doff.ptr, kGroups, R, H, qt.ptr, ld, st.ptr,
+                                   nullptr);
+    EXPECT_EQ(cols_mismatches(values, kOffsets, H, ld, Fp8Recipe::kBlock, qt.host(), st.host()), 0);
 
     DevBuf<uint8_t> q1(R * H), q2(R * H);
     DevBuf<float> s1(Hb * R), s2(Hb * R);
