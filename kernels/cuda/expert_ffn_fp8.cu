@@ -25,6 +25,12 @@ void require_host_offsets(const ExpertOffsets& rows) {
                  "copies there: set graph=false");
 }
 
+// dispatch_dtype fp8's packed rows carry 1 x 128 scales: fp8_block's only (validation refuses
+// the rest).
+void require_block_recipe(Fp8Recipe recipe) {
+  MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
+}
+
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Floats of one orientation of a quantized weight [G, P, Q]'s scales, and one expert's share.
@@ -221,7 +227,7 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
                         bool xe_packed) {
   if (xe_packed) {
-    MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
+    require_block_recipe(recipe);
     fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
   } else {
     quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
@@ -257,7 +263,7 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
   run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
                sc, stream);
   if (xe_packed) {
-    MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
+    require_block_recipe(recipe);
     quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,
                              transposed_ld(rows.rows_bound), sc.a_scales, stream);
   } else {
