@@ -86,6 +86,7 @@ void CudaOps::set_expert_gemm_method(const std::string& name) {
 
 CudaOps::~CudaOps() {
   for (Scratch& sc : scratch_) device_.release(sc.ptr);
+  for (auto& [a, k] : kept_a_t_) device_.release(k.memory.ptr);
   for (PreparedWeights& p : prepared_) device_.release(p.memory.ptr);
   gemm_.reset();
 }
@@ -215,6 +216,41 @@ cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) 
   return sc;
 }
 
+cuda::Fp8Transposed CudaOps::keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a) {
+  const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
+  const size_t codes = (b.a_t + 255) / 256 * 256;
+  // A pipelined step's later chunks start where the rows before them end, so their a moves from
+  // step to step: a new a takes over the memory of codes already taken, and the entries stay as
+  // many as there are forwards before the first weight gradient.
+  if (!kept_a_t_.count(a)) {
+    auto taken = std::find_if(kept_a_t_.begin(), kept_a_t_.end(),
+                              [](const auto& e) { return !e.second.fresh; });
+    KeptCodes reused;
+    if (taken != kept_a_t_.end()) {
+      reused = taken->second;
+      kept_a_t_.erase(taken);
+    }
+    kept_a_t_.emplace(a, reused);
+  }
+  KeptCodes& k = kept_a_t_[a];
+  if (codes + b.a_t_scales > k.memory.bytes || !k.memory.ptr) {
+    device_.release(k.memory.ptr);
+    k.memory.bytes = codes + b.a_t_scales;
+    k.memory.ptr = device_.alloc(k.memory.bytes);
+  }
+  auto* base = static_cast<uint8_t*>(k.memory.ptr);
+  k.codes = {base, reinterpret_cast<float*>(base + codes)};
+  k.fresh = true;
+  return k.codes;
+}
+
+cuda::Fp8Transposed CudaOps::take_a_t(const void* a) {
+  auto it = kept_a_t_.find(a);
+  if (it == kept_a_t_.end() || !it->second.fresh) return {};
+  it->second.fresh = false;
+  return it->second.codes;
+}
+
 void CudaOps::prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
                                      const void* w_out) {
   if (d.precision == Precision::kBf16) return;
@@ -259,7 +295,7 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_fwd_fp8(xe, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                              fp8_recipe_of(d.precision), h, a, ye, *gemm_, fp8_scratch(d, off),
-                             stream(), d.dispatch_fp8);
+                             stream(), d.dispatch_fp8, keep_a_t(d, off, a));
     return;
   }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
@@ -285,7 +321,7 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_bwd_weights_fp8(xe, a, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
                                      d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
-                                     fp8_scratch(d, off), stream(), d.dispatch_fp8);
+                                     fp8_scratch(d, off), stream(), d.dispatch_fp8, take_a_t(a));
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,

@@ -116,6 +116,18 @@ class CudaOps : public Ops {
     cuda::Fp8Weights fp8;
   };
   std::vector<PreparedWeights> prepared_;
+  // a's transposed FP8 codes, kept from each forward for the weight gradients on the same a (the
+  // routed experts' chunks and the shared experts each have their own a); fresh from the forward
+  // until the weight gradient takes them (a weight gradient on an a without fresh codes
+  // quantizes a itself).
+  struct KeptCodes {
+    Scratch memory;
+    cuda::Fp8Transposed codes;
+    bool fresh = false;
+  };
+  std::unordered_map<const void*, KeptCodes> kept_a_t_;
+  cuda::Fp8Transposed keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a);
+  cuda::Fp8Transposed take_a_t(const void* a);
   cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
   bool sm90_ = false;                 // the device runs the grouped sm90 kernel
 };

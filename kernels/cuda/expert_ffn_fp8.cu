@@ -123,12 +123,14 @@ Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H
   b.a_scales = std::max(size_t(blocks_of(widest) * rows_bound) * 4, cols_scales(widest));
   b.dy_t_scales = cols_scales(H);
   b.dh_t_scales = cols_scales(2 * F);
+  b.a_t = size_t(ld * F);
+  b.a_t_scales = cols_scales(F);
   return b;
 }
 
 void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows, int64_t G,
                                 int64_t H, int64_t F, Fp8Recipe recipe, const Fp8Scratch& sc,
-                                cudaStream_t stream, bool amax_ready) {
+                                cudaStream_t stream, bool amax_ready, const Fp8Transposed& down_t) {
   const GemmShape s = shape_of(which, H, F);
   const int64_t ld = transposed_ld(rows.rows_bound);
   MOE_CHECK(!amax_ready || !s.wgrad, "FP8: a weight gradient's operand comes with no amax");
@@ -137,9 +139,13 @@ void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& r
                       stream);
     return;
   }
-  // A data gradient's operand is also a weight gradient's second one: both ways in one read.
-  uint8_t* qt = which == kDgradA ? sc.dy_t : which == kDgradX ? sc.dh_t : nullptr;
-  float* qt_scales = which == kDgradA ? sc.dy_t_scales : sc.dh_t_scales;
+  // A data gradient's operand is also a weight gradient's second one, and a (down) the first
+  // one of wgrad_out's where asked: both ways in one read.
+  MOE_CHECK(!down_t.codes || which == kDown, "FP8: only a's transposed codes are kept");
+  uint8_t* qt = which == kDgradA ? sc.dy_t : which == kDgradX ? sc.dh_t : down_t.codes;
+  float* qt_scales = which == kDgradA   ? sc.dy_t_scales
+                     : which == kDgradX ? sc.dh_t_scales
+                                        : down_t.scales;
   quantize_rows_and_cols_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, qt,
                              ld, qt ? qt_scales : nullptr, stream, amax_ready);
 }
@@ -225,7 +231,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
-                        bool xe_packed) {
+                        bool xe_packed, const Fp8Transposed& keep_a_t) {
   if (xe_packed) {
     require_block_recipe(recipe);
     fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
@@ -236,7 +242,7 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
   const GroupAmax a_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);
   quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream,
-                             a_amax.bits != nullptr);
+                             a_amax.bits != nullptr, keep_a_t);
   run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
 }
 
@@ -257,11 +263,17 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
                                 GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
-                                bool xe_packed) {
+                                bool xe_packed, const Fp8Transposed& a_t) {
   const Fp8Weights none;  // the weight gradients read no weight
-  quantize_fp8_gemm_operands(kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
+  Fp8Scratch out_sc = sc;
+  if (a_t.codes) {
+    out_sc.a = a_t.codes;
+    out_sc.a_scales = a_t.scales;
+  } else {
+    quantize_fp8_gemm_operands(kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
+  }
   run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
-               sc, stream);
+               out_sc, stream);
   if (xe_packed) {
     require_block_recipe(recipe);
     quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,

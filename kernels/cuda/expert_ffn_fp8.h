@@ -59,19 +59,30 @@ struct Fp8Scratch {
   float* dh_t_scales = nullptr;
 };
 // The most bytes each part of Fp8Scratch holds for these shapes (rows_bound: the expert-major
-// rows, padding included).
+// rows, padding included), and an Fp8Transposed of a (a_t, a_t_scales).
 struct Fp8ScratchBytes {
   size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
+  size_t a_t = 0, a_t_scales = 0;
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 
+// a's transposed codes and their scales (w_out's weight gradient's first operand), kept from the
+// forward to the weight gradients: the forward's quantization of a writes them in the same read
+// (both ways round, as TransformerEngine's rowwise and columnwise data), so that the weight
+// gradient does not read a again. Null codes: none kept.
+struct Fp8Transposed {
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+};
+
 // As expert_ffn_fwd: xe [R, H] (bf16), the FFN's weights quantized -> h, a, ye. xe_packed
 // (dispatch_dtype fp8, kBlock): xe holds the dispatched packed rows (core/fp8.h fp8_row_bytes),
-// whose codes and scales the up projection takes as they are.
+// whose codes and scales the up projection takes as they are. keep_a_t: where a's transposed
+// codes go for the weight gradients (none without).
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
-                        bool xe_packed = false);
+                        bool xe_packed = false, const Fp8Transposed& keep_a_t = {});
 // As expert_ffn_bwd_data: dye -> da, dh, dxe.
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
@@ -80,12 +91,12 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
 // As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated. dye
 // and dh come as the transposed codes the expert_ffn_bwd_data_fp8 call before it on this stream,
 // with these rows, left in scratch. xe_packed: xe as expert_ffn_fwd_fp8 took it, dw_in from its
-// values in bf16.
+// values in bf16. a_t: a's codes as the forward on these rows kept them (a is not read), or none.
 void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
                                 GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
-                                bool xe_packed = false);
+                                bool xe_packed = false, const Fp8Transposed& a_t = {});
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
 // GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; X its rows operand
@@ -93,11 +104,12 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
 // scratch. dgrad_a and dgrad_x also leave dye's and dh's transposed codes for wgrad_out and
 // wgrad_in, which quantize only their first operand: run them in that order. amax_ready
 // (fp8_tensor, down and dgrad_x): the scratch's scales already hold X's per-expert amax bits,
-// from amax_into_scales given to the SwiGLU kernel that wrote X.
+// from amax_into_scales given to the SwiGLU kernel that wrote X. down_t (down only): a's
+// transposed codes too, in the same read, for wgrad_out.
 void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 const Fp8Scratch& scratch, cudaStream_t stream,
-                                bool amax_ready = false);
+                                bool amax_ready = false, const Fp8Transposed& down_t = {});
 // fp8_tensor: a GroupAmax for the SwiGLU kernel that writes the next operand (a or dh), into the
 // scratch's scales (zeroed here), so that its quantization skips its own pass over it; fp8_block:
 // none (its amaxes are per block, found by the quantization's tile pass).

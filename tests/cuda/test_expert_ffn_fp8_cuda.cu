@@ -103,6 +103,23 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate,
         {"dw_in", &d_dw_in, &dw_in},
         {"dw_out", &d_dw_out, &dw_out}})
     expect_near_twin(got->host(), *want, what + " " + name);
+
+  // a's transposed codes kept from the forward: the same weight gradients bit for bit, with a
+  // overwritten before them (so that a weight gradient that read it would differ).
+  DevBuf<uint8_t> kept(bytes.a_t);
+  DevBuf<float> kept_scales(bytes.a_t_scales / 4);
+  const cuda::Fp8Transposed a_t{kept.ptr, kept_scales.ptr};
+  StorageBuf k_dw_in(grad_dtype, accumulate ? dw0 : std::vector<float>(El * H * 2 * F));
+  StorageBuf k_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
+  cuda::expert_ffn_fwd_fp8(d_xe.ptr, w, er, El, H, F, recipe, d_h.ptr, d_a.ptr, d_ye.ptr, runner,
+                           sc, nullptr, false, a_t);
+  cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
+                                d_dxe.ptr, runner, sc, nullptr);
+  CUDA_CHECK(cudaMemset(d_a.ptr, 0x3f, size_t(R * F) * 2));  // bf16
+  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, er, El, H, F, recipe, grad_dtype, k_dw_in.ptr,
+                                   k_dw_out.ptr, accumulate, runner, sc, nullptr, false, a_t);
+  EXPECT_EQ(k_dw_out.host(), d_dw_out.host()) << what << " dw_out from the kept codes";
+  EXPECT_EQ(k_dw_in.host(), d_dw_in.host()) << what << " dw_in";
 }
 
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
