@@ -127,8 +127,11 @@ void check_backend_supports(const std::string& name, const Workload& w) {
     MOE_USER_CHECK(w.precision != Precision::kFp8Block || w.gemm.method != GemmMethod::kGroupedSm90,
                    fp8 << "runs cuBLASLt's FP8 matmul per expert (the grouped sm90 kernel has "
                           "no block scales): set gemm.method to auto or lt_multistream");
-    MOE_USER_CHECK(!w.graph, fp8 << "needs the row counts on the host for its per-expert "
-                                    "calls: set graph=false");
+    // The sync-free step's FP8 GEMMs are the grouped kernel's, which has no block scales.
+    MOE_USER_CHECK(!w.graph || w.precision == Precision::kFp8Tensor,
+                   fp8 << "runs cuBLASLt's FP8 matmul per expert, which needs the row counts on "
+                          "the host: set graph=false, or precision=fp8_tensor (the grouped sm90 "
+                          "kernel, which reads them on the GPU)");
     MOE_USER_CHECK(w.align % 16 == 0,
                    fp8 << "needs each expert's rows to start at a multiple of 16 (Hopper's FP8 "
                           "kernels read 16-byte aligned operands; align is "

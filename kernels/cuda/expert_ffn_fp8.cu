@@ -18,11 +18,12 @@ int64_t blocks_of(int64_t n) { return (n + kB - 1) / kB; }
 int64_t transposed_ld(int64_t rows_bound) { return (rows_bound + 15) / 16 * 16; }
 char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
+// cuBLASLt's per-expert calls, where the grouped kernel did not take a GEMM.
 void require_host_offsets(const ExpertOffsets& rows) {
   MOE_USER_CHECK(rows.host,
-                 "the FP8 expert GEMMs run one cuBLASLt call per expert and need the "
-                 "row counts on the host, which a sync-free step (graph: true) never "
-                 "copies there: set graph=false");
+                 "an FP8 expert GEMM the grouped sm90 kernel did not take runs one cuBLASLt "
+                 "call per expert and needs the row counts on the host, which a sync-free "
+                 "step (graph: true) never copies there: set graph=false");
 }
 
 // dispatch_dtype fp8's packed rows carry 1 x 128 scales: fp8_block's only (validation refuses
@@ -161,7 +162,6 @@ GroupAmax amax_into_scales(const ExpertOffsets& rows, int64_t G, Fp8Recipe recip
 void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G, int64_t H,
                   int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate, void* C,
                   GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
-  require_host_offsets(rows);
   const GemmShape s = shape_of(which, H, F);
   const bool tensor = recipe == Fp8Recipe::kTensor;
   const Fp8Scaling scaling = tensor    ? Fp8Scaling::kTensor
@@ -181,6 +181,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
                               {sc.a_scales, B_scales, kTensorScaleStride}, C, DType::kBf16, stream))
       return;
+    require_host_offsets(rows);
     for (int64_t g = 0; g < G; ++g) {
       const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
       if (n == 0) continue;
@@ -200,8 +201,9 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   const uint8_t* B = which == kWgradOut ? sc.dy_t : sc.dh_t;
   const float* B_scales = which == kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
   // Both paths read each expert's K (its rows) from 16-byte aligned addresses of the transposed
-  // codes (a TMA box starting elsewhere faults): align 16 gives that.
-  for (int64_t g = 0; g < G; ++g)
+  // codes (a TMA box starting elsewhere faults): align 16 gives that (the backend refuses FP8
+  // without it); checked where the offsets are on the host.
+  for (int64_t g = 0; rows.host && g < G; ++g)
     MOE_CHECK(rows.host[g] % 16 == 0, "FP8 weight gradients: expert " << g << "'s rows start at "
                                                                       << rows.host[g]
                                                                       << ", not a multiple of 16");
@@ -212,6 +214,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
                             {sc.a_scales, B_scales, kTensorScaleStride}, C, grad_dtype, stream,
                             accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore))
     return;
+  require_host_offsets(rows);
   int64_t before = 0;  // 128-row blocks of the experts before g
   for (int64_t g = 0; g < G; ++g) {
     const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;

@@ -59,5 +59,21 @@ TEST(BackendChecks, CudaFp8TakesTheMethodsThatHaveAnFp8Path) {
   EXPECT_NE(block_sm90.find("lt_multistream"), std::string::npos) << block_sm90;
 }
 
+// The sync-free step (graph) reads the row counts on the GPU only: fp8_tensor runs there on the
+// grouped kernel; fp8_block, whose GEMMs are cuBLASLt's per-expert calls, is refused naming both
+// ways out.
+TEST(BackendChecks, CudaFp8InTheSyncFreeStepIsTheGroupedKernels) {
+  Workload w = fp8_workload(8, 1);
+  w.graph = true;
+  const std::string block = user_error_of([&] { check_backend_supports("cuda", w); });
+  EXPECT_NE(block.find("graph=false"), std::string::npos) << block;
+  EXPECT_NE(block.find("precision=fp8_tensor"), std::string::npos) << block;
+  w.precision = Precision::kFp8Tensor;
+  EXPECT_EQ(user_error_of([&] { check_backend_supports("cuda", w); }), "(no UserError)");
+  w.gemm.method = GemmMethod::kLtMultistream;
+  const std::string lt = user_error_of([&] { check_backend_supports("cuda", w); });
+  EXPECT_NE(lt.find("gemm.method=grouped_sm90"), std::string::npos) << lt;
+}
+
 }  // namespace
 }  // namespace moe::test
