@@ -133,6 +133,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     Chunk& ch = chunks_.emplace_back();
     ch.index = c;
     ch.token_begin = c * chunk.T;
+    ch.tokens = chunk.T;
     ch.dispatcher = make_dispatcher(one, mesh, chunk, device, ops, comm, *timer_, phases);
   }
   // Size the ragged buffers for balanced routing up front (skew grows them once, in warm-up), or
@@ -348,7 +349,7 @@ void MoeLayer::dispatch_fwd(const Chunk& c) {
   const void* x = tokens_of(x_, c, d_.H, device_.storage_bytes());
   if (d_.dispatch_fp8) {
     void* xq = tokens_of(xq_, c, plan_.row_xe, 1);
-    ops_.pack_fp8_rows(d_, x, d_.T / int64_t(chunks_.size()), xq);
+    ops_.pack_fp8_rows(d_, x, c.tokens, xq);
     c.dispatcher->dispatch_fwd(xq, rows_of(xe_, c, plan_.row_xe));
   } else {
     c.dispatcher->dispatch_fwd(x, rows_of(xe_, c, plan_.row_xe));

@@ -137,6 +137,7 @@ class MoeLayer {
     std::unique_ptr<Dispatcher> dispatcher;
     int64_t index = 0;
     int64_t token_begin = 0;  // its first token
+    int64_t tokens = 0;       // T / step_chunks
     int64_t row_begin = 0;    // its first expert-major row (set by layout())
   };
   // A software pipeline over the chunks: feed and drain on the side lane, work and tail on the

@@ -69,9 +69,7 @@ void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
     timer_.begin(phases_.a2a_dispatch_fwd);
     comm_.allgather(x, rows_all_, dispatched_row_bytes() * size_t(d_.T), Group::kEp);
     timer_.end(phases_.a2a_dispatch_fwd);
-    Dims gathered = dg_;
-    gathered.H = dispatched_.H;
-    ops_.permute(gathered, rows_all_, pos_, xe);
+    ops_.permute(dispatched_rows(dg_, device_.storage_bytes()), rows_all_, pos_, xe);
   }
   blocks_.zero_padding(xe, dispatched_);
 }

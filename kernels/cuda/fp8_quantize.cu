@@ -540,8 +540,7 @@ __global__ void fp8_rows_to_gemm_kernel(const uint8_t* packed, const int64_t* of
   const int64_t nb = (H + kB - 1) / kB;
   for (int64_t r = blockIdx.x; r < offsets[G]; r += gridDim.x) {
     const uint8_t* row = packed + r * row_bytes;
-    for (int64_t c = threadIdx.x * 16; c < H; c += blockDim.x * 16)
-      *reinterpret_cast<uint4*>(q + r * H + c) = *reinterpret_cast<const uint4*>(row + c);
+    copy_row(q + r * H, row, H);
     const int64_t g = last_at_or_below(offsets, G + 1, r);
     const int64_t n_g = offsets[g + 1] - offsets[g];
     for (int64_t kb = threadIdx.x; kb < nb; kb += blockDim.x)
