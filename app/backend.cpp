@@ -117,21 +117,13 @@ void check_backend_supports(const std::string& name, const Workload& w) {
       "takes bf16: set gemm.method=grouped_sm90 (or auto) and dtype=bf16, or "
       "graph=false");
   if (name == "cuda" && w.precision != Precision::kBf16) {
-    // cuBLASLt's FP8 matmul, one call per expert, or (fp8_tensor) the grouped sm90 kernel
+    // cuBLASLt's FP8 matmul, one call per expert, or the grouped sm90 kernel
     // (kernels/cuda/expert_ffn_fp8.h).
     const std::string fp8 =
         "precision = \"" + std::string(name_of(w.precision)) + "\" on the CUDA backend ";
     MOE_USER_CHECK(w.gemm.method != GemmMethod::kGroupedBatched,
                    fp8 << "has no cuBLAS grouped call: set gemm.method to auto, lt_multistream "
                           "or grouped_sm90");
-    MOE_USER_CHECK(w.precision != Precision::kFp8Block || w.gemm.method != GemmMethod::kGroupedSm90,
-                   fp8 << "runs cuBLASLt's FP8 matmul per expert (the grouped sm90 kernel has "
-                          "no block scales): set gemm.method to auto or lt_multistream");
-    // The sync-free step's FP8 GEMMs are the grouped kernel's, which has no block scales.
-    MOE_USER_CHECK(!w.graph || w.precision == Precision::kFp8Tensor,
-                   fp8 << "runs cuBLASLt's FP8 matmul per expert, which needs the row counts on "
-                          "the host: set graph=false, or precision=fp8_tensor (the grouped sm90 "
-                          "kernel, which reads them on the GPU)");
     MOE_USER_CHECK(w.align % 16 == 0,
                    fp8 << "needs each expert's rows to start at a multiple of 16 (Hopper's FP8 "
                           "kernels read 16-byte aligned operands; align is "

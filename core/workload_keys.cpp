@@ -218,10 +218,9 @@ const std::vector<KeySpec>& schema() {
                "TransformerEngine trains), fp8_block in DeepSeek-V3's 1 x 128 (activations, "
                "gradients) and 128 x 128 (weights) blocks; fp32 accumulation either way; fp8 "
                "needs dtype bf16, and on the CUDA backend (cuBLASLt's FP8 matmul per expert, "
-               "or with fp8_tensor the grouped sm90 kernel) "
-               "align a multiple of 16 and gemm.method auto, lt_multistream or (fp8_tensor) "
-               "grouped_sm90, and with graph true fp8_tensor on the grouped kernel; checked by "
-               "the float64 reference (README, FP8)"),
+               "or the grouped sm90 kernel) align a multiple of 16 and gemm.method auto, "
+               "lt_multistream or grouped_sm90 (the grouped kernel with graph true); checked "
+               "by the float64 reference (README, FP8)"),
       enum_key("dispatch_dtype", MOE_FIELD(dispatch_dtype),
                "the rows dispatched to the experts, on the wire (every dispatcher): bf16 as "
                "stored, or fp8 (with precision fp8_block): each token's row quantized once on its "

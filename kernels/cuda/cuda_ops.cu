@@ -41,9 +41,7 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
   gemm_->set_sm90_schedule(cuda::schedule_of(gemm));
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
-  // fp8_block's GEMMs run on cuBLASLt whatever the method: nothing to choose.
-  fixed_gemm_method_ =
-      gemm.method != GemmMethod::kAuto || sync_free || precision == Precision::kFp8Block;
+  fixed_gemm_method_ = gemm.method != GemmMethod::kAuto || sync_free;
   if (gemm.method != GemmMethod::kAuto) set_expert_gemm_method(name_of(gemm.method));
   if (sync_free) {
     MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
@@ -66,7 +64,7 @@ std::vector<std::string> CudaOps::expert_gemm_methods() const {
   if (fixed_gemm_method_) return {};
   std::vector<std::string> methods = {cuda::gemm_method_name(cuda::GemmMethod::kLtMultiStream)};
   // FP8 GEMMs have no cuBLAS grouped call; the grouped sm90 kernel takes bf16 storage (and
-  // fp8_tensor's codes), on Hopper.
+  // both FP8 recipes' codes), on Hopper.
   if (precision_ == Precision::kBf16)
     methods.push_back(cuda::gemm_method_name(cuda::GemmMethod::kGroupedBatched));
   if (sm90_ && device_.storage_dtype() == DType::kBf16)

@@ -178,8 +178,10 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     const int64_t per = scales_per_expert(s.N, s.K, recipe);
     // All experts in one launch of the grouped kernel, where the method and the kernel take it.
     const GroupedGemmShape gs{GroupedLayout::kRowsTimesWeightT, G, rows.rows_bound, 0, s.N, s.K};
-    if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
-                              {sc.a_scales, B_scales, kTensorScaleStride}, C, DType::kBf16, stream))
+    const GroupedFp8Scales scales =
+        tensor ? GroupedFp8Scales{sc.a_scales, B_scales, kTensorScaleStride}
+               : GroupedFp8Scales{sc.a_scales, B_scales, per, true};
+    if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B, scales, C, DType::kBf16, stream))
       return;
     require_host_offsets(rows);
     for (int64_t g = 0; g < G; ++g) {
@@ -211,8 +213,8 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   // of each row of them are expert g's K), adding into C with accumulate.
   const GroupedGemmShape gs{GroupedLayout::kRowsTTimesRows, G, ld, M, N, 0};
   if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
-                            {sc.a_scales, B_scales, kTensorScaleStride}, C, grad_dtype, stream,
-                            accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore))
+                            {sc.a_scales, B_scales, kTensorScaleStride, !tensor}, C, grad_dtype,
+                            stream, accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore))
     return;
   require_host_offsets(rows);
   int64_t before = 0;  // 128-row blocks of the experts before g

@@ -3,14 +3,14 @@
 // three functions, each of their six GEMMs quantizing its activation operands as core/fp8.h
 // defines (kernels/cuda/fp8_quantize.h) on the caller's stream and running cuBLASLt's FP8 matmul
 // once per expert, spread over the GemmRunner's side streams (GemmRunner::grouped_fp8), or, with
-// fp8_tensor and the method grouped_sm90, one launch of the grouped kernel for all experts
-// (GemmRunner::grouped_sm90_fp8): the CUDA
+// the method grouped_sm90, one launch of the grouped kernel for all experts, with either
+// recipe's scales (GemmRunner::grouped_sm90_fp8): the CUDA
 // twin of kernels/cpu/expert_ffn.h with a precision. The weights come quantized, both ways round,
 // once per step (quantize_ffn_weights_fp8), as FP8 training quantizes them once per optimizer
 // step: the codes are the same whichever GEMM reads them. SwiGLU and its backward are the bf16
 // path's kernels, so h and da are stored in bf16 before them, as the reference assumes. cuBLASLt's
 // calls need the row offsets on the host (not a sync-free step); the grouped kernel reads them on
-// the GPU, so fp8_tensor on it runs in the sync-free step too. Every expert's rows must start at a
+// the GPU, so FP8 on it runs in the sync-free step too. Every expert's rows must start at a
 // multiple of 16 (align), because Hopper's FP8 kernels and TMA read 16-byte aligned operands, which
 // the weight gradients' transposed operands are only there.
 #include <cuda_runtime.h>

@@ -147,8 +147,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
       w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
     });
     out.push_back(weights);
-    // Per method that has an FP8 path: cuBLASLt's loop, the grouped kernel (fp8_tensor; fp8_block
-    // falls back to the loop, with a log line).
+    // Per method that has an FP8 path: cuBLASLt's loop, the grouped kernel.
     for (const std::string& name : methods) {
       if (name == gemm_method_name(GemmMethod::kGroupedBatched)) continue;
       runner.set_method(method_named(name));

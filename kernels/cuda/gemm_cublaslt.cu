@@ -437,9 +437,9 @@ bool GemmRunner::grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offs
                                   const GroupedFp8Scales& scales, void* C, DType out,
                                   cudaStream_t stream, GroupedEpilogue epi, void* aux) {
   if (!sm90_takes(epi, offsets_dev)) return false;
-  const std::string why = scaling != Fp8Scaling::kTensor
-                              ? "FP8 block scales (fp8_block) are not in the grouped kernel"
-                              : GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi, out);
+  MOE_CHECK(scales.block == (scaling != Fp8Scaling::kTensor),
+            "grouped sm90 FP8 GEMM: the scales' recipe is not the GEMM's");
+  const std::string why = GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi, out, &scales);
   GroupedGemm* gg = sm90_kernel(s, epi, why);
   if (gg) gg->run_fp8(epi, s, offsets_dev, A, B, scales, C, aux, out, stream);
   return gg != nullptr;

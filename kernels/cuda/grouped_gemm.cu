@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "kernels/cuda/grouped_gemm.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sm90.cuh"
@@ -30,6 +31,7 @@ constexpr uint32_t kTurnBarrier = 4;
 // Against a drain every stage, chunks of 4 made Mixtral-8x7B's FP8 GEMMs 3-12% faster; chunks
 // of 8 measured level with 4 (results/2026-11-25-fp8-mainloop-chunks).
 constexpr int kFp8Chunk = 4;
+constexpr int kFp8BlockEdge = int(kFp8Block);  // fp8_block's block edge (core/fp8.h), 128
 
 // K per stage. Where K is the operands' inner dimension, one 128-byte swizzled row of bf16. The
 // weight gradients' K runs down the rows of both operands (MN-major), and there a stage takes 32
@@ -52,7 +54,11 @@ constexpr bool kIsFp8 = sizeof(InT) == 1;
 // aligning the stages to the 128-byte swizzle's 1024-byte atom.
 constexpr int kSmemBudget = 227 * 1024 - 4 * int(GroupedGemm::kMaxGroups + 1) - 1024;
 
-template <GroupedLayout L, int BN, class InT>
+// kBlock: FP8 with fp8_block's scales (GroupedFp8Scales::block). The weight gradients' stages
+// then also hold the tile's 128 column scales of each operand for the stage's 128-row block
+// (kScaleBytes), and the kernel the count of 128-row blocks before each group (kBlocksBytes),
+// where a group's column scales start.
+template <GroupedLayout L, int BN, class InT, bool kBlock = false>
 struct TileConfig {
   static constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   static constexpr int kBK = k_per_stage<L, InT>();
@@ -61,17 +67,22 @@ struct TileConfig {
   static constexpr int kLoadBox = 64 * kBK * kIn;
   static constexpr int kABytes = kBM * kBK * kIn;
   static constexpr int kBBytes = BN * kBK * kIn;
-  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr bool kColScales = kBlock && kRowsK;
+  static constexpr int kScaleBytes = kColScales ? 4 * (kBM + BN) : 0;
+  static constexpr int kStageBytes = kABytes + kBBytes + kScaleBytes;
+  static constexpr int kBlocksBytes = kColScales ? 4 * int(GroupedGemm::kMaxGroups + 1) : 0;
   // The weight gradients store C by TMA from four staging boxes per MMA warpgroup, a whole bf16
   // tile of 256 columns, so that its stores drain while the next tile's MMAs run.
   static constexpr int kEpilogueBoxes = kRowsK ? 4 : 1;
   static constexpr int kBoxBytes = 64 * 128;  // a 64-row x 128-byte staging box of C
   static constexpr int kEpilogueBytes = 2 * kEpilogueBoxes * kBoxBytes;
   // As many stages as fit (8 at most), with a full and an empty mbarrier each.
-  static constexpr int kFit = (kSmemBudget - kEpilogueBytes) / (kStageBytes + 16);
+  static constexpr int kFit = (kSmemBudget - kEpilogueBytes - kBlocksBytes) / (kStageBytes + 16);
   static constexpr int kStages = kFit < 8 ? kFit : 8;
-  static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + 1024 + 2 * kStages * 8;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + kEpilogueBytes + 1024 + 2 * kStages * 8 + kBlocksBytes;
   static_assert(kStages >= 3, "too few stages fit in shared memory");
+  static_assert(kStageBytes % 1024 == 0, "stages keep the 128-byte swizzle's 1024-byte atoms");
 };
 
 struct Params {
@@ -188,6 +199,39 @@ __device__ __forceinline__ void add_partial(float (&total)[kN], float (&part)[kN
   fence_accumulators(part);
 #pragma unroll
   for (int i = 0; i < kN; ++i) total[i] += part[i];
+}
+// fp8_block's row GEMMs: the partial sum times its block's scales, s0 for the fragment's rows
+// lane / 4 and s1 for lane / 4 + 8 (element i's row is (i / 2) % 2 of the two).
+template <int kN>
+__device__ __forceinline__ void add_partial_rows(float (&total)[kN], float (&part)[kN], float s0,
+                                                 float s1) {
+  fence_accumulators(part);
+#pragma unroll
+  for (int i = 0; i < kN; ++i) total[i] = fmaf(part[i], i & 2 ? s1 : s0, total[i]);
+}
+// fp8_block's weight gradients: also times column n's scale, cols[n] for the tile's columns
+// (shared memory), element i's column being 8 (i / 4) + 2 (lane % 4) + i % 2.
+template <int kN>
+__device__ __forceinline__ void add_partial_rows_cols(float (&total)[kN], float (&part)[kN],
+                                                      float s0, float s1, const float* cols,
+                                                      int lane) {
+  fence_accumulators(part);
+  // Four 8-column blocks at a time: the compiler would otherwise load all 32 scales first, which
+  // with the other stage's partial sum in flight is more registers than the warpgroup has.
+  constexpr int kGroup = 2;
+#pragma unroll
+  for (int j0 = 0; j0 < kN / 4; j0 += kGroup) {
+#pragma unroll
+    for (int j = j0; j < j0 + kGroup; ++j) {
+      const float2 c = *reinterpret_cast<const float2*>(cols + 8 * j + 2 * (lane % 4));
+      total[4 * j] = fmaf(part[4 * j], s0 * c.x, total[4 * j]);
+      total[4 * j + 1] = fmaf(part[4 * j + 1], s0 * c.y, total[4 * j + 1]);
+      total[4 * j + 2] = fmaf(part[4 * j + 2], s1 * c.x, total[4 * j + 2]);
+      total[4 * j + 3] = fmaf(part[4 * j + 3], s1 * c.y, total[4 * j + 3]);
+    }
+#pragma unroll
+    for (int i = 4 * j0; i < 4 * (j0 + kGroup); ++i) asm volatile("" : "+f"(total[i])::"memory");
+  }
 }
 
 // The byte offset of (row, byte) in a 128-byte-swizzled box of 128-byte rows (TMA's layout).
@@ -352,17 +396,21 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // other's MMAs keep the tensor cores busy. The producer and the stages are the same; each stage
 // has one consumer.
 //
-// InT e4m3 (fp8_tensor's codes, K-major layouts, BN 128, cooperative): a stage's MMAs start a
-// partial sum afresh, which is added into the fp32 total once they are done (the tensor cores'
-// FP8 sums keep fewer bits than fp32; cuBLASLt without fast accumulation also promotes
-// periodically), and the epilogue multiplies the total by the group's two scales first.
+// InT e4m3 (FP8 codes, K-major layouts, BN 128, cooperative): a stage's MMAs start a partial
+// sum afresh, which is added into the fp32 total once they are done (the tensor cores' FP8 sums
+// keep fewer bits than fp32; cuBLASLt without fast accumulation also promotes periodically).
+// fp8_tensor's epilogue multiplies the total by the group's two scales first. fp8_block's (kBlock)
+// 128-K stage is one block of K, so its partial sum is multiplied by that block's scales as it is
+// added: the rows' 1 x 128 scales and the weight tile's 128 x 128 one in the row GEMMs (loaded
+// by each thread for its two rows as the stage is issued), the rows' and columns' 128 x 1 scales
+// in the weight gradients (loaded with the stage into shared memory by the producer).
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
-          int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16>
+          int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16, bool kBlock = false>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_c, Params p) {
-  using Cfg = TileConfig<L, BN, InT>;
+  using Cfg = TileConfig<L, BN, InT, kBlock>;
   constexpr bool kFp8 = kIsFp8<InT>;
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
@@ -379,6 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "adds only into fp32 weight gradients");
   static_assert(!kFp8 || ((kBKMajor || kRowsK) && BN == 128 && !kPingpong && !kSwiGLU),
                 "FP8: K-major layouts, 128 columns, cooperative");
+  static_assert(!kBlock || kFp8, "block scales are FP8's");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -387,6 +436,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* epilogue = smem + Cfg::kStages * Cfg::kStageBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(epilogue + Cfg::kEpilogueBytes);
   uint64_t* empty = full + Cfg::kStages;
+  // fp8_block's weight gradients: [G + 1] 128-row blocks before each group (its column scales
+  // start at that many blocks of the operand's columns).
+  int* blocks_before = reinterpret_cast<int*>(empty + Cfg::kStages);
   const int tid = threadIdx.x;
 
   if (tid == 0) {
@@ -401,8 +453,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kTileN = kSwiGLU ? BN / 2 : BN;  // the tile's width in the schedule's columns
   for (int g = tid; g < p.G; g += kThreads)
     prefix[g + 1] = units_in_group<L, kTileN, kCluster>(p, g);
+  if constexpr (Cfg::kColScales) {
+    if (tid == 0) blocks_before[0] = 0;
+    for (int g = tid; g < p.G; g += kThreads)
+      blocks_before[g + 1] = ceil_div(int(p.offsets[g + 1] - p.offsets[g]), Cfg::kBK);
+  }
   __syncthreads();
   if (tid < 32) warp_inclusive_scan(prefix + 1, p.G, tid);
+  if (Cfg::kColScales && tid >= 32 && tid < 64)
+    warp_inclusive_scan(blocks_before + 1, p.G, tid - 32);
   __syncthreads();
   if constexpr (kCluster > 1) cluster_sync();  // the peer's barriers exist before either uses them
   const int total = prefix[p.G];
@@ -442,7 +501,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
         uint8_t* sa = smem + s * Cfg::kStageBytes;
         uint8_t* sb = sa + Cfg::kABytes;
-        mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
+        if constexpr (Cfg::kColScales) {
+          // The stage's block of rows: the A tile's row scales and the B tile's column scales
+          // (128 x 1 blocks down each group's rows, block kb of column m at kb * M + m from the
+          // group's first block), as many as the operands have from m0 and n0.
+          const int64_t kb = blocks_before[tile.g] + kt;
+          const int a_cols = max(0, min(kBM, p.M - tile.m0)), b_cols = min(BN, p.N - tile.n0);
+          mbar_arrive_expect_tx(&full[s],
+                                Cfg::kStageBytes - Cfg::kScaleBytes + 4 * (a_cols + b_cols));
+          float* scales = reinterpret_cast<float*>(sb + Cfg::kBBytes);
+          if (a_cols > 0) bulk_load(scales, p.a_scales + kb * p.M + tile.m0, 4 * a_cols, &full[s]);
+          bulk_load(scales + kBM, p.b_scales + kb * p.N + tile.n0, 4 * b_cols, &full[s]);
+        } else {
+          mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
+        }
         if constexpr (kRowsK && kFp8) {
           // Transposed operands: K (the group's rows) along each 128-byte row.
           const int k0 = int(tile.r0) + kt * Cfg::kBK;
@@ -519,7 +591,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // FP8: the group's scale product, loaded now so that the load hides behind the MMAs; the
     // total starts at zero (each stage adds its partial sum).
     float scale = 1.0f;
-    if constexpr (kFp8)
+    if constexpr (kFp8 && !kBlock)
       scale = p.a_scales[int64_t(p.scale_stride) * tile.g] *
               p.b_scales[int64_t(p.scale_stride) * tile.g];
     if (kFp8 || tile.k_tiles == 0) {
@@ -602,6 +674,34 @@ __global__ void __launch_bounds__(kThreads, 1)
       ++it;
     };
     if constexpr (kFp8) {
+      // fp8_block's row GEMMs: K stage kt's scales for the thread's two rows of the fragment,
+      // each times the weight tile's (rows past the group's end: 0, never stored).
+      const int my_row = tile.m0 + 64 * c + warp * 16 + lane / 4;
+      auto row_block_scales = [&](int kt) {
+        const int k_blocks = ceil_div(p.K, Cfg::kBK), tiles_ld = (k_blocks + 3) / 4 * 4;
+        const float* rows_at = p.a_scales + int64_t(k_blocks) * tile.r0 + int64_t(kt) * tile.rows;
+        const float b = __ldg(p.b_scales + int64_t(p.scale_stride) * tile.g +
+                              (tile.n0 / kFp8BlockEdge) * tiles_ld + kt);
+        return make_float2(my_row < tile.rows ? __ldg(rows_at + my_row) * b : 0.0f,
+                           my_row + 8 < tile.rows ? __ldg(rows_at + my_row + 8) * b : 0.0f);
+      };
+      // Stage v's partial sum into the total (scaled as the recipe says) and its buffers back to
+      // the producer: after the add where the add reads the stage's scales there.
+      auto retire_partial = [&](int slot, float(&sum)[BN / 2], float2 rows_scale) {
+        if constexpr (kBlock && kRowsK) {
+          const float* scales = reinterpret_cast<const float*>(smem + slot * Cfg::kStageBytes +
+                                                               Cfg::kABytes + Cfg::kBBytes);
+          const int r = 64 * c + warp * 16 + lane / 4;
+          add_partial_rows_cols(acc[0], sum, scales[r], scales[r + 8], scales + kBM, lane);
+          release(slot);
+        } else if constexpr (kBlock) {
+          release(slot);
+          add_partial_rows(acc[0], sum, rows_scale.x, rows_scale.y);
+        } else {
+          release(slot);
+          add_partial(acc[0], sum);
+        }
+      };
       // Runs stages [kt, kt + U) into the two partial sums in turn: one stage's MMAs stay in
       // flight while the one before is added into the total; nothing is in flight before or
       // after. Straight-line code, so that the compiler can tell which partial sum each wait
@@ -609,19 +709,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       auto run_chunk = [&](int kt, auto u_tag) {
         constexpr int U = decltype(u_tag)::value;
         int slot[U];
+        float2 rows_scale[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           slot[u] = issue_stage(kt + u, part[u % 2], false);
+          if constexpr (kBlock && !kRowsK) rows_scale[u] = row_block_scales(kt + u);
           ++it;
           if (u > 0) {
             wgmma_wait<1>();
-            release(slot[u - 1]);
-            add_partial(acc[0], part[(u - 1) % 2][0]);
+            retire_partial(slot[u - 1], part[(u - 1) % 2][0], rows_scale[u - 1]);
           }
         }
         wgmma_wait<0>();
-        release(slot[U - 1]);
-        add_partial(acc[0], part[(U - 1) % 2][0]);
+        retire_partial(slot[U - 1], part[(U - 1) % 2][0], rows_scale[U - 1]);
       };
       int kt = 0;
       for (; kt + kFp8Chunk <= tile.k_tiles; kt += kFp8Chunk)
@@ -639,7 +739,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) fence_accumulators(acc[h]);
-    if constexpr (kFp8) {
+    if constexpr (kFp8 && !kBlock) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[0][i] *= scale;
     }
@@ -778,7 +878,7 @@ int resident_ctas(Kernel kernel, int smem, int cluster, int num_sms) {
 }
 
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster, bool kPingpong,
-          class InT = __nv_bfloat16>
+          class InT = __nv_bfloat16, bool kBlock = false>
 void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
             const void* A, const void* B, void* C, cudaStream_t stream, void* aux,
             const GroupedFp8Scales& scales = {}) {
@@ -826,8 +926,8 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
   const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
   const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K),          tile_cols,
                  C,       aux,      scales.a, scales.b, int(scales.stride)};
-  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT>;
-  constexpr int kSmem = TileConfig<L, BN, InT>::kSmemBytes;
+  auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT, kBlock>;
+  constexpr int kSmem = TileConfig<L, BN, InT, kBlock>::kSmemBytes;
   static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
   ClusterAttr cluster(kCluster);
   cudaLaunchConfig_t cfg = {};
@@ -960,8 +1060,14 @@ void GroupedGemm::run_fused(GroupedEpilogue epi, const GroupedGemmShape& s, cons
 
 std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const void* A,
                                                 const void* B, const void* C, GroupedEpilogue epi,
-                                                DType out) {
+                                                DType out, const GroupedFp8Scales* scales) {
   std::ostringstream why;
+  if (scales && scales->block && s.layout == GroupedLayout::kRowsTTimesRows) {
+    // The column scales go to shared memory in 16-byte bulk copies.
+    if (s.M % 4 != 0) why << "block scales: M " << s.M << " is not a multiple of 4; ";
+    if ((reinterpret_cast<uintptr_t>(scales->a) | reinterpret_cast<uintptr_t>(scales->b)) % 16)
+      why << "block scales: not 16-byte aligned; ";
+  }
   if (s.layout == GroupedLayout::kRowsTimesWeight)
     why << "FP8 reads the weights transposed (kRowsTimesWeightT), not as stored; ";
   if (s.layout == GroupedLayout::kRowsTimesWeightT) {
@@ -985,22 +1091,29 @@ std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const
 void GroupedGemm::run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
                           const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
                           void* aux, DType out, cudaStream_t stream) const {
-  const std::string why = fp8_unsupported_reason(s, A, B, C, epi, out);
+  const std::string why = fp8_unsupported_reason(s, A, B, C, epi, out, &scales);
   MOE_CHECK(why.empty(), "grouped sm90 GEMM (FP8): " << why);
   MOE_CHECK(scales.a && scales.b, "grouped sm90 GEMM (FP8): no scales");
   const bool rows_k = s.layout == GroupedLayout::kRowsTTimesRows;
   if (s.G == 0 || s.N == 0 || (rows_k ? s.M == 0 : s.total_rows == 0)) return;
   MOE_CHECK(rows_k || s.K > 0, "grouped sm90 GEMM (FP8): K == 0 with rows");
-  auto go = [&](auto layout_tag, auto out_tag, auto epi_tag) {
+  auto with_scales = [&](auto layout_tag, auto out_tag, auto epi_tag, auto block_tag) {
     constexpr GroupedLayout L = decltype(layout_tag)::value;
     using OutT = std::remove_pointer_t<decltype(out_tag)>;
     constexpr GroupedEpilogue E = decltype(epi_tag)::value;
+    constexpr bool kBlock = decltype(block_tag)::value;
     if (sched_.cluster == 2)
-      launch<L, 128, OutT, E, 2, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
-                                              scales);
+      launch<L, 128, OutT, E, 2, false, e4m3, kBlock>(encode_, num_sms_, s, offsets, A, B, C,
+                                                      stream, aux, scales);
     else
-      launch<L, 128, OutT, E, 1, false, e4m3>(encode_, num_sms_, s, offsets, A, B, C, stream, aux,
-                                              scales);
+      launch<L, 128, OutT, E, 1, false, e4m3, kBlock>(encode_, num_sms_, s, offsets, A, B, C,
+                                                      stream, aux, scales);
+  };
+  auto go = [&](auto layout_tag, auto out_tag, auto epi_tag) {
+    if (scales.block)
+      with_scales(layout_tag, out_tag, epi_tag, std::true_type{});
+    else
+      with_scales(layout_tag, out_tag, epi_tag, std::false_type{});
   };
   using RWT = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTimesWeightT>;
   using RTR = std::integral_constant<GroupedLayout, GroupedLayout::kRowsTTimesRows>;

@@ -7,7 +7,7 @@
 // of A and B into a ring of shared-memory stages with TMA; two MMA warpgroups run wgmma on them,
 // keeping one stage's MMAs in flight, and write C through a swizzled shared-memory box (by TMA
 // where C is dense per expert, the weight gradients). bf16 inputs, fp32 accumulation, bf16 or fp32
-// output; or (run_fp8) e4m3 inputs with one scale per group and operand.
+// output; or (run_fp8) e4m3 inputs with fp8_tensor's or fp8_block's scales (GroupedFp8Scales).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -56,12 +56,19 @@ inline GroupedSchedule schedule_of(const GemmConfig& g) {
   return {int(g.sm90_cluster), g.sm90_schedule == Sm90Schedule::kPingpong};
 }
 
-// The scales of FP8 operands quantized per group (fp8_tensor, MATH.md): group g's A codes times
-// a[stride * g] and its B codes times b[stride * g] are the values multiplied (device memory).
+// The scales of FP8 operands (device memory), in kernels/cuda/fp8_quantize.h's layouts:
+// - fp8_tensor (block false), one per group and operand: group g's A codes times a[stride * g]
+//   and its B codes times b[stride * g] are the values multiplied;
+// - fp8_block (block true): in the row layout (kRowsTimesWeightT) a holds the rows' 1 x 128
+//   scales (quantize_rows_fp8's) and b the weights' 128 x 128 ones of the orientation B is
+//   (quantize_weight_fp8's), group g's from b + stride * g; in the weight gradients a and b hold
+//   the transposed operands' 128 x 1 scales down each group's rows (quantize_cols_fp8's), and
+//   stride is not read.
 struct GroupedFp8Scales {
   const float* a = nullptr;
   const float* b = nullptr;
   int64_t stride = 0;
+  bool block = false;
 };
 
 class GroupedGemm {
@@ -98,10 +105,10 @@ class GroupedGemm {
                  const void* A, const void* B, void* C, void* aux, DType in, DType out,
                  cudaStream_t stream) const;
 
-  // FP8 (fp8_tensor's codes, e4m3), the scales per group and operand (GroupedFp8Scales), the sums
-  // fp32 (each 128 K of the tensor cores' partial sums added into an fp32 total), scaled once,
-  // rounded once. FP8 wgmma reads both operands K-major,
-  // so two layouts:
+  // FP8 (e4m3 codes) with fp8_tensor's or fp8_block's scales (GroupedFp8Scales), the sums fp32
+  // (each 128 K of the tensor cores' partial sums added into an fp32 total: times its block's
+  // scales with fp8_block, the whole total times the groups' scales once with fp8_tensor),
+  // rounded once. FP8 wgmma reads both operands K-major, so two layouts:
   // - kRowsTimesWeightT, C [rows, N] (bf16) = A [rows, K] @ B[g]^T with B [G, N, K] (the forward
   //   passes the weights' transposed codes): kStore or kSwiGLUBackward (on the scaled product,
   //   rounded to bf16, as a stored da); K a multiple of 16.
@@ -112,9 +119,11 @@ class GroupedGemm {
   //   (fp32) kAdd; empty groups get zeros.
   // Tiles of 128 x 128, cooperative (a ping-pong schedule runs cooperative here), in clusters as
   // the schedule says. The empty reason when the kernel takes the case: N a multiple of 8,
-  // 16-byte aligned operands, at most kMaxGroups groups, and the above.
+  // 16-byte aligned operands, at most kMaxGroups groups, and the above; with block scales, the
+  // weight gradients' M a multiple of 4 and their scales 16-byte aligned too.
   static std::string fp8_unsupported_reason(const GroupedGemmShape& s, const void* A, const void* B,
-                                            const void* C, GroupedEpilogue epi, DType out);
+                                            const void* C, GroupedEpilogue epi, DType out,
+                                            const GroupedFp8Scales* scales = nullptr);
   void run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const int64_t* offsets,
                const void* A, const void* B, const GroupedFp8Scales& scales, void* C, void* aux,
                DType out, cudaStream_t stream) const;

@@ -84,6 +84,17 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// `bytes` contiguous bytes of global memory into shared memory, without a tensor map, completing
+// them on an mbarrier. Both addresses 16-byte aligned, bytes a multiple of 16; the bytes counted
+// are the ones copied.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
 // A box of shared memory into a tensor (parts outside the tensor are not written), as one bulk
 // group of this thread; wait for its shared-memory reads before reusing the buffer.
 __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int32_t c0,

@@ -37,8 +37,8 @@ TEST(BackendChecks, CudaFp8RefusesMoreLocalExpertsThanTheQuantizationTakes) {
       "(no UserError)");
 }
 
-// FP8 GEMMs run on cuBLASLt's loop or (fp8_tensor) the grouped sm90 kernel: a method that has no
-// FP8 path is refused, naming the methods that have one.
+// FP8 GEMMs run on cuBLASLt's loop or the grouped sm90 kernel: a method that has no FP8 path is
+// refused, naming the methods that have one.
 TEST(BackendChecks, CudaFp8TakesTheMethodsThatHaveAnFp8Path) {
   auto with = [](const char* precision, GemmMethod m) {
     Workload w = fp8_workload(8, 1);
@@ -51,28 +51,24 @@ TEST(BackendChecks, CudaFp8TakesTheMethodsThatHaveAnFp8Path) {
     SCOPED_TRACE(p);
     EXPECT_EQ(with(p, GemmMethod::kAuto), "(no UserError)");
     EXPECT_EQ(with(p, GemmMethod::kLtMultistream), "(no UserError)");
+    EXPECT_EQ(with(p, GemmMethod::kGroupedSm90), "(no UserError)");
     const std::string batched = with(p, GemmMethod::kGroupedBatched);
     EXPECT_NE(batched.find("gemm.method"), std::string::npos) << batched;
   }
-  EXPECT_EQ(with("fp8_tensor", GemmMethod::kGroupedSm90), "(no UserError)");
-  const std::string block_sm90 = with("fp8_block", GemmMethod::kGroupedSm90);
-  EXPECT_NE(block_sm90.find("lt_multistream"), std::string::npos) << block_sm90;
 }
 
-// The sync-free step (graph) reads the row counts on the GPU only: fp8_tensor runs there on the
-// grouped kernel; fp8_block, whose GEMMs are cuBLASLt's per-expert calls, is refused naming both
-// ways out.
+// The sync-free step (graph) reads the row counts on the GPU only: both recipes run there on the
+// grouped kernel; cuBLASLt's per-expert calls are refused, naming the way out.
 TEST(BackendChecks, CudaFp8InTheSyncFreeStepIsTheGroupedKernels) {
-  Workload w = fp8_workload(8, 1);
-  w.graph = true;
-  const std::string block = user_error_of([&] { check_backend_supports("cuda", w); });
-  EXPECT_NE(block.find("graph=false"), std::string::npos) << block;
-  EXPECT_NE(block.find("precision=fp8_tensor"), std::string::npos) << block;
-  w.precision = Precision::kFp8Tensor;
-  EXPECT_EQ(user_error_of([&] { check_backend_supports("cuda", w); }), "(no UserError)");
-  w.gemm.method = GemmMethod::kLtMultistream;
-  const std::string lt = user_error_of([&] { check_backend_supports("cuda", w); });
-  EXPECT_NE(lt.find("gemm.method=grouped_sm90"), std::string::npos) << lt;
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
+    Workload w = fp8_workload(8, 1);
+    w.graph = true;
+    w.precision = p;
+    EXPECT_EQ(user_error_of([&] { check_backend_supports("cuda", w); }), "(no UserError)");
+    w.gemm.method = GemmMethod::kLtMultistream;
+    const std::string lt = user_error_of([&] { check_backend_supports("cuda", w); });
+    EXPECT_NE(lt.find("gemm.method=grouped_sm90"), std::string::npos) << lt;
+  }
 }
 
 }  // namespace

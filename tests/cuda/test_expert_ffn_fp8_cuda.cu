@@ -131,15 +131,16 @@ TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
   }
 }
 
-// fp8_tensor's six GEMMs on the grouped sm90 kernel (weight gradients stored in either dtype or
-// added into fp32); fp8_block there falls back to cuBLASLt whole.
+// Both recipes' six GEMMs on the grouped sm90 kernel (weight gradients stored in either dtype or
+// added into fp32).
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwinOnTheGroupedKernel) {
   MOE_REQUIRE_SM90();
   const auto kSm90 = cuda::GemmMethod::kGroupedSm90;
-  check_fp8_ffn(Precision::kFp8Tensor, DType::kBf16, false, kSm90);
-  check_fp8_ffn(Precision::kFp8Tensor, DType::kFp32, false, kSm90);
-  check_fp8_ffn(Precision::kFp8Tensor, DType::kFp32, true, kSm90);
-  check_fp8_ffn(Precision::kFp8Block, DType::kBf16, false, kSm90);
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
+    check_fp8_ffn(p, DType::kBf16, false, kSm90);
+    check_fp8_ffn(p, DType::kFp32, false, kSm90);
+    check_fp8_ffn(p, DType::kFp32, true, kSm90);
+  }
 }
 
 }  // namespace

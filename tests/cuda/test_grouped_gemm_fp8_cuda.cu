@@ -1,6 +1,8 @@
-// The grouped sm90 GEMM on FP8 codes (GroupedGemm::run_fp8, fp8_tensor's six expert GEMMs)
+// The grouped sm90 GEMM on FP8 codes (GroupedGemm::run_fp8, both recipes' six expert GEMMs)
 // against a float64 product of the decoded codes on the host: random e4m3 codes (every finite
-// one), a scale per group and operand, ragged and empty groups, K with a partial last 128-stage,
+// one), a scale per group and operand (fp8_tensor) or per block in the quantization's layouts
+// (fp8_block: every block's scale its own, so one read from the wrong place shows), ragged and
+// empty groups, K with a partial last 128-stage,
 // N with a partial last tile, NaN codes past the last group (computed and not stored, or zeroed
 // before the MMAs), every schedule, both weight-gradient outputs and adding into fp32, and
 // SwiGLU's backward in the epilogue against the separate kernel. FP8 products are exact in fp32,
@@ -54,42 +56,47 @@ std::vector<float> random_scales(int64_t G, uint64_t seed) {
   return s;
 }
 
+// n positive random scales (block scales: each block its own).
+std::vector<float> random_block_scales(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(0.01f, 3.0f);
+  std::vector<float> s(static_cast<size_t>(n));
+  for (float& x : s) x = d(rng);
+  return s;
+}
+
 struct Fp8Case {
   std::vector<int64_t> rows;
   int64_t N, K, spare_rows;
 };
 
-// C = (sa[g] sb[g]) A @ B[g]^T per group in float64 (unrounded), and the same sum of the
-// products' magnitudes; rows outside the groups keep `fill` (magnitude 0).
+// The grouped product in float64 (unrounded), and each element's sum of its products'
+// magnitudes (0 where an element is not computed).
 struct HostProduct {
   std::vector<double> C, magnitude;
-  // Element i = scale * sum_k a[k] b[k] over n codes of each, and its magnitude.
-  void set(size_t i, const uint8_t* a, const uint8_t* b, int64_t n, double scale) {
+  // Element i = sum_k scale_of(k / 128) a[k] b[k] over n codes of each (the scales of K's
+  // 128-blocks: one for all of them with fp8_tensor), and its magnitude.
+  template <class ScaleOfBlock>
+  void set_blocks(size_t i, const uint8_t* a, const uint8_t* b, int64_t n, ScaleOfBlock scale_of) {
     double sum = 0, mag = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      const double x = double(e4m3_value(a[k])) * e4m3_value(b[k]);
-      sum += x;
-      mag += std::fabs(x);
+    for (int64_t k0 = 0; k0 < n; k0 += kFp8Block) {
+      double block_sum = 0, block_mag = 0;
+      for (int64_t k = k0; k < std::min(n, k0 + kFp8Block); ++k) {
+        const double x = double(e4m3_value(a[k])) * e4m3_value(b[k]);
+        block_sum += x;
+        block_mag += std::fabs(x);
+      }
+      const double scale = scale_of(k0 / kFp8Block);
+      sum += block_sum * scale;
+      mag += block_mag * std::fabs(scale);
     }
-    C[i] = sum * scale;
-    magnitude[i] = mag * scale;
+    C[i] = sum;
+    magnitude[i] = mag;
   }
 };
+// fp8_tensor's scale of group g's product.
 double scale_of(const std::vector<float>& sa, const std::vector<float>& sb, int64_t g) {
   return double(sa[size_t(kStride * g)]) * double(sb[size_t(kStride * g)]);
-}
-HostProduct host_product(const Fp8Case& c, const std::vector<uint8_t>& A,
-                         const std::vector<uint8_t>& B, const std::vector<float>& sa,
-                         const std::vector<float>& sb, int64_t alloc_rows, float fill) {
-  const std::vector<int64_t> off = offsets_of(c.rows);
-  HostProduct p{std::vector<double>(size_t(alloc_rows * c.N), fill),
-                std::vector<double>(size_t(alloc_rows * c.N), 0.0)};
-  for (size_t g = 0; g + 1 < off.size(); ++g)
-    for (int64_t r = off[g]; r < off[g + 1]; ++r)
-      for (int64_t n = 0; n < c.N; ++n)
-        p.set(size_t(r * c.N + n), &A[size_t(r * c.K)], &B[size_t((int64_t(g) * c.N + n) * c.K)],
-              c.K, scale_of(sa, sb, int64_t(g)));
-  return p;
 }
 
 // Every element within a bf16 rounding (2^-8 relative) of the exact sum plus 2^-10 of its
@@ -115,6 +122,11 @@ void expect_within_fp8_sums(const std::vector<float>& got, const HostProduct& wa
 
 const GroupedSchedule kSchedules[] = {{1, false}, {2, false}, {1, true}};
 
+// The row GEMMs, C = A @ B[g]^T per group, with either recipe's scales: fp8_tensor's per group
+// and operand; fp8_block's 1 x 128 row scales (group g's from ceil(K / 128) * offsets[g], block
+// kb of its row r at kb * n_g + r) times the weight tile's (expert g's from g * stride, tile
+// (nb, kb) at nb * ld + kb, the gaps of ld NaN). Ragged groups that start anywhere, a partial last
+// K stage and N tile, NaN codes past the last group (computed, not stored), every schedule.
 TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
@@ -132,37 +144,70 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
     std::vector<uint8_t> A = random_codes(alloc_rows * c.K, seed++);
     for (int64_t i = rows * c.K; i < alloc_rows * c.K; ++i) A[size_t(i)] = 0x7F;  // NaN
     const std::vector<uint8_t> B = random_codes(G * c.N * c.K, seed++);
-    const std::vector<float> sa = random_scales(G, seed++), sb = random_scales(G, seed++);
-    const HostProduct want = host_product(c, A, B, sa, sb, alloc_rows, -7.0f);
     DevBuf<uint8_t> dA(A), dB(B);
-    DevBuf<float> dsa(sa), dsb(sb);
     DevBuf<int64_t> doff(off);
     const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, alloc_rows, 0, c.N, c.K};
-    for (const GroupedSchedule& sched : kSchedules) {
-      const std::string what =
-          "G=" + std::to_string(G) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-          (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster));
-      SCOPED_TRACE(what);
-      StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
-      ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
-                                                    GroupedEpilogue::kStore, DType::kBf16),
-                "");
-      gg.set_schedule(sched);
-      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr,
-                 GroupedFp8Scales{dsa.ptr, dsb.ptr, kStride}, dC.ptr, nullptr, DType::kBf16,
-                 nullptr);
-      CUDA_CHECK(cudaGetLastError());
-      expect_within_fp8_sums(dC.host(), want, what);
+    for (bool block : {false, true}) {
+      const int64_t k_blocks = (c.K + kFp8Block - 1) / kFp8Block, tiles_ld = (k_blocks + 3) / 4 * 4;
+      const int64_t stride = block ? cuda::weight_fp8_scale_stride(c.N, c.K) : kStride;
+      std::vector<float> sa, sb;
+      if (block) {
+        sa = random_block_scales(k_blocks * rows, seed++);
+        sb.assign(size_t(G * stride), NAN);
+        const std::vector<float> tiles = random_block_scales(G * stride, seed++);
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t nb = 0; nb < (c.N + 127) / 128; ++nb)
+            for (int64_t kb = 0; kb < k_blocks; ++kb) {
+              const size_t at = size_t(g * stride + nb * tiles_ld + kb);
+              sb[at] = tiles[at];
+            }
+      } else {
+        sa = random_scales(G, seed++);
+        sb = random_scales(G, seed++);
+      }
+      HostProduct want{std::vector<double>(size_t(alloc_rows * c.N), -7.0f),
+                       std::vector<double>(size_t(alloc_rows * c.N), 0.0)};
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t n_g = off[g + 1] - off[g];
+        for (int64_t r = 0; r < n_g; ++r)
+          for (int64_t n = 0; n < c.N; ++n)
+            want.set_blocks(size_t((off[g] + r) * c.N + n), &A[size_t((off[g] + r) * c.K)],
+                            &B[size_t((g * c.N + n) * c.K)], c.K, [&](int64_t kb) {
+                              return block ? double(sa[size_t(k_blocks * off[g] + kb * n_g + r)]) *
+                                                 sb[size_t(g * stride + (n / 128) * tiles_ld + kb)]
+                                           : scale_of(sa, sb, g);
+                            });
+      }
+      DevBuf<float> dsa(sa), dsb(sb);
+      const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, stride, block};
+      for (const GroupedSchedule& sched : kSchedules) {
+        const std::string what =
+            std::string(block ? "block" : "tensor") + " G=" + std::to_string(G) +
+            " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+            (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster));
+        SCOPED_TRACE(what);
+        StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
+        ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(
+                      s, dA.ptr, dB.ptr, dC.ptr, GroupedEpilogue::kStore, DType::kBf16, &scales),
+                  "");
+        gg.set_schedule(sched);
+        gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                   DType::kBf16, nullptr);
+        CUDA_CHECK(cudaGetLastError());
+        expect_within_fp8_sums(dC.host(), want, what);
+      }
     }
   }
 }
 
-// The weight gradients on transposed codes: C[g] [M, N] = (sa[g] sb[g]) A^T[:, rows of g] @
-// B^T[:, rows of g]^T, against float64: groups starting at multiples of 16 rows (as align 16
-// gives the step; TMA reads the boxes from there) whose last stage takes the next group's codes,
-// zeroed in shared memory, a last group whose rows end inside a 16-byte chunk (zeroed byte by
-// byte), NaN codes past it, empty groups (zeros), bf16 and fp32 outputs, adding into fp32, every
-// schedule.
+// The weight gradients on transposed codes: C[g] [M, N] = A^T[:, rows of g] @ B^T[:, rows of
+// g]^T with either recipe's scales: fp8_tensor's per group and operand; fp8_block's 128 x 1
+// scales down each group's rows (group g's from that operand's columns times the 128-row blocks
+// of the groups before it, block kb of column m at kb * M + m). Against float64: groups starting
+// at multiples of 16 rows (as align 16 gives the step; TMA reads the boxes from there) whose last
+// stage takes the next group's codes, zeroed in shared memory, a last group whose rows end inside
+// a 16-byte chunk (zeroed byte by byte), NaN codes past it, empty groups (zeros), bf16 and fp32
+// outputs, adding into fp32, every schedule.
 TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
@@ -175,40 +220,59 @@ TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
     for (int64_t m = 0; m < M; ++m) At[size_t(m * ld + k)] = 0x7F;
     for (int64_t n = 0; n < N; ++n) Bt[size_t(n * ld + k)] = 0xFF;
   }
-  const std::vector<float> sa = random_scales(G, 962), sb = random_scales(G, 963);
+  std::vector<int64_t> before(size_t(G + 1), 0);  // 128-row blocks before each group
+  for (int64_t g = 0; g < G; ++g) before[g + 1] = before[g] + (rows[g] + 127) / 128;
   const std::vector<float> c0 = random_values(G * M * N, DType::kFp32, 964);
-  HostProduct want{std::vector<double>(size_t(G * M * N)), std::vector<double>(size_t(G * M * N))};
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n)
-        want.set(size_t((g * M + m) * N + n), &At[size_t(m * ld + off[g])],
-                 &Bt[size_t(n * ld + off[g])], off[g + 1] - off[g], scale_of(sa, sb, g));
-  HostProduct added = want;
-  for (size_t i = 0; i < added.C.size(); ++i) added.C[i] += c0[i];
   DevBuf<uint8_t> dA(At), dB(Bt);
-  DevBuf<float> dsa(sa), dsb(sb);
   DevBuf<int64_t> doff(off);
   const GroupedGemmShape s{GroupedLayout::kRowsTTimesRows, G, ld, M, N, 0};
-  const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, kStride};
-  for (const GroupedSchedule& sched : kSchedules) {
-    const std::string name =
-        sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster);
-    SCOPED_TRACE(name);
-    gg.set_schedule(sched);
-    for (DType out : {DType::kBf16, DType::kFp32}) {
-      StorageBuf dC(out, std::vector<float>(size_t(G * M * N), NAN));  // every element written
-      ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
-                                                    GroupedEpilogue::kStore, out),
-                "");
-      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr, out,
-                 nullptr);
-      CUDA_CHECK(cudaGetLastError());
-      expect_within_fp8_sums(dC.host(), want, name + " wgrad " + dtype_name(out));
+  for (bool block : {false, true}) {
+    const std::vector<float> sa =
+        block ? random_block_scales(M * before[G], 1962) : random_scales(G, 962);
+    const std::vector<float> sb =
+        block ? random_block_scales(N * before[G], 1963) : random_scales(G, 963);
+    HostProduct want{std::vector<double>(size_t(G * M * N)),
+                     std::vector<double>(size_t(G * M * N))};
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n)
+          want.set_blocks(size_t((g * M + m) * N + n), &At[size_t(m * ld + off[g])],
+                          &Bt[size_t(n * ld + off[g])], rows[g], [&](int64_t kb) {
+                            return block ? double(sa[size_t((before[g] + kb) * M + m)]) *
+                                               sb[size_t((before[g] + kb) * N + n)]
+                                         : scale_of(sa, sb, g);
+                          });
+    HostProduct added = want;
+    for (size_t i = 0; i < added.C.size(); ++i) added.C[i] += c0[i];
+    DevBuf<float> dsa(sa), dsb(sb);
+    const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, kStride, block};
+    for (const GroupedSchedule& sched : kSchedules) {
+      const std::string name =
+          std::string(block ? "block " : "tensor ") +
+          (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster));
+      SCOPED_TRACE(name);
+      gg.set_schedule(sched);
+      for (DType out : {DType::kBf16, DType::kFp32}) {
+        StorageBuf dC(out, std::vector<float>(size_t(G * M * N), NAN));  // every element written
+        ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
+                                                      GroupedEpilogue::kStore, out, &scales),
+                  "");
+        gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                   out, nullptr);
+        CUDA_CHECK(cudaGetLastError());
+        expect_within_fp8_sums(dC.host(), want, name + " wgrad " + dtype_name(out));
+      }
+      StorageBuf dC(DType::kFp32, c0);
+      gg.run_fp8(GroupedEpilogue::kAdd, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                 DType::kFp32, nullptr);
+      expect_within_fp8_sums(dC.host(), added, name + " wgrad added");
     }
-    StorageBuf dC(DType::kFp32, c0);
-    gg.run_fp8(GroupedEpilogue::kAdd, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
-               DType::kFp32, nullptr);
-    expect_within_fp8_sums(dC.host(), added, name + " wgrad added");
+    GroupedGemmShape odd = s;
+    odd.M = 134;  // block: column scales of 536 bytes, not 16-byte bulk copies
+    EXPECT_EQ(GroupedGemm::fp8_unsupported_reason(odd, dA.ptr, dB.ptr, dA.ptr,
+                                                  GroupedEpilogue::kStore, DType::kFp32, &scales)
+                  .empty(),
+              !block);
   }
   EXPECT_NE(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dA.ptr, GroupedEpilogue::kAdd,
                                                 DType::kBf16),
@@ -221,7 +285,7 @@ TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
 }
 
 // SwiGLU's backward in the FP8 data gradient's epilogue gives the same dh as the separate kernel
-// on the stored (scaled, bf16) da, bit for bit.
+// on the stored (scaled, bf16) da, bit for bit, with either recipe's scales.
 TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
@@ -230,21 +294,29 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   const int64_t G = int64_t(off.size()) - 1, R = off[G];
   DevBuf<uint8_t> dy(random_codes(R * H, 950)), w(random_codes(G * F * H, 951));
   DevBuf<float> sa(random_scales(G, 952)), sb(random_scales(G, 953));
+  // fp8_block's: every row's and weight tile's scale its own.
+  const int64_t stride = cuda::weight_fp8_scale_stride(F, H);
+  DevBuf<float> block_sa(random_block_scales(R * ((H + 127) / 128), 955));
+  DevBuf<float> block_sb(random_block_scales(G * stride, 956));
   StorageBuf h(DType::kBf16, random_values(R * 2 * F, DType::kBf16, 954));
   StorageBuf da(DType::kBf16, R * F), dh1(DType::kBf16, R * 2 * F), dh2(DType::kBf16, R * 2 * F);
   DevBuf<int64_t> doff(off);
   const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, R, 0, F, H};
-  const GroupedFp8Scales scales{sa.ptr, sb.ptr, kStride};
-  for (const GroupedSchedule& sched : kSchedules) {
-    SCOPED_TRACE(sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster));
-    gg.set_schedule(sched);
-    gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
-               DType::kBf16, nullptr);
-    cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
-    gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr, h.ptr,
-               DType::kBf16, nullptr);
-    expect_identical(dh2.host(), dh1.host(), "dh");
-  }
+  for (bool block : {false, true})
+    for (const GroupedSchedule& sched : kSchedules) {
+      SCOPED_TRACE(std::string(block ? "block " : "tensor ") +
+                   (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster)));
+      const GroupedFp8Scales scales =
+          block ? GroupedFp8Scales{block_sa.ptr, block_sb.ptr, stride, true}
+                : GroupedFp8Scales{sa.ptr, sb.ptr, kStride};
+      gg.set_schedule(sched);
+      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
+                 DType::kBf16, nullptr);
+      cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
+      gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr,
+                 h.ptr, DType::kBf16, nullptr);
+      expect_identical(dh2.host(), dh1.host(), "dh");
+    }
 }
 
 TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
