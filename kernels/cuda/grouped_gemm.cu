@@ -216,8 +216,9 @@ __device__ __forceinline__ void add_partial_rows_cols(float (&total)[kN], float 
                                                       float s0, float s1, const float* cols,
                                                       int lane) {
   fence_accumulators(part);
-  // Four 8-column blocks at a time: the compiler would otherwise load all 32 scales first, which
-  // with the other stage's partial sum in flight is more registers than the warpgroup has.
+  // Two 8-column blocks at a time: the compiler would otherwise load all 32 scales first, which
+  // with the other stage's partial sum in flight is more registers than the warpgroup has (it
+  // still spills 64-80 bytes; groups of 1 or 4 spill the same).
   constexpr int kGroup = 2;
 #pragma unroll
   for (int j0 = 0; j0 < kN / 4; j0 += kGroup) {
@@ -402,8 +403,9 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // fp8_tensor's epilogue multiplies the total by the group's two scales first. fp8_block's (kBlock)
 // 128-K stage is one block of K, so its partial sum is multiplied by that block's scales as it is
 // added: the rows' 1 x 128 scales and the weight tile's 128 x 128 one in the row GEMMs (loaded
-// by each thread for its two rows as the stage is issued), the rows' and columns' 128 x 1 scales
-// in the weight gradients (loaded with the stage into shared memory by the producer).
+// by each thread for its two rows at the start of a chunk of stages), the rows' and columns'
+// 128 x 1 scales in the weight gradients (loaded with the stage into shared memory by the
+// producer).
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
           int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16, bool kBlock = false>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -427,7 +429,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "adds only into fp32 weight gradients");
   static_assert(!kFp8 || ((kBKMajor || kRowsK) && BN == 128 && !kPingpong && !kSwiGLU),
                 "FP8: K-major layouts, 128 columns, cooperative");
-  static_assert(!kBlock || kFp8, "block scales are FP8's");
+  static_assert(!kBlock || (kFp8 && Cfg::kBK == kFp8BlockEdge),
+                "block scales are FP8's, one block of K per stage");
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ int prefix[GroupedGemm::kMaxGroups + 1];
@@ -685,7 +688,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         return make_float2(my_row < tile.rows ? __ldg(rows_at + my_row) * b : 0.0f,
                            my_row + 8 < tile.rows ? __ldg(rows_at + my_row + 8) * b : 0.0f);
       };
-      // Stage v's partial sum into the total (scaled as the recipe says) and its buffers back to
+      // A stage's partial sum into the total (scaled as the recipe says) and its buffers back to
       // the producer: after the add where the add reads the stage's scales there.
       auto retire_partial = [&](int slot, float(&sum)[BN / 2], float2 rows_scale) {
         if constexpr (kBlock && kRowsK) {
