@@ -261,7 +261,7 @@ const std::vector<KeySpec>& schema() {
                    "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
                    "cuBLASLt call per expert over side streams; grouped_batched one "
                    "cublasGemmGroupedBatchedEx call; grouped_sm90 moebench's own Hopper kernel, "
-                   "one launch per GEMM for all experts (bf16 and fp8_tensor; falls back to "
+                   "one launch per GEMM for all experts (bf16 and both FP8 recipes; falls back to "
                    "lt_multistream where a shape does not suit it) (the CPU backend takes auto "
                    "only)")),
       how(int_key("gemm.streams", MOE_FIELD(gemm.streams),
