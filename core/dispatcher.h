@@ -102,6 +102,7 @@ class Dispatcher {
 // Bytes of one row that dispatch_fwd moves: H storage elements, or with dispatch_dtype fp8 one
 // packed FP8 row (core/fp8.h fp8_row_bytes). The other three directions move storage rows.
 // dispatch/registry.cpp.
+size_t dispatch_row_bytes(int64_t H, bool dispatch_fp8, size_t storage_bytes);
 size_t dispatch_row_bytes(const Workload& w, size_t storage_bytes);
 
 // The dispatcher the workload names (w.dispatch), over the backend's device, ops and comm, timing

@@ -4,7 +4,6 @@
 // and the device memory it holds for its whole life.
 #include "core/dispatcher.h"
 #include "core/error.h"
-#include "core/fp8.h"
 #include "dispatch/owned_buffers.h"
 
 namespace moe {
@@ -28,11 +27,11 @@ class DispatcherBase : public Dispatcher {
   // fp8_row_bytes(H) bytes' worth of storage elements.
   static Dims dispatched_rows(const Dims& d, size_t storage_bytes) {
     if (!d.dispatch_fp8) return d;
-    const int64_t bytes = fp8_row_bytes(d.H);
-    MOE_CHECK(bytes % int64_t(storage_bytes) == 0,
+    const size_t bytes = dispatch_row_bytes(d.H, true, storage_bytes);
+    MOE_CHECK(bytes % storage_bytes == 0,
               "FP8 rows of " << bytes << " bytes in elements of " << storage_bytes);
     Dims r = d;
-    r.H = bytes / int64_t(storage_bytes);
+    r.H = int64_t(bytes / storage_bytes);
     return r;
   }
   size_t dispatched_row_bytes() const { return device_.storage_bytes() * size_t(dispatched_.H); }

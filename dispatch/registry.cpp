@@ -26,10 +26,12 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
   return nullptr;
 }
 
+size_t dispatch_row_bytes(int64_t H, bool dispatch_fp8, size_t storage_bytes) {
+  return dispatch_fp8 ? size_t(fp8_row_bytes(H)) : storage_bytes * size_t(H);
+}
+
 size_t dispatch_row_bytes(const Workload& w, size_t storage_bytes) {
-  const int64_t H = w.model.hidden;
-  return w.dispatch_dtype == DispatchDtype::kFp8 ? size_t(fp8_row_bytes(H))
-                                                 : storage_bytes * size_t(H);
+  return dispatch_row_bytes(w.model.hidden, w.dispatch_dtype == DispatchDtype::kFp8, storage_bytes);
 }
 
 DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,

@@ -180,9 +180,8 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
     const GroupedGemmShape gs{GroupedLayout::kRowsTimesWeightT, G, rows.rows_bound, 0, s.N, s.K};
     const GroupedFp8Scales scales =
         tensor ? GroupedFp8Scales{sc.a_scales, B_scales, kTensorScaleStride}
-               : GroupedFp8Scales{sc.a_scales, B_scales, per, true};
-    if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B, scales, C, DType::kBf16, stream))
-      return;
+               : GroupedFp8Scales{sc.a_scales, B_scales, per, true, weight_fp8_tiles_ld(s.K)};
+    if (gemm.grouped_sm90_fp8(gs, rows.device, sc.a, B, scales, C, DType::kBf16, stream)) return;
     require_host_offsets(rows);
     for (int64_t g = 0; g < G; ++g) {
       const int64_t r0 = rows.host[g], n = rows.host[g + 1] - r0;
@@ -212,7 +211,7 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   // All experts in one launch, K-major on the transposed codes (rows [offsets[g], offsets[g+1])
   // of each row of them are expert g's K), adding into C with accumulate.
   const GroupedGemmShape gs{GroupedLayout::kRowsTTimesRows, G, ld, M, N, 0};
-  if (gemm.grouped_sm90_fp8(gs, rows.device, scaling, sc.a, B,
+  if (gemm.grouped_sm90_fp8(gs, rows.device, sc.a, B,
                             {sc.a_scales, B_scales, kTensorScaleStride, !tensor}, C, grad_dtype,
                             stream, accumulate ? GroupedEpilogue::kAdd : GroupedEpilogue::kStore))
     return;

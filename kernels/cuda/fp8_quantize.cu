@@ -591,6 +591,8 @@ int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K) {
 
 int64_t weight_fp8_scale_stride(int64_t P, int64_t Q) { return tiles_ld(P) * tiles_ld(Q); }
 
+int64_t weight_fp8_tiles_ld(int64_t K) { return tiles_ld(K); }
+
 void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Recipe recipe,
                          uint8_t* q, float* scales, uint8_t* qt, float* scales_t,
                          cudaStream_t stream) {

@@ -58,8 +58,9 @@ int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K);
 // nb * ld + kb with ld = ceil(K / 128) rounded up to a multiple of 4 (cuBLASLt's BLK128x128_32F
 // layout on Hopper: results/2026-11-25-fp8-cublaslt-probe).
 // An expert's share of a kBlock weight's scales, either way round (a multiple of 4: every
-// expert's scales start 16-byte aligned).
+// expert's scales start 16-byte aligned), and the ld of an orientation whose K is K.
 int64_t weight_fp8_scale_stride(int64_t P, int64_t Q);
+int64_t weight_fp8_tiles_ld(int64_t K);
 void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Recipe recipe,
                          uint8_t* q, float* scales, uint8_t* qt, float* scales_t,
                          cudaStream_t stream);

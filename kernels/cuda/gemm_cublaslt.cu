@@ -433,12 +433,10 @@ bool GemmRunner::grouped_sm90(const GroupedGemmShape& s, const int64_t* offsets_
 }
 
 bool GemmRunner::grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev,
-                                  Fp8Scaling scaling, const void* A, const void* B,
-                                  const GroupedFp8Scales& scales, void* C, DType out,
-                                  cudaStream_t stream, GroupedEpilogue epi, void* aux) {
+                                  const void* A, const void* B, const GroupedFp8Scales& scales,
+                                  void* C, DType out, cudaStream_t stream, GroupedEpilogue epi,
+                                  void* aux) {
   if (!sm90_takes(epi, offsets_dev)) return false;
-  MOE_CHECK(scales.block == (scaling != Fp8Scaling::kTensor),
-            "grouped sm90 FP8 GEMM: the scales' recipe is not the GEMM's");
   const std::string why = GroupedGemm::fp8_unsupported_reason(s, A, B, C, epi, out, &scales);
   GroupedGemm* gg = sm90_kernel(s, epi, why);
   if (gg) gg->run_fp8(epi, s, offsets_dev, A, B, scales, C, aux, out, stream);

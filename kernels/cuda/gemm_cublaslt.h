@@ -114,13 +114,12 @@ class GemmRunner {
                     GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
 
   // An FP8 expert GEMM of all groups on the grouped sm90 kernel (GroupedGemm::run_fp8: e4m3
-  // codes, scales as `scaling` says, scales.block for the block recipe's two), under
-  // grouped_sm90()'s conditions; false (nothing done) otherwise, and then the caller runs its
-  // cuBLASLt FP8 GEMMs.
-  bool grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev, Fp8Scaling scaling,
-                        const void* A, const void* B, const GroupedFp8Scales& scales, void* C,
-                        DType out, cudaStream_t stream,
-                        GroupedEpilogue epi = GroupedEpilogue::kStore, void* aux = nullptr);
+  // codes, either recipe's scales), under grouped_sm90()'s conditions; false (nothing done)
+  // otherwise, and then the caller runs its cuBLASLt FP8 GEMMs.
+  bool grouped_sm90_fp8(const GroupedGemmShape& s, const int64_t* offsets_dev, const void* A,
+                        const void* B, const GroupedFp8Scales& scales, void* C, DType out,
+                        cudaStream_t stream, GroupedEpilogue epi = GroupedEpilogue::kStore,
+                        void* aux = nullptr);
 
   void set_method(GemmMethod m) { method_ = m; }
   // The grouped sm90 kernel's schedule (GroupedGemm::set_schedule).

@@ -92,10 +92,12 @@ struct Params {
   int tile_cols;  // the columns the tiles span: N, or F = N / 2 with the SwiGLU epilogue
   void* C;        // kSwiGLUBackward: dh [rows, 2N]
   void* aux;      // kSwiGLU: a [rows, N / 2] (written); kSwiGLUBackward: h [rows, 2N] (read)
-  // FP8: group g's operands' scales, at a_scales[scale_stride * g] and b_scales[...].
+  // FP8: group g's operands' scales, at a_scales[scale_stride * g] and b_scales[...]; fp8_block's
+  // row GEMMs: the weight scales' tile row (GroupedFp8Scales::tiles_ld).
   const float* a_scales;
   const float* b_scales;
   int scale_stride;
+  int tiles_ld;
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -681,10 +683,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // each times the weight tile's (rows past the group's end: 0, never stored).
       const int my_row = tile.m0 + 64 * c + warp * 16 + lane / 4;
       auto row_block_scales = [&](int kt) {
-        const int k_blocks = ceil_div(p.K, Cfg::kBK), tiles_ld = (k_blocks + 3) / 4 * 4;
-        const float* rows_at = p.a_scales + int64_t(k_blocks) * tile.r0 + int64_t(kt) * tile.rows;
+        const float* rows_at =
+            p.a_scales + int64_t(ceil_div(p.K, Cfg::kBK)) * tile.r0 + int64_t(kt) * tile.rows;
         const float b = __ldg(p.b_scales + int64_t(p.scale_stride) * tile.g +
-                              (tile.n0 / kFp8BlockEdge) * tiles_ld + kt);
+                              (tile.n0 / kFp8BlockEdge) * p.tiles_ld + kt);
         return make_float2(my_row < tile.rows ? __ldg(rows_at + my_row) * b : 0.0f,
                            my_row + 8 < tile.rows ? __ldg(rows_at + my_row + 8) * b : 0.0f);
       };
@@ -935,8 +937,8 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
     map_c = map_a;  // unused: rows are stored by plain stores, which can stop at a group's end
   }
   const int tile_cols = int(kSwiGLU ? s.N / 2 : s.N);
-  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K),          tile_cols,
-                 C,       aux,      scales.a, scales.b, int(scales.stride)};
+  const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K),           tile_cols,
+                 C,       aux,      scales.a, scales.b, int(scales.stride), int(scales.tiles_ld)};
   auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT, kBlock>;
   constexpr int kSmem = TileConfig<L, BN, InT, kBlock>::kSmemBytes;
   static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
@@ -1079,6 +1081,9 @@ std::string GroupedGemm::fp8_unsupported_reason(const GroupedGemmShape& s, const
     if ((reinterpret_cast<uintptr_t>(scales->a) | reinterpret_cast<uintptr_t>(scales->b)) % 16)
       why << "block scales: not 16-byte aligned; ";
   }
+  if (scales && scales->block && s.layout == GroupedLayout::kRowsTimesWeightT &&
+      scales->tiles_ld < (s.K + kFp8Block - 1) / kFp8Block)
+    why << "block scales: a weight tile row of " << scales->tiles_ld << " for K " << s.K << "; ";
   if (s.layout == GroupedLayout::kRowsTimesWeight)
     why << "FP8 reads the weights transposed (kRowsTimesWeightT), not as stored; ";
   if (s.layout == GroupedLayout::kRowsTimesWeightT) {

@@ -61,14 +61,15 @@ inline GroupedSchedule schedule_of(const GemmConfig& g) {
 //   and its B codes times b[stride * g] are the values multiplied;
 // - fp8_block (block true): in the row layout (kRowsTimesWeightT) a holds the rows' 1 x 128
 //   scales (quantize_rows_fp8's) and b the weights' 128 x 128 ones of the orientation B is
-//   (quantize_weight_fp8's), group g's from b + stride * g; in the weight gradients a and b hold
-//   the transposed operands' 128 x 1 scales down each group's rows (quantize_cols_fp8's), and
-//   stride is not read.
+//   (quantize_weight_fp8's), group g's from b + stride * g, tile (nb, kb) at nb * tiles_ld + kb
+//   (weight_fp8_tiles_ld(K)); in the weight gradients a and b hold the transposed operands' 128 x
+//   1 scales down each group's rows (quantize_cols_fp8's), and stride and tiles_ld are not read.
 struct GroupedFp8Scales {
   const float* a = nullptr;
   const float* b = nullptr;
   int64_t stride = 0;
   bool block = false;
+  int64_t tiles_ld = 0;
 };
 
 class GroupedGemm {

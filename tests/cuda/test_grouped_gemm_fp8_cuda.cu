@@ -148,7 +148,8 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
     DevBuf<int64_t> doff(off);
     const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, alloc_rows, 0, c.N, c.K};
     for (bool block : {false, true}) {
-      const int64_t k_blocks = (c.K + kFp8Block - 1) / kFp8Block, tiles_ld = (k_blocks + 3) / 4 * 4;
+      const int64_t k_blocks = (c.K + kFp8Block - 1) / kFp8Block;
+      const int64_t tiles_ld = cuda::weight_fp8_tiles_ld(c.K);
       const int64_t stride = block ? cuda::weight_fp8_scale_stride(c.N, c.K) : kStride;
       std::vector<float> sa, sb;
       if (block) {
@@ -179,7 +180,7 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
                             });
       }
       DevBuf<float> dsa(sa), dsb(sb);
-      const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, stride, block};
+      const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, stride, block, tiles_ld};
       for (const GroupedSchedule& sched : kSchedules) {
         const std::string what =
             std::string(block ? "block" : "tensor") + " G=" + std::to_string(G) +
@@ -306,9 +307,9 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
     for (const GroupedSchedule& sched : kSchedules) {
       SCOPED_TRACE(std::string(block ? "block " : "tensor ") +
                    (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster)));
-      const GroupedFp8Scales scales =
-          block ? GroupedFp8Scales{block_sa.ptr, block_sb.ptr, stride, true}
-                : GroupedFp8Scales{sa.ptr, sb.ptr, kStride};
+      const GroupedFp8Scales scales = block ? GroupedFp8Scales{block_sa.ptr, block_sb.ptr, stride,
+                                                               true, cuda::weight_fp8_tiles_ld(H)}
+                                            : GroupedFp8Scales{sa.ptr, sb.ptr, kStride};
       gg.set_schedule(sched);
       gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
                  DType::kBf16, nullptr);
@@ -326,6 +327,16 @@ TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
   EXPECT_EQ(
       GroupedGemm::fp8_unsupported_reason(ok, buf, buf, buf, GroupedEpilogue::kStore, DType::kBf16),
       "");
+  // fp8_block's row GEMMs need the weight scales' tile row, at least K's blocks.
+  GroupedFp8Scales block{reinterpret_cast<const float*>(buf), reinterpret_cast<const float*>(buf),
+                         16, true};
+  EXPECT_NE(GroupedGemm::fp8_unsupported_reason(ok, buf, buf, buf, GroupedEpilogue::kStore,
+                                                DType::kBf16, &block),
+            "");
+  block.tiles_ld = cuda::weight_fp8_tiles_ld(ok.K);
+  EXPECT_EQ(GroupedGemm::fp8_unsupported_reason(ok, buf, buf, buf, GroupedEpilogue::kStore,
+                                                DType::kBf16, &block),
+            "");
   GroupedGemmShape s = ok;
   s.layout = GroupedLayout::kRowsTimesWeight;
   EXPECT_NE(
