@@ -1,23 +1,41 @@
 #pragma once
-// Which expert GEMM method a workload runs with, where the backend has several (the CUDA
-// backend's per-expert cuBLASLt loop and its one grouped call: neither wins on every shape).
-// The last untimed steps try each in turn; the timed steps use the one whose experts phases were
-// fastest. Times are the steps' max over ranks, so every rank picks the same method.
+// Which method runs each expert GEMM, where the backend has several (the CUDA backend's
+// per-expert cuBLASLt loop, its one grouped cuBLAS call and our grouped sm90 kernel): none wins
+// on every shape, nor on every GEMM of one workload (DeepSeek-V3's FP8 forward is faster on our
+// kernel, its weight gradients on cuBLASLt). The last untimed steps try each method on all six
+// GEMMs twice in turn, timing each GEMM. The method whose experts phases were fastest is the
+// base; the mix ("per_gemm") runs a GEMM on another method where that one was at least
+// kSwitchMargin faster on it. Where the mix differs from the base, four more steps run the mix and
+// the base in turn, and the mix is kept only where its better try beat the base's: side by side,
+// because a GPU's clock drifts over a run's first steps (on an H200, Mixtral-8x7B's experts
+// phases 19.6 ms in steps 2-4 and 21-22 ms from step 5, one method throughout), which would
+// favour whichever ran earlier. Times are the steps' max over ranks, so every rank chooses the
+// same.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "app/run_result.h"
+#include "core/ops.h"
 
 namespace moe {
 
 class GemmMethodChoice {
  public:
-  // methods: the backend's (empty or one: nothing to choose). The last 2 * n untimed steps try
-  // the n methods twice in turn, keeping each one's better try. With fewer than 2 * n warm-up
-  // steps, steps are added before the timed ones to make 2 * n (the default warm-up, 3, is
-  // shorter than the 4 or 6 steps two or three methods need, and a choice never made leaves
-  // the slowest method on some shapes: Qwen3-30B-A3B's step 8.8 ms on the loop against 4.7 on
-  // the grouped sm90 kernel).
+  // The mix's name (each GEMM on its own method), in results and logs.
+  static constexpr const char* kPerGemm = "per_gemm";
+  // A GEMM leaves the base method only for one at least this much faster on it (its better try):
+  // per-GEMM times of two tries differ by a few percent from step to step.
+  static constexpr double kSwitchMargin = 0.05;
+
+  // methods: the backend's (empty or one: nothing to choose). The last 2 * n + 4 untimed steps
+  // try the n methods twice in turn, then the mix and the base twice in turn. With fewer warm-up
+  // steps than that, steps are added before the timed ones (the default warm-up, 3, is shorter
+  // than the 8 or 10 steps two or three methods need, and a choice never made leaves the slowest
+  // method on some shapes: Qwen3-30B-A3B's step 8.8 ms on the loop against 4.7 on the grouped
+  // sm90 kernel).
   GemmMethodChoice(std::vector<std::string> methods, int64_t warmup);
 
   bool active() const { return first_try_ >= 0; }
@@ -34,22 +52,38 @@ class GemmMethodChoice {
   // grouped call always is. On H200, DeepSeek-V3 at EP 1: the loop's tries on fresh inputs took
   // 57 ms (its timed steps in an earlier run: 30 ms), so the grouped call (41 ms) was chosen.
   int64_t input_step(int64_t s) const;
-  // The method to set before step s (a try, or the winner before the first timed step), or ""
-  // to leave the current one.
-  std::string method_for_step(int64_t s) const;
-  // experts_ms: step s's experts_fwd + experts_bwd (ms, max over ranks).
-  void record(int64_t s, double experts_ms);
-  // The fastest method once the tries are done ("" when not active).
-  std::string winner() const;
-  // Each method's better try (experts fwd+bwd ms, max over ranks); empty when not active.
+  // The methods to set before step s (a try, or the choice before the first timed step), or
+  // nothing to leave them.
+  std::optional<ExpertGemmMethods> methods_for_step(int64_t s) const;
+  // Whether step s tries one method on every GEMM, so that record() needs its GEMMs' times.
+  bool times_gemms(int64_t s) const;
+  // Step s's experts phases (ms, max over ranks) and, on a step that times_gemms(), its GEMMs'
+  // (the same; NaN where the backend has none). Steps that are not tries are ignored.
+  void record(int64_t s, double experts_ms, const ExpertGemmMs& gemm_ms);
+  // Once the tries are done: each GEMM's method for the timed steps ("" when not active), and
+  // its name: the method's where all six have one, else per_gemm.
+  ExpertGemmMethods choice() const;
+  std::string choice_name() const;
+  // Each method's better try (experts fwd+bwd ms); empty when not active.
   std::map<std::string, double> tries_ms() const;
-  // For the log: "grouped_batched (chosen in warm-up: lt_multistream 12.31 ms,
-  // grouped_batched 8.10 ms experts fwd+bwd)".
+  // Per method, each GEMM's better time in its tries (ms); empty when not active.
+  std::map<std::string, std::map<std::string, double>> gemm_tries_ms() const;
+  // The mix and its tries against the base.
+  PerGemmTry per_gemm_try() const;
+  // For the log: "per_gemm (chosen in warm-up: lt_multistream 12.31 ms, grouped_sm90 8.10 ms
+  // experts fwd+bwd; per_gemm (up grouped_sm90, ...) 7.95 ms against grouped_sm90 8.05 ms in
+  // alternate steps)".
   std::string summary() const;
 
  private:
+  size_t base() const;            // the method whose own tries were fastest
+  ExpertGemmMethods mix() const;  // the base, with GEMMs switched where another is faster
+  bool mixed() const;             // whether the mix differs from the base
+
   std::vector<std::string> methods_;
-  std::vector<double> best_ms_;
+  std::vector<double> best_ms_;             // per method, its own tries
+  std::vector<ExpertGemmMs> best_gemm_ms_;  // per method
+  double mix_ms_, base_ms_;                 // the alternate steps' better tries
   int64_t first_try_ = -1, warmup_ = 0, added_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -94,10 +95,29 @@ double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0
 // floor / measured: 1 is the machine's limit; 0 where there is no floor or no time.
 double efficiency(double floor_ms, double ms) { return floor_ms > 0 && ms > 0 ? floor_ms / ms : 0; }
 
+// {GEMM name: method}.
+json per_gemm_json(const ExpertGemmMethods& methods) {
+  json j = json::object();
+  for (int i = 0; i < kNumExpertGemms; ++i) j[kExpertGemmNames[size_t(i)]] = methods[size_t(i)];
+  return j;
+}
+
 json gemm_json(const GemmReport& g) {
+  const bool chosen = !g.warmup_experts_ms.empty();
+  const PerGemmTry& t = g.warmup_per_gemm;
+  json per_gemm = json::object();
+  if (chosen)
+    per_gemm = {{"tried", t.tried},
+                {"methods", per_gemm_json(t.methods)},
+                {"against", t.against},
+                {"ms", t.tried ? json(t.ms) : json(nullptr)},
+                {"against_ms", t.tried ? json(t.against_ms) : json(nullptr)}};
   return {{"method", g.method.empty() ? json(nullptr) : json(g.method)},
-          {"chosen_in_warmup", !g.warmup_experts_ms.empty()},
+          {"methods", g.method.empty() ? json::object() : per_gemm_json(g.methods)},
+          {"chosen_in_warmup", chosen},
           {"warmup_experts_ms", g.warmup_experts_ms},
+          {"warmup_gemm_ms", g.warmup_gemm_ms},
+          {"warmup_per_gemm", per_gemm},
           {"added_warmup_steps", g.added_warmup_steps},
           {"plans_before_timed", g.before_timed.plans},
           {"heuristic_queries_before_timed", g.before_timed.heuristic_queries},
@@ -361,6 +381,16 @@ void print_summary(const RunResult& r, std::FILE* out) {
   const GemmReport& g = r.gemm;
   if (!g.method.empty()) {
     std::fprintf(out, "# expert GEMMs: %s", g.method.c_str());
+    if (std::any_of(g.methods.begin(), g.methods.end(),
+                    [&](const std::string& m) { return m != g.method; })) {
+      const char* sep = " (";
+      for (int i = 0; i < kNumExpertGemms; ++i) {
+        std::fprintf(out, "%s%s %s", sep, kExpertGemmNames[size_t(i)],
+                     g.methods[size_t(i)].c_str());
+        sep = ", ";
+      }
+      std::fprintf(out, ")");
+    }
     if (!g.warmup_experts_ms.empty()) {
       std::fprintf(out, " (chosen in warm-up");
       if (g.added_warmup_steps > 0)
@@ -372,6 +402,10 @@ void print_summary(const RunResult& r, std::FILE* out) {
         std::fprintf(out, "%s%s %.2f ms", sep, m.c_str(), ms);
         sep = ", ";
       }
+      const PerGemmTry& t = g.warmup_per_gemm;
+      if (t.tried)
+        std::fprintf(out, "; per_gemm %.2f ms against %s %.2f ms in alternate steps", t.ms,
+                     t.against.c_str(), t.against_ms);
       std::fprintf(out, ")");
     }
     std::fprintf(out,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -390,6 +391,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.backend = backend;
   r.backend_info = be.info;
   r.gemm.method = be.gemm_method;
+  if (!be.gemm_method.empty()) r.gemm.methods.fill(be.gemm_method);
   r.places = be.places;
   r.profile = opt.profile;
   r.command_line = opt.command_line;
@@ -415,8 +417,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.gemm.added_warmup_steps = gemm_choice.added_steps();
   if (gemm_choice.added_steps() > 0 && rank == 0)
     spdlog::info(
-        "gemm.method auto: trying each of {} methods twice takes {} untimed steps, so the "
-        "warm-up of {} gets {} more (set warmup >= {}, or gemm.method, to change this)",
+        "gemm.method auto: trying each of {} methods twice, then the per-GEMM mix against the "
+        "fastest twice each, takes {} untimed steps, so the warm-up of {} gets {} more (set "
+        "warmup >= {}, or gemm.method, to change this)",
         ops.expert_gemm_methods().size(), untimed, w.warmup, gemm_choice.added_steps(), untimed);
 
   // --profile: the profiler records the timed steps only, not the set-up, warm-up, check or dump
@@ -452,8 +455,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     const bool last = s == total - 1;
     inject_fault(fault, rank, s);
     if (s == untimed) plans_before_timed = ops.gemm_plan_counts();
-    if (const std::string m = gemm_choice.method_for_step(s); !m.empty())
-      ops.set_expert_gemm_method(m);
+    if (const auto m = gemm_choice.methods_for_step(s)) ops.set_expert_gemm_methods(*m);
+    const bool time_gemms = gemm_choice.times_gemms(s);
+    ops.time_expert_gemms(time_gemms);
     layer.load_step_inputs(gemm_choice.input_step(s));
     // graph: the last warm-up step is captured (the ones before it sized every buffer), the
     // timed steps replay it.
@@ -467,11 +471,23 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (check_now || dump_now || last) profile(false);
     allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
-    // The shared experts run on the same GEMM method (0 ms without them).
-    gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd] + ms[kSharedFwd] + ms[kSharedBwd]);
+    // The shared experts run on the same GEMM methods (0 ms without them). A GEMM's time is the
+    // slowest rank's, as a phase's is; a rank without one (NaN) gives infinity: never fastest.
+    ExpertGemmMs gemm_ms = ops.expert_gemm_ms();
+    if (time_gemms) {
+      for (double& t : gemm_ms)
+        if (!std::isfinite(t)) t = std::numeric_limits<double>::infinity();
+      allreduce_bounded(gemm_ms.data(), kNumExpertGemms, MPI_DOUBLE, MPI_MAX, world,
+                        "the all-reduce of a step's expert GEMM times", opt.timeout_s);
+    }
+    gemm_choice.record(s, ms[kExpertsFwd] + ms[kExpertsBwd] + ms[kSharedFwd] + ms[kSharedBwd],
+                       gemm_ms);
     if (gemm_choice.active() && s + 1 == untimed) {
-      r.gemm.method = gemm_choice.winner();
+      r.gemm.method = gemm_choice.choice_name();
+      r.gemm.methods = gemm_choice.choice();
       r.gemm.warmup_experts_ms = gemm_choice.tries_ms();
+      r.gemm.warmup_gemm_ms = gemm_choice.gemm_tries_ms();
+      r.gemm.warmup_per_gemm = gemm_choice.per_gemm_try();
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
     if (timed) {

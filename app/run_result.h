@@ -52,12 +52,27 @@ struct RoutingStats {
   double rows_per_token_to_others = 0;
 };
 
+// gemm.method auto's mix of each GEMM's fastest method (app/gemm_choice.h), tried against the
+// fastest single method in alternate warm-up steps.
+struct PerGemmTry {
+  bool tried = false;             // the mix differed from `against`, so it was tried
+  ExpertGemmMethods methods;      // each GEMM's method in the mix
+  std::string against;            // the method whose experts phases were fastest in its own tries
+  double ms = 0, against_ms = 0;  // each one's better try in the alternate steps (experts ms)
+};
+
 // The expert GEMMs as the timed steps ran them.
 struct GemmReport {
-  std::string method;  // the backend's method name; "" where it has one way (the CPU backend)
+  // The backend's method name, or per_gemm where the expert GEMMs run by different methods; ""
+  // where the backend has one way (the CPU backend).
+  std::string method;
+  ExpertGemmMethods methods;  // each expert GEMM's method ("" as above)
   // Each method's better warm-up try (experts fwd+bwd ms, max over ranks) when the warm-up chose
-  // the method (gemm.method auto with two or more methods); empty otherwise.
+  // (gemm.method auto with two or more methods); empty otherwise.
   std::map<std::string, double> warmup_experts_ms;
+  // Per method, each expert GEMM's better time in its tries (ms, max over ranks), as above.
+  std::map<std::string, std::map<std::string, double>> warmup_gemm_ms;
+  PerGemmTry warmup_per_gemm;  // as above
   // Untimed steps added to the workload's warm-up so that each method is tried twice.
   int64_t added_warmup_steps = 0;
   // GEMM plans built and heuristic queries made (max over ranks) before the timed steps and in

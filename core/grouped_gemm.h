@@ -3,9 +3,20 @@
 // (moe::cpu::grouped_gemm) and the CUDA grouped kernel (moe::cuda::grouped_gemm). Group g owns
 // rows [offsets[g], offsets[g+1]) of the row operands; weights and weight gradients are dense
 // per group. All row-major.
+#include <array>
 #include <cstdint>
 
 namespace moe {
+
+// The six expert GEMMs of a step, each over every local expert, in the order a step runs them:
+// the forward's up and down projections, the data gradients through w_out and w_in, and the
+// weight gradients of w_out and w_in. A backend may run each by a different method.
+enum class ExpertGemm { kUp, kDown, kDgradA, kDgradX, kWgradOut, kWgradIn };
+constexpr int kNumExpertGemms = 6;
+// Their names in logs, results and `moebench gemm`'s table.
+constexpr std::array<const char*, kNumExpertGemms> kExpertGemmNames = {
+    "up", "down", "dgrad_a", "dgrad_x", "wgrad_out", "wgrad_in"};
+constexpr const char* expert_gemm_name(ExpertGemm g) { return kExpertGemmNames[size_t(g)]; }
 
 enum class GroupedLayout {
   // C [rows, N] = A [rows, K] @ B[g] with B stored [G, K, N]: the forward up and down

@@ -5,11 +5,14 @@
 // Device has current. Pointers are the device's memory. "storage" tensors hold the workload dtype
 // (bf16 or fp32; the CPU backend stores floats already rounded to it); fp32 and int32 tensors are
 // always that.
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "core/grouped_gemm.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -49,6 +52,10 @@ struct ExpertOffsets {
   int64_t rows_bound = 0;
 };
 
+// Per expert GEMM (ExpertGemm order): a method's name, a time in ms.
+using ExpertGemmMethods = std::array<std::string, kNumExpertGemms>;
+using ExpertGemmMs = std::array<double, kNumExpertGemms>;
+
 // Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
 // new shape). The run reports how many of each fell in its timed steps.
 struct GemmPlanCounts {
@@ -61,9 +68,20 @@ class Ops {
   virtual std::string name() const = 0;
 
   // The expert GEMM methods the backend can switch between (empty: one fixed way). The run
-  // chooses among them per workload in its warm-up steps (app/gemm_choice.h).
+  // chooses among them per expert GEMM in its warm-up steps (app/gemm_choice.h).
   virtual std::vector<std::string> expert_gemm_methods() const { return {}; }
-  virtual void set_expert_gemm_method(const std::string& name) { (void)name; }
+  // Each expert GEMM's method from now on (names from expert_gemm_methods()).
+  virtual void set_expert_gemm_methods(const ExpertGemmMethods& methods) { (void)methods; }
+  // While on, the backend times each expert GEMM of a step on the device (with the SwiGLU kernel
+  // next to it, which some methods fuse into the GEMM), summed over the step's calls (chunks, the
+  // shared experts); expert_gemm_ms() returns the sums since its last call, once the step's work
+  // is done. NaN where the backend does not time them.
+  virtual void time_expert_gemms(bool on) { (void)on; }
+  virtual ExpertGemmMs expert_gemm_ms() {
+    ExpertGemmMs none;
+    none.fill(std::numeric_limits<double>::quiet_NaN());
+    return none;
+  }
   virtual GemmPlanCounts gemm_plan_counts() const { return {}; }  // zeros: plans nothing
   // Start-up calibration, never called in the timed step: the median ms of one dense
   // C [M,N] = A [M,K] @ B [K,N], storage-dtype inputs and output, fp32 accumulation, over `iters`

@@ -257,13 +257,14 @@ const std::vector<KeySpec>& schema() {
       how(int_key("overlap_chunks", MOE_FIELD(overlap_chunks),
                   "overlap pipeline: chunks of tokens_per_rank (must divide it), 1 to 64; 1 "
                   "equals overlap none bitwise; read only with overlap pipeline")),
-      how(enum_key("gemm.method", MOE_FIELD(gemm.method),
-                   "CUDA expert GEMMs: auto chooses per workload in warm-up; lt_multistream is a "
-                   "cuBLASLt call per expert over side streams; grouped_batched one "
-                   "cublasGemmGroupedBatchedEx call; grouped_sm90 moebench's own Hopper kernel, "
-                   "one launch per GEMM for all experts (bf16 and both FP8 recipes; falls back to "
-                   "lt_multistream where a shape does not suit it) (the CPU backend takes auto "
-                   "only)")),
+      how(enum_key(
+          "gemm.method", MOE_FIELD(gemm.method),
+          "CUDA expert GEMMs: auto chooses per expert GEMM in warm-up; lt_multistream is a "
+          "cuBLASLt call per expert over side streams; grouped_batched one "
+          "cublasGemmGroupedBatchedEx call; grouped_sm90 moebench's own Hopper kernel, "
+          "one launch per GEMM for all experts (bf16 and both FP8 recipes; falls back to "
+          "lt_multistream where a shape does not suit it) (the CPU backend takes auto "
+          "only)")),
       how(int_key("gemm.streams", MOE_FIELD(gemm.streams),
                   "CUDA: side streams the per-expert GEMM loop spreads over, 1 to 32")),
       how(int_key("gemm.sm90_cluster", MOE_FIELD(gemm.sm90_cluster),
@@ -293,7 +294,8 @@ const std::vector<KeySpec>& schema() {
       run(int_key("steps", MOE_FIELD(steps), "timed steps")),
       run(int_key("warmup", MOE_FIELD(warmup),
                   "untimed steps before timing (with gemm.method auto on the CUDA backend, steps "
-                  "are added where this is fewer than two per method tried)")),
+                  "are added where this is fewer than two per method tried and four for the "
+                  "per-GEMM mix against the fastest)")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),
       run(enum_key(
           "check", MOE_FIELD(check),

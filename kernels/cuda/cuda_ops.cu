@@ -33,6 +33,12 @@ enum ScratchSlot {
   kNumScratchSlots
 };
 
+cuda::GemmMethod method_named(const std::string& name) {
+  cuda::GemmMethod m = cuda::GemmMethod::kLtMultiStream;
+  MOE_CHECK(cuda::gemm_method_from_name(name, &m), "unknown expert GEMM method " << name);
+  return m;
+}
+
 }  // namespace
 
 CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Precision precision)
@@ -42,12 +48,12 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
   gemm_->set_sm90_fuse_swiglu(gemm.sm90_fuse_swiglu);
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
   fixed_gemm_method_ = gemm.method != GemmMethod::kAuto || sync_free;
-  if (gemm.method != GemmMethod::kAuto) set_expert_gemm_method(name_of(gemm.method));
+  if (gemm.method != GemmMethod::kAuto) gemm_->set_method(method_named(name_of(gemm.method)));
   if (sync_free) {
     MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
                    "graph = true runs the expert GEMMs on the grouped sm90 kernel, which needs "
                    "an H100 or H200 (sm_90) and dtype bf16: set graph=false");
-    set_expert_gemm_method(cuda::gemm_method_name(cuda::GemmMethod::kGroupedSm90));
+    gemm_->set_method(cuda::GemmMethod::kGroupedSm90);
   }
   gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
                          : gemm.algo == GemmAlgo::kExact ? cuda::AlgoPolicy::kExact
@@ -55,6 +61,10 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
 }
 
 std::string CudaOps::expert_gemm_method() const { return cuda::gemm_method_name(gemm_->method()); }
+
+void CudaOps::time_expert_gemms(bool on) { gemm_->clock().set_on(on); }
+
+ExpertGemmMs CudaOps::expert_gemm_ms() { return gemm_->clock().take(); }
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {
   return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries()};
@@ -72,14 +82,9 @@ std::vector<std::string> CudaOps::expert_gemm_methods() const {
   return methods;
 }
 
-void CudaOps::set_expert_gemm_method(const std::string& name) {
-  for (cuda::GemmMethod m : {cuda::GemmMethod::kLtMultiStream, cuda::GemmMethod::kGroupedBatched,
-                             cuda::GemmMethod::kGroupedSm90})
-    if (name == cuda::gemm_method_name(m)) {
-      gemm_->set_method(m);
-      return;
-    }
-  MOE_CHECK(false, "unknown expert GEMM method " << name);
+void CudaOps::set_expert_gemm_methods(const ExpertGemmMethods& methods) {
+  for (int g = 0; g < kNumExpertGemms; ++g)
+    gemm_->set_method(ExpertGemm(g), method_named(methods[size_t(g)]));
 }
 
 CudaOps::~CudaOps() {

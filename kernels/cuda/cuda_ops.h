@@ -36,7 +36,9 @@ class CudaOps : public Ops {
 
   std::string name() const override { return "cuda"; }
   std::vector<std::string> expert_gemm_methods() const override;
-  void set_expert_gemm_method(const std::string& name) override;
+  void set_expert_gemm_methods(const ExpertGemmMethods& methods) override;
+  void time_expert_gemms(bool on) override;
+  ExpertGemmMs expert_gemm_ms() override;
   GemmPlanCounts gemm_plan_counts() const override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
   // The method the expert GEMMs run with now, for provenance.

@@ -188,14 +188,18 @@ void expert_ffn_fwd(const void* xe, const void* w_in, const void* w_out, const E
                     int64_t E_local, int64_t H, int64_t F, DType dtype, void* h, void* a, void* ye,
                     GemmRunner& gemm, ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeight;
-  // With gemm.sm90_fuse_swiglu, SwiGLU runs in the up projection's epilogue where it can.
-  const GroupedGemmShape up{L, E_local, rows.rows_bound, 0, 2 * F, H};
-  if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream,
-                         GroupedEpilogue::kSwiGLU, a)) {
-    experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first,
-                 stream);
-    swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, dtype, a, stream);
+  {
+    ExpertGemmScope scope(gemm, ExpertGemm::kUp, stream);
+    // With gemm.sm90_fuse_swiglu, SwiGLU runs in the up projection's epilogue where it can.
+    const GroupedGemmShape up{L, E_local, rows.rows_bound, 0, 2 * F, H};
+    if (!gemm.grouped_sm90(up, rows.device, xe, w_in, h, dtype, dtype, stream,
+                           GroupedEpilogue::kSwiGLU, a)) {
+      experts_gemm(L, rows, E_local, 0, 2 * F, H, xe, w_in, h, dtype, dtype, gemm, lists.first,
+                   stream);
+      swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, dtype, a, stream);
+    }
   }
+  ExpertGemmScope scope(gemm, ExpertGemm::kDown, stream);
   experts_gemm(L, rows, E_local, 0, H, F, a, w_out, ye, dtype, dtype, gemm, lists.second, stream);
 }
 
@@ -204,14 +208,18 @@ void expert_ffn_bwd_data(const void* dye, const void* h, const void* w_in, const
                          DType dtype, void* da, void* dh, void* dxe, GemmRunner& gemm,
                          ExpertGemmLists& lists, cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTimesWeightT;
-  // With gemm.sm90_fuse_swiglu, SwiGLU's backward runs in da's epilogue; da is not stored.
-  const GroupedGemmShape dgrad_a{L, E_local, rows.rows_bound, 0, F, H};
-  if (!gemm.grouped_sm90(dgrad_a, rows.device, dye, w_out, dh, dtype, dtype, stream,
-                         GroupedEpilogue::kSwiGLUBackward, const_cast<void*>(h))) {
-    experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first,
-                 stream);
-    swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, dtype, dh, stream);
+  {
+    ExpertGemmScope scope(gemm, ExpertGemm::kDgradA, stream);
+    // With gemm.sm90_fuse_swiglu, SwiGLU's backward runs in da's epilogue; da is not stored.
+    const GroupedGemmShape dgrad_a{L, E_local, rows.rows_bound, 0, F, H};
+    if (!gemm.grouped_sm90(dgrad_a, rows.device, dye, w_out, dh, dtype, dtype, stream,
+                           GroupedEpilogue::kSwiGLUBackward, const_cast<void*>(h))) {
+      experts_gemm(L, rows, E_local, 0, F, H, dye, w_out, da, dtype, dtype, gemm, lists.first,
+                   stream);
+      swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, dtype, dh, stream);
+    }
   }
+  ExpertGemmScope scope(gemm, ExpertGemm::kDgradX, stream);
   experts_gemm(L, rows, E_local, 0, H, 2 * F, dh, w_in, dxe, dtype, dtype, gemm, lists.second,
                stream);
 }
@@ -222,8 +230,12 @@ void expert_ffn_bwd_weights(const void* dye, const void* xe, const void* a, cons
                             bool accumulate, GemmRunner& gemm, ExpertGemmLists& lists,
                             cudaStream_t stream) {
   const auto L = GroupedLayout::kRowsTTimesRows;
-  experts_gemm(L, rows, E_local, F, H, 0, a, dye, dw_out, dtype, grad_dtype, gemm, lists.first,
-               stream, accumulate);
+  {
+    ExpertGemmScope scope(gemm, ExpertGemm::kWgradOut, stream);
+    experts_gemm(L, rows, E_local, F, H, 0, a, dye, dw_out, dtype, grad_dtype, gemm, lists.first,
+                 stream, accumulate);
+  }
+  ExpertGemmScope scope(gemm, ExpertGemm::kWgradIn, stream);
   experts_gemm(L, rows, E_local, H, 2 * F, 0, xe, dh, dw_in, dtype, grad_dtype, gemm, lists.second,
                stream, accumulate);
 }

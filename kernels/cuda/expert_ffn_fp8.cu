@@ -50,27 +50,26 @@ Fp8Weight weight_from(const Fp8Weight& w, int64_t first, int64_t P, int64_t Q, F
 
 // The six GEMMs: C [R, N] = X [R, K] times a weight as B [N, K] (rows), or C[g] [M, N] = X[g]^T
 // X2[g] (a weight gradient, reduced over each expert's rows).
-enum Which { kUp, kDown, kDgradA, kDgradX, kWgradOut, kWgradIn };
 struct GemmShape {
   bool wgrad;
   int64_t M, N, K;
 };
-GemmShape shape_of(int which, int64_t H, int64_t F) {
+GemmShape shape_of(ExpertGemm which, int64_t H, int64_t F) {
   switch (which) {
-    case kUp:
+    case ExpertGemm::kUp:
       return {false, 0, 2 * F, H};  // h = xe @ w_in: B = w_in^T [2F, H]
-    case kDown:
+    case ExpertGemm::kDown:
       return {false, 0, H, F};  // ye = a @ w_out: B = w_out^T [H, F]
-    case kDgradA:
+    case ExpertGemm::kDgradA:
       return {false, 0, F, H};  // da = dye @ w_out^T: B = w_out [F, H]
-    case kDgradX:
+    case ExpertGemm::kDgradX:
       return {false, 0, H, 2 * F};  // dxe = dh @ w_in^T: B = w_in [H, 2F]
-    case kWgradOut:
+    case ExpertGemm::kWgradOut:
       return {true, F, H, 0};  // dw_out = a^T dye
-    case kWgradIn:
+    case ExpertGemm::kWgradIn:
       return {true, H, 2 * F, 0};  // dw_in = xe^T dh
   }
-  MOE_CHECK(false, "FP8 GEMM " << which << " is none of the six");
+  MOE_CHECK(false, "FP8 GEMM " << int(which) << " is none of the six");
   return {};
 }
 
@@ -129,9 +128,10 @@ Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H
   return b;
 }
 
-void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows, int64_t G,
-                                int64_t H, int64_t F, Fp8Recipe recipe, const Fp8Scratch& sc,
-                                cudaStream_t stream, bool amax_ready, const Fp8Transposed& down_t) {
+void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOffsets& rows,
+                                int64_t G, int64_t H, int64_t F, Fp8Recipe recipe,
+                                const Fp8Scratch& sc, cudaStream_t stream, bool amax_ready,
+                                const Fp8Transposed& down_t) {
   const GemmShape s = shape_of(which, H, F);
   const int64_t ld = transposed_ld(rows.rows_bound);
   MOE_CHECK(!amax_ready || !s.wgrad, "FP8: a weight gradient's operand comes with no amax");
@@ -142,11 +142,13 @@ void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& r
   }
   // A data gradient's operand is also a weight gradient's second one, and a (down) the first
   // one of wgrad_out's where asked: both ways in one read.
-  MOE_CHECK(!down_t.codes || which == kDown, "FP8: only a's transposed codes are kept");
-  uint8_t* qt = which == kDgradA ? sc.dy_t : which == kDgradX ? sc.dh_t : down_t.codes;
-  float* qt_scales = which == kDgradA   ? sc.dy_t_scales
-                     : which == kDgradX ? sc.dh_t_scales
-                                        : down_t.scales;
+  MOE_CHECK(!down_t.codes || which == ExpertGemm::kDown, "FP8: only a's transposed codes are kept");
+  uint8_t* qt = which == ExpertGemm::kDgradA   ? sc.dy_t
+                : which == ExpertGemm::kDgradX ? sc.dh_t
+                                               : down_t.codes;
+  float* qt_scales = which == ExpertGemm::kDgradA   ? sc.dy_t_scales
+                     : which == ExpertGemm::kDgradX ? sc.dh_t_scales
+                                                    : down_t.scales;
   quantize_rows_and_cols_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, qt,
                              ld, qt ? qt_scales : nullptr, stream, amax_ready);
 }
@@ -159,9 +161,10 @@ GroupAmax amax_into_scales(const ExpertOffsets& rows, int64_t G, Fp8Recipe recip
   return {rows.device, G, reinterpret_cast<unsigned*>(sc.a_scales), kTensorScaleStride};
 }
 
-void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G, int64_t H,
-                  int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate, void* C,
-                  GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
+void run_fp8_gemm(ExpertGemm which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t G,
+                  int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate,
+                  void* C, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream) {
+  ExpertGemmScope scope(gemm, which, stream);
   const GemmShape s = shape_of(which, H, F);
   const bool tensor = recipe == Fp8Recipe::kTensor;
   const Fp8Scaling scaling = tensor    ? Fp8Scaling::kTensor
@@ -171,8 +174,8 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   problems.reserve(size_t(G));
   if (!s.wgrad) {
     // B: the weight as stored where the GEMM multiplies by its transpose, else transposed.
-    const bool stored = which == kDgradA || which == kDgradX;
-    const Fp8Weight& wt = which == kUp || which == kDgradX ? w.in : w.out;
+    const bool stored = which == ExpertGemm::kDgradA || which == ExpertGemm::kDgradX;
+    const Fp8Weight& wt = which == ExpertGemm::kUp || which == ExpertGemm::kDgradX ? w.in : w.out;
     const uint8_t* B = stored ? wt.stored : wt.transposed;
     const float* B_scales = stored ? wt.stored_scales : wt.transposed_scales;
     const int64_t per = scales_per_expert(s.N, s.K, recipe);
@@ -199,8 +202,8 @@ void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int
   }
   const int64_t ld = transposed_ld(rows.rows_bound), M = s.M, N = s.N;
   // The second operand, dye's or dh's, transposed by the data gradient before.
-  const uint8_t* B = which == kWgradOut ? sc.dy_t : sc.dh_t;
-  const float* B_scales = which == kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
+  const uint8_t* B = which == ExpertGemm::kWgradOut ? sc.dy_t : sc.dh_t;
+  const float* B_scales = which == ExpertGemm::kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
   // Both paths read each expert's K (its rows) from 16-byte aligned addresses of the transposed
   // codes (a TMA box starting elsewhere faults): align 16 gives that (the backend refuses FP8
   // without it); checked where the offsets are on the host.
@@ -240,27 +243,31 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
     require_block_recipe(recipe);
     fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
   } else {
-    quantize_fp8_gemm_operands(kUp, xe, rows, E_local, H, F, recipe, sc, stream);
+    quantize_fp8_gemm_operands(ExpertGemm::kUp, xe, rows, E_local, H, F, recipe, sc, stream);
   }
-  run_fp8_gemm(kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc, stream);
+  run_fp8_gemm(ExpertGemm::kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc,
+               stream);
   const GroupAmax a_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);
-  quantize_fp8_gemm_operands(kDown, a, rows, E_local, H, F, recipe, sc, stream,
+  quantize_fp8_gemm_operands(ExpertGemm::kDown, a, rows, E_local, H, F, recipe, sc, stream,
                              a_amax.bits != nullptr, keep_a_t);
-  run_fp8_gemm(kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc, stream);
+  run_fp8_gemm(ExpertGemm::kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc,
+               stream);
 }
 
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
                              const Fp8Scratch& sc, cudaStream_t stream) {
-  quantize_fp8_gemm_operands(kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
-  run_fp8_gemm(kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm, sc, stream);
+  quantize_fp8_gemm_operands(ExpertGemm::kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
+  run_fp8_gemm(ExpertGemm::kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm,
+               sc, stream);
   const GroupAmax dh_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream, dh_amax);
-  quantize_fp8_gemm_operands(kDgradX, dh, rows, E_local, H, F, recipe, sc, stream,
+  quantize_fp8_gemm_operands(ExpertGemm::kDgradX, dh, rows, E_local, H, F, recipe, sc, stream,
                              dh_amax.bits != nullptr);
-  run_fp8_gemm(kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm, sc, stream);
+  run_fp8_gemm(ExpertGemm::kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm,
+               sc, stream);
 }
 
 void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
@@ -274,19 +281,19 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
     out_sc.a = a_t.codes;
     out_sc.a_scales = a_t.scales;
   } else {
-    quantize_fp8_gemm_operands(kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
+    quantize_fp8_gemm_operands(ExpertGemm::kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
   }
-  run_fp8_gemm(kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_out, gemm,
-               out_sc, stream);
+  run_fp8_gemm(ExpertGemm::kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
+               dw_out, gemm, out_sc, stream);
   if (xe_packed) {
     require_block_recipe(recipe);
     quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,
                              transposed_ld(rows.rows_bound), sc.a_scales, stream);
   } else {
-    quantize_fp8_gemm_operands(kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
+    quantize_fp8_gemm_operands(ExpertGemm::kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
   }
-  run_fp8_gemm(kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate, dw_in, gemm, sc,
-               stream);
+  run_fp8_gemm(ExpertGemm::kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
+               dw_in, gemm, sc, stream);
 }
 
 }  // namespace moe::cuda

@@ -100,14 +100,14 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffse
                                 bool xe_packed = false, const Fp8Transposed& a_t = {});
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
-// GEMM `which` (0 up, 1 down, 2 dgrad_a, 3 dgrad_x, 4 wgrad_out, 5 wgrad_in; X its rows operand
-// as the FFN functions name it: xe, a, dye, dh, a, xe), and the FP8 GEMM on what it left in
+// GEMM `which` (X its rows operand as the FFN functions name it: xe, a, dye, dh, a, xe for up,
+// down, dgrad_a, dgrad_x, wgrad_out, wgrad_in), and the FP8 GEMM on what it left in
 // scratch. dgrad_a and dgrad_x also leave dye's and dh's transposed codes for wgrad_out and
 // wgrad_in, which quantize only their first operand: run them in that order. amax_ready
 // (fp8_tensor, down and dgrad_x): the scratch's scales already hold X's per-expert amax bits,
 // from amax_into_scales given to the SwiGLU kernel that wrote X. down_t (down only): a's
 // transposed codes too, in the same read, for wgrad_out.
-void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& rows,
+void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 const Fp8Scratch& scratch, cudaStream_t stream,
                                 bool amax_ready = false, const Fp8Transposed& down_t = {});
@@ -116,7 +116,7 @@ void quantize_fp8_gemm_operands(int which, const void* X, const ExpertOffsets& r
 // none (its amaxes are per block, found by the quantization's tile pass).
 GroupAmax amax_into_scales(const ExpertOffsets& rows, int64_t E_local, Fp8Recipe recipe,
                            const Fp8Scratch& scratch, cudaStream_t stream);
-void run_fp8_gemm(int which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t E_local,
+void run_fp8_gemm(ExpertGemm which, const Fp8Weights& w, const ExpertOffsets& rows, int64_t E_local,
                   int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype, bool accumulate,
                   void* C, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream);
 

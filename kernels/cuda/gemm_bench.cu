@@ -47,12 +47,11 @@ double median_ms(cudaStream_t stream, int iters, const std::function<void()>& fn
 }
 
 GemmMethod method_named(const std::string& name) {
-  for (GemmMethod m :
-       {GemmMethod::kLtMultiStream, GemmMethod::kGroupedBatched, GemmMethod::kGroupedSm90})
-    if (name == gemm_method_name(m)) return m;
-  MOE_USER_CHECK(false, "moebench gemm: unknown method '"
-                            << name << "' (lt_multistream, grouped_batched or grouped_sm90)");
-  return GemmMethod::kLtMultiStream;
+  GemmMethod m = GemmMethod::kLtMultiStream;
+  MOE_USER_CHECK(gemm_method_from_name(name, &m),
+                 "moebench gemm: unknown method '"
+                     << name << "' (lt_multistream, grouped_batched or grouped_sm90)");
+  return m;
 }
 
 }  // namespace
@@ -95,12 +94,14 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
   };
   const auto RW = GroupedLayout::kRowsTimesWeight, RWT = GroupedLayout::kRowsTimesWeightT,
              RTR = GroupedLayout::kRowsTTimesRows;
-  const Gemm gemms[] = {{"up", RW, 0, 2 * F, H, xe.ptr, w_in.ptr, h.ptr, bf},
-                        {"down", RW, 0, H, F, a.ptr, w_out.ptr, ye.ptr, bf},
-                        {"dgrad_a", RWT, 0, F, H, dye.ptr, w_out.ptr, da.ptr, bf},
-                        {"dgrad_x", RWT, 0, H, 2 * F, dh.ptr, w_in.ptr, dxe.ptr, bf},
-                        {"wgrad_out", RTR, F, H, 0, a.ptr, dye.ptr, dw_out.ptr, gd},
-                        {"wgrad_in", RTR, H, 2 * F, 0, xe.ptr, dh.ptr, dw_in.ptr, gd}};
+  // In ExpertGemm order.
+  const Gemm gemms[kNumExpertGemms] = {
+      {expert_gemm_name(ExpertGemm::kUp), RW, 0, 2 * F, H, xe.ptr, w_in.ptr, h.ptr, bf},
+      {expert_gemm_name(ExpertGemm::kDown), RW, 0, H, F, a.ptr, w_out.ptr, ye.ptr, bf},
+      {expert_gemm_name(ExpertGemm::kDgradA), RWT, 0, F, H, dye.ptr, w_out.ptr, da.ptr, bf},
+      {expert_gemm_name(ExpertGemm::kDgradX), RWT, 0, H, 2 * F, dh.ptr, w_in.ptr, dxe.ptr, bf},
+      {expert_gemm_name(ExpertGemm::kWgradOut), RTR, F, H, 0, a.ptr, dye.ptr, dw_out.ptr, gd},
+      {expert_gemm_name(ExpertGemm::kWgradIn), RTR, H, 2 * F, 0, xe.ptr, dh.ptr, dw_in.ptr, gd}};
   const double mean_rows = double(R) / double(El);
   // A GEMM's row of the table: its shape at the mean rows per expert, and its FLOPs.
   auto row_of = [&](const Gemm& g, const std::string& method) {
@@ -151,8 +152,9 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
     for (const std::string& name : methods) {
       if (name == gemm_method_name(GemmMethod::kGroupedBatched)) continue;
       runner.set_method(method_named(name));
-      for (int which = 0; which < 6; ++which) {
-        const Gemm& g = gemms[which];
+      for (int i = 0; i < kNumExpertGemms; ++i) {
+        const Gemm& g = gemms[i];
+        const auto which = ExpertGemm(i);
         ExpertGemmBenchRow row = row_of(g, precision + ":" + name);
         row.quantize_ms = median_ms(stream, iters, [&] {
           quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);

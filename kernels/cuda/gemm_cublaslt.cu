@@ -37,6 +37,16 @@ const char* gemm_method_name(GemmMethod m) {
   return "?";
 }
 
+bool gemm_method_from_name(const std::string& name, GemmMethod* m) {
+  for (GemmMethod c :
+       {GemmMethod::kLtMultiStream, GemmMethod::kGroupedBatched, GemmMethod::kGroupedSm90})
+    if (name == gemm_method_name(c)) {
+      *m = c;
+      return true;
+    }
+  return false;
+}
+
 namespace {
 
 cudaDataType_t cuda_type(DType d) { return d == DType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }

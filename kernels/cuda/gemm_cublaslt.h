@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,7 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/grouped_gemm.h"
 #include "core/workload.h"
+#include "kernels/cuda/gemm_clock.h"
 #include "kernels/cuda/grouped_gemm.h"
 
 namespace moe::cuda {
@@ -59,6 +62,8 @@ enum class GemmMethod {
   kGroupedSm90,     // kernels/cuda/grouped_gemm.h, one launch for all experts (falls back too)
 };
 const char* gemm_method_name(GemmMethod m);
+// The method of that name; false where none has it.
+bool gemm_method_from_name(const std::string& name, GemmMethod* m);
 
 enum class AlgoPolicy { kAuto, kBucket, kExact };
 
@@ -121,13 +126,22 @@ class GemmRunner {
                         cudaStream_t stream, GroupedEpilogue epi = GroupedEpilogue::kStore,
                         void* aux = nullptr);
 
-  void set_method(GemmMethod m) { method_ = m; }
+  // Every expert GEMM's method, or one's; method() is the one the calls above use now: the one
+  // set for all, or the GEMM's where an ExpertGemmScope selected it.
+  void set_method(GemmMethod m) {
+    methods_.fill(m);
+    method_ = m;
+  }
+  void set_method(ExpertGemm g, GemmMethod m) { methods_[size_t(g)] = m; }
+  GemmMethod method(ExpertGemm g) const { return methods_[size_t(g)]; }
   // The grouped sm90 kernel's schedule (GroupedGemm::set_schedule).
   void set_sm90_schedule(const GroupedSchedule& s);
   // Whether grouped_sm90() takes fused epilogues (gemm.sm90_fuse_swiglu); when not, it answers
   // false for them, and the caller runs the plain GEMM and the separate SwiGLU kernel.
   void set_sm90_fuse_swiglu(bool on) { sm90_fuse_swiglu_ = on; }
   GemmMethod method() const { return method_; }
+  // Device time per expert GEMM (ExpertGemmScope records into it while it is on).
+  ExpertGemmClock& clock() { return clock_; }
 
   // Number of cached cuBLASLt plans (for tests: a repeated shape must not add one).
   size_t num_cached_plans() const { return plans_.size(); }
@@ -207,7 +221,12 @@ class GemmRunner {
   bool grouped_batched(bool trans_a, bool trans_b, const std::vector<GemmProblem>& problems,
                        bool accumulate, DType in, DType out, cudaStream_t stream);
 
+  friend class ExpertGemmScope;
+  std::array<GemmMethod, kNumExpertGemms> methods_ = {
+      GemmMethod::kLtMultiStream, GemmMethod::kLtMultiStream, GemmMethod::kLtMultiStream,
+      GemmMethod::kLtMultiStream, GemmMethod::kLtMultiStream, GemmMethod::kLtMultiStream};
   GemmMethod method_ = GemmMethod::kLtMultiStream;
+  ExpertGemmClock clock_;
   size_t workspace_bytes_ = 0;
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -240,6 +259,31 @@ class GemmRunner {
   std::vector<cublasOperation_t> gb_ta_, gb_tb_;
   std::vector<int> gb_m_, gb_n_, gb_k_, gb_lda_, gb_ldb_, gb_ldc_, gb_size_;
   std::vector<float> gb_alpha_, gb_beta_;
+};
+
+// One expert GEMM of a step, with the SwiGLU kernel beside it that some methods fuse into it:
+// the runner's calls in the scope run by that GEMM's method (GemmRunner::set_method(ExpertGemm,
+// ...)), and while the runner's clock is on, their device time on `stream` counts as that
+// GEMM's. The method before the scope is restored after it.
+class ExpertGemmScope {
+ public:
+  ExpertGemmScope(GemmRunner& gemm, ExpertGemm which, cudaStream_t stream)
+      : gemm_(gemm), stream_(stream), before_(gemm.method_) {
+    gemm.method_ = gemm.methods_[size_t(which)];
+    span_ = gemm.clock_.begin(which, stream);
+  }
+  ~ExpertGemmScope() {
+    gemm_.clock_.end(span_, stream_);
+    gemm_.method_ = before_;
+  }
+  ExpertGemmScope(const ExpertGemmScope&) = delete;
+  ExpertGemmScope& operator=(const ExpertGemmScope&) = delete;
+
+ private:
+  GemmRunner& gemm_;
+  cudaStream_t stream_;
+  GemmMethod before_;
+  int span_ = -1;
 };
 
 }  // namespace moe::cuda

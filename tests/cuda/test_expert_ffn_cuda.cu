@@ -4,6 +4,8 @@
 // both dtypes.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -16,13 +18,30 @@ namespace moe::test {
 namespace {
 
 using cuda::GemmMethod;
+using PerGemm = std::array<GemmMethod, kNumExpertGemms>;
 
-// fuse: gemm.sm90_fuse_swiglu (SwiGLU in the grouped sm90 kernel's epilogues); pingpong:
-// gemm.sm90_schedule.
-void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::vector<int64_t>& rows,
-                      int64_t H, int64_t F, DType grad_dtype, uint64_t seed) {
+PerGemm all_by(GemmMethod m) {
+  PerGemm p;
+  p.fill(m);
+  return p;
+}
+
+std::string names_of(const PerGemm& methods) {
+  std::string s = cuda::gemm_method_name(methods[0]);
+  if (methods == all_by(methods[0])) return s;
+  for (int g = 1; g < kNumExpertGemms; ++g)
+    s += std::string("/") + cuda::gemm_method_name(methods[g]);
+  return s;
+}
+
+// methods: each expert GEMM's (ExpertGemm order); fuse: gemm.sm90_fuse_swiglu (SwiGLU in the
+// grouped sm90 kernel's epilogues); pingpong: gemm.sm90_schedule. clock: the runner's GEMM clock
+// on, which must then time each of the six GEMMs.
+void check_expert_ffn(const PerGemm& methods, bool fuse, bool pingpong,
+                      const std::vector<int64_t>& rows, int64_t H, int64_t F, DType grad_dtype,
+                      uint64_t seed, bool clock = false) {
   const DType dt = DType::kBf16;
-  const std::string what = std::string(cuda::gemm_method_name(method)) + (fuse ? " fused" : "") +
+  const std::string what = names_of(methods) + (fuse ? " fused" : "") +
                            (pingpong ? " pingpong" : "") + " H=" + std::to_string(H) +
                            " F=" + std::to_string(F) + " grad=" + dtype_name(grad_dtype);
   SCOPED_TRACE(what);
@@ -49,9 +68,10 @@ void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::ve
   StorageBuf d_dw_in(grad_dtype, El * H * 2 * F), d_dw_out(grad_dtype, El * F * H);
   DevBuf<int64_t> d_off(off);
   cuda::GemmRunner runner;
-  runner.set_method(method);
+  for (int g = 0; g < kNumExpertGemms; ++g) runner.set_method(ExpertGemm(g), methods[g]);
   runner.set_sm90_fuse_swiglu(fuse);
   runner.set_sm90_schedule({1, pingpong});
+  runner.clock().set_on(clock);
   cuda::ExpertGemmLists lists;
   const ExpertOffsets er{d_off.ptr, off.data(), off[El]};
   cuda::expert_ffn_fwd(d_xe.ptr, d_w_in.ptr, d_w_out.ptr, er, El, H, F, dt, d_h.ptr, d_a.ptr,
@@ -60,11 +80,18 @@ void check_expert_ffn(GemmMethod method, bool fuse, bool pingpong, const std::ve
                             d_dh.ptr, d_dxe.ptr, runner, lists, nullptr);
   cuda::expert_ffn_bwd_weights(d_dye.ptr, d_xe.ptr, d_a.ptr, d_dh.ptr, er, El, H, F, dt, grad_dtype,
                                d_dw_in.ptr, d_dw_out.ptr, false, runner, lists, nullptr);
+  const ExpertGemmMs ms = runner.clock().take();
+  for (int g = 0; g < kNumExpertGemms; ++g) {
+    if (clock)
+      EXPECT_GT(ms[g], 0.0) << what << " " << kExpertGemmNames[g];
+    else
+      EXPECT_TRUE(std::isnan(ms[g])) << what << " " << kExpertGemmNames[g];
+  }
   expect_close(d_h.host(), h, dt, what + " h");
   expect_close(d_a.host(), a, dt, what + " a");
   expect_close(d_ye.host(), ye, dt, what + " ye");
   // Fused, the grouped sm90 kernel runs SwiGLU's backward in da's epilogue and never stores da.
-  if (!(fuse && method == GemmMethod::kGroupedSm90))
+  if (!(fuse && methods[int(ExpertGemm::kDgradA)] == GemmMethod::kGroupedSm90))
     expect_close(d_da.host(), da, dt, what + " da");
   expect_close(d_dh.host(), dh, dt, what + " dh");
   expect_close(d_dxe.host(), dxe, dt, what + " dxe");
@@ -85,12 +112,49 @@ TEST(ExpertFfnCuda, EveryMethodMatchesCpu) {
         // Only that kernel fuses and has schedules.
         if ((fuse || pingpong) && m != GemmMethod::kGroupedSm90) continue;
         for (DType grad : {DType::kFp32, DType::kBf16}) {
-          check_expert_ffn(m, fuse, pingpong, {0, 130, 1, 0, 257, 64}, 256, 192, grad, seed += 10);
-          check_expert_ffn(m, fuse, pingpong, {40}, 128, 64, grad, seed += 10);
+          check_expert_ffn(all_by(m), fuse, pingpong, {0, 130, 1, 0, 257, 64}, 256, 192, grad,
+                           seed += 10);
+          check_expert_ffn(all_by(m), fuse, pingpong, {40}, 128, 64, grad, seed += 10);
           // F a multiple of 128: fused, SwiGLU runs in the up projection's epilogue too.
-          check_expert_ffn(m, fuse, pingpong, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
+          check_expert_ffn(all_by(m), fuse, pingpong, {0, 200, 3, 129}, 192, 256, grad, seed += 10);
         }
       }
+}
+
+// gemm.method auto's per-GEMM choice: each GEMM by its own method in one FFN (the fused
+// epilogues where up and dgrad_a run on the grouped sm90 kernel, the unfused SwiGLU kernels
+// where they do not), with the GEMM clock on timing each of the six.
+TEST(ExpertFfnCuda, EachGemmByItsOwnMethodMatchesCpu) {
+  MOE_REQUIRE_GPU();
+  const GemmMethod lt = GemmMethod::kLtMultiStream, gb = GemmMethod::kGroupedBatched;
+  const GemmMethod own =
+      cuda::GroupedGemm::runs_on_current_device() ? GemmMethod::kGroupedSm90 : gb;
+  uint64_t seed = 900;
+  for (const PerGemm& mix : {PerGemm{own, lt, own, lt, own, lt}, PerGemm{lt, own, gb, own, lt, own},
+                             PerGemm{gb, gb, lt, lt, own, own}})
+    for (DType grad : {DType::kFp32, DType::kBf16}) {
+      check_expert_ffn(mix, true, false, {0, 130, 1, 0, 257, 64}, 256, 192, grad, seed += 10, true);
+      check_expert_ffn(mix, true, false, {0, 200, 3, 129}, 192, 256, grad, seed += 10, true);
+    }
+}
+
+// A scope selects its GEMM's method for the calls inside and restores the one before.
+TEST(ExpertFfnCuda, ExpertGemmScopeSelectsAndRestores) {
+  MOE_REQUIRE_GPU();
+  cuda::GemmRunner runner(1);
+  runner.set_method(GemmMethod::kLtMultiStream);
+  runner.set_method(ExpertGemm::kWgradIn, GemmMethod::kGroupedBatched);
+  {
+    cuda::ExpertGemmScope scope(runner, ExpertGemm::kWgradIn, nullptr);
+    EXPECT_EQ(runner.method(), GemmMethod::kGroupedBatched);
+    {
+      cuda::ExpertGemmScope inner(runner, ExpertGemm::kUp, nullptr);
+      EXPECT_EQ(runner.method(), GemmMethod::kLtMultiStream);
+    }
+    EXPECT_EQ(runner.method(), GemmMethod::kGroupedBatched);
+  }
+  EXPECT_EQ(runner.method(), GemmMethod::kLtMultiStream);
+  EXPECT_EQ(runner.method(ExpertGemm::kWgradIn), GemmMethod::kGroupedBatched);
 }
 
 // A pipelined step's weight gradients: chunk 0 overwrites, later chunks add (fp32), under every

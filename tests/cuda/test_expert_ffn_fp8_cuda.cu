@@ -10,6 +10,7 @@
 // from each other and from bf16 by about 6%).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -41,11 +42,20 @@ std::vector<float> blocky_values(int64_t rows, int64_t cols, uint64_t seed) {
   return v;
 }
 
-void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate,
-                   cuda::GemmMethod method) {
+using PerGemm = std::array<cuda::GemmMethod, kNumExpertGemms>;
+
+PerGemm all_by(cuda::GemmMethod m) {
+  PerGemm p;
+  p.fill(m);
+  return p;
+}
+
+// methods: each expert GEMM's (ExpertGemm order).
+void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const PerGemm& methods) {
   const DType dt = DType::kBf16;
-  const std::string what = std::string(name_of(precision)) + " grad " + dtype_name(grad_dtype) +
-                           (accumulate ? " accumulate " : " ") + cuda::gemm_method_name(method);
+  std::string what = std::string(name_of(precision)) + " grad " + dtype_name(grad_dtype) +
+                     (accumulate ? " accumulate" : "");
+  for (cuda::GemmMethod m : methods) what += std::string(" ") + cuda::gemm_method_name(m);
   SCOPED_TRACE(what);
   const std::vector<int64_t> rows = {64, 0, 160, 48};
   const int64_t El = int64_t(rows.size()), H = 256, F = 192;
@@ -80,7 +90,7 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate,
   DevBuf<float> ssa(bytes.a_scales / 4), ssdy(bytes.dy_t_scales / 4), ssdh(bytes.dh_t_scales / 4);
   const cuda::Fp8Scratch sc{sa.ptr, sdy.ptr, sdh.ptr, ssa.ptr, ssdy.ptr, ssdh.ptr};
   cuda::GemmRunner runner;
-  runner.set_method(method);
+  for (int g = 0; g < kNumExpertGemms; ++g) runner.set_method(ExpertGemm(g), methods[g]);
   const ExpertOffsets er{d_off.ptr, off.data(), R};
   const Fp8Recipe recipe = fp8_recipe_of(precision);
   DevBuf<uint8_t> wq(cuda::fp8_weights_bytes(El, H, F));
@@ -125,9 +135,10 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate,
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
   MOE_REQUIRE_GPU();
   for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
-    check_fp8_ffn(p, DType::kFp32, false, cuda::GemmMethod::kLtMultiStream);
-    check_fp8_ffn(p, DType::kBf16, false, cuda::GemmMethod::kLtMultiStream);
-    check_fp8_ffn(p, DType::kFp32, true, cuda::GemmMethod::kLtMultiStream);
+    const PerGemm lt = all_by(cuda::GemmMethod::kLtMultiStream);
+    check_fp8_ffn(p, DType::kFp32, false, lt);
+    check_fp8_ffn(p, DType::kBf16, false, lt);
+    check_fp8_ffn(p, DType::kFp32, true, lt);
   }
 }
 
@@ -135,12 +146,25 @@ TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
 // added into fp32).
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwinOnTheGroupedKernel) {
   MOE_REQUIRE_SM90();
-  const auto kSm90 = cuda::GemmMethod::kGroupedSm90;
+  const PerGemm sm90 = all_by(cuda::GemmMethod::kGroupedSm90);
   for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
-    check_fp8_ffn(p, DType::kBf16, false, kSm90);
-    check_fp8_ffn(p, DType::kFp32, false, kSm90);
-    check_fp8_ffn(p, DType::kFp32, true, kSm90);
+    check_fp8_ffn(p, DType::kBf16, false, sm90);
+    check_fp8_ffn(p, DType::kFp32, false, sm90);
+    check_fp8_ffn(p, DType::kFp32, true, sm90);
   }
+}
+
+// gemm.method auto's per-GEMM choice: each GEMM by its own method, the grouped kernel and
+// cuBLASLt's loop taking turns, both ways round (the quantized operands are the same for both).
+TEST(ExpertFfnFp8Cuda, MatchesCpuTwinWithEachGemmByItsOwnMethod) {
+  MOE_REQUIRE_SM90();
+  const auto own = cuda::GemmMethod::kGroupedSm90, lt = cuda::GemmMethod::kLtMultiStream;
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block})
+    for (const PerGemm& mix :
+         {PerGemm{own, lt, own, lt, own, lt}, PerGemm{lt, own, lt, own, lt, own}}) {
+      check_fp8_ffn(p, DType::kBf16, false, mix);
+      check_fp8_ffn(p, DType::kFp32, true, mix);
+    }
 }
 
 }  // namespace
