@@ -102,12 +102,20 @@ void check_backend_supports(const std::string& name, const Workload& w) {
   // The CPU backend has one way to run its GEMMs: a run must not record knobs it did not turn.
   const GemmConfig cuda_only;
   MOE_USER_CHECK(
-      name == "cuda" || (w.gemm.method == cuda_only.method && w.gemm.streams == cuda_only.streams &&
-                         w.gemm.algo == cuda_only.algo),
-      "gemm.method, gemm.streams and gemm.algo choose among the CUDA backend's GEMM "
-      "paths; the "
-          << name << " backend has one: leave them at their defaults (auto, 4, auto)");
+      name == "cuda" || (w.gemm.method == cuda_only.method && w.gemm.methods == cuda_only.methods &&
+                         w.gemm.streams == cuda_only.streams && w.gemm.algo == cuda_only.algo),
+      "gemm.method, gemm.method_*, gemm.streams and gemm.algo choose among the CUDA backend's "
+      "GEMM paths; the "
+          << name << " backend has one: leave them at their defaults (auto, auto, 4, auto)");
   // The sync-free step's expert GEMMs read the device offsets: only the grouped sm90 kernel does.
+  for (int g = 0; g < kNumExpertGemms; ++g)
+    MOE_USER_CHECK(!w.graph || name != "cuda" || w.gemm.methods[size_t(g)] == GemmMethod::kAuto ||
+                       w.gemm.methods[size_t(g)] == GemmMethod::kGroupedSm90,
+                   "graph = true runs every expert GEMM on the grouped sm90 kernel, and "
+                   "gemm.method_"
+                       << kExpertGemmNames[size_t(g)] << " = " << name_of(w.gemm.methods[size_t(g)])
+                       << ": set it to grouped_sm90 or auto, "
+                       << "or graph=false");
   MOE_USER_CHECK(
       !w.graph || name != "cuda" ||
           ((w.gemm.method == GemmMethod::kAuto || w.gemm.method == GemmMethod::kGroupedSm90) &&
@@ -124,6 +132,11 @@ void check_backend_supports(const std::string& name, const Workload& w) {
     MOE_USER_CHECK(w.gemm.method != GemmMethod::kGroupedBatched,
                    fp8 << "has no cuBLAS grouped call: set gemm.method to auto, lt_multistream "
                           "or grouped_sm90");
+    for (int g = 0; g < kNumExpertGemms; ++g)
+      MOE_USER_CHECK(w.gemm.methods[size_t(g)] != GemmMethod::kGroupedBatched,
+                     fp8 << "has no cuBLAS grouped call: set gemm.method_"
+                         << kExpertGemmNames[size_t(g)]
+                         << " to auto, lt_multistream or grouped_sm90");
     MOE_USER_CHECK(w.align % 16 == 0,
                    fp8 << "needs each expert's rows to start at a multiple of 16 (Hopper's FP8 "
                           "kernels read 16-byte aligned operands; align is "
@@ -264,7 +277,7 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   cudaDriverGetVersion(&drv);
   ncclGetVersion(&nccl);
   b.info["device"] = prop.name;
-  b.gemm_method = ops->expert_gemm_method();
+  b.gemm_methods = ops->current_expert_gemm_methods();
   b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   // The CUDA level the driver supports; nvidia_driver is the driver's own release.
   b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);

@@ -25,7 +25,7 @@ struct Backend {
   std::unique_ptr<Ops> ops;
   std::unique_ptr<Comm> comm;
   std::map<std::string, std::string> info;  // versions and device, for provenance
-  std::string gemm_method;                  // the expert GEMM method set up ("": one way)
+  ExpertGemmMethods gemm_methods;           // each expert GEMM's method set up ("": one way)
   std::vector<RankPlace> places;            // every rank's host (and GPU), in rank order
 };
 

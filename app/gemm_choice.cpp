@@ -91,10 +91,7 @@ ExpertGemmMethods GemmMethodChoice::choice() const {
   return mixed() && mix_ms_ < base_ms_ ? mix() : all_by(methods_[base()]);
 }
 
-std::string GemmMethodChoice::choice_name() const {
-  const ExpertGemmMethods c = choice();
-  return c == all_by(c[0]) ? c[0] : kPerGemm;
-}
+std::string GemmMethodChoice::choice_name() const { return expert_gemm_methods_name(choice()); }
 
 std::map<std::string, double> GemmMethodChoice::tries_ms() const {
   std::map<std::string, double> tries;
@@ -139,7 +136,7 @@ std::string GemmMethodChoice::summary() const {
     return s + buf;
   }
   const ExpertGemmMethods m = mix();
-  s += kPerGemm;
+  s += kPerGemmMethods;
   for (size_t g = 0; g < size_t(kNumExpertGemms); ++g)
     s += std::string(g ? ", " : " (") + kExpertGemmNames[g] + " " + m[g];
   std::snprintf(buf, sizeof(buf), ") %.2f ms against %s %.2f ms in alternate steps)", mix_ms_,

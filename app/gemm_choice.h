@@ -24,8 +24,6 @@ namespace moe {
 
 class GemmMethodChoice {
  public:
-  // The mix's name (each GEMM on its own method), in results and logs.
-  static constexpr const char* kPerGemm = "per_gemm";
   // A GEMM leaves the base method only for one at least this much faster on it (its better try):
   // per-GEMM times of two tries differ by a few percent from step to step.
   static constexpr double kSwitchMargin = 0.05;

@@ -390,8 +390,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
 
   r.backend = backend;
   r.backend_info = be.info;
-  r.gemm.method = be.gemm_method;
-  if (!be.gemm_method.empty()) r.gemm.methods.fill(be.gemm_method);
+  r.gemm.methods = be.gemm_methods;
+  r.gemm.method = expert_gemm_methods_name(be.gemm_methods);
   r.places = be.places;
   r.profile = opt.profile;
   r.command_line = opt.command_line;

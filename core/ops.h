@@ -55,6 +55,14 @@ struct ExpertOffsets {
 // Per expert GEMM (ExpertGemm order): a method's name, a time in ms.
 using ExpertGemmMethods = std::array<std::string, kNumExpertGemms>;
 using ExpertGemmMs = std::array<double, kNumExpertGemms>;
+// What a set of expert GEMM methods is called: the method's name where all six have the same,
+// else kPerGemmMethods; "" where there are none (a backend with one way).
+constexpr const char* kPerGemmMethods = "per_gemm";
+inline std::string expert_gemm_methods_name(const ExpertGemmMethods& m) {
+  for (const std::string& x : m)
+    if (x != m[0]) return kPerGemmMethods;
+  return m[0];
+}
 
 // Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
 // new shape). The run reports how many of each fell in its timed steps.

@@ -181,6 +181,16 @@ void resolve_and_validate(Workload& w, int world_size) {
                  "gemm.sm90_schedule = pingpong runs single CTAs, and gemm.sm90_cluster = "
                      << w.gemm.sm90_cluster << "; set gemm.sm90_cluster = 1 or "
                      << "gemm.sm90_schedule = cooperative");
+  for (int g = 0; g < kNumExpertGemms; ++g)
+    MOE_USER_CHECK(
+        w.gemm.methods[size_t(g)] == GemmMethod::kAuto || w.gemm.method != GemmMethod::kAuto,
+        "gemm.method_" << kExpertGemmNames[size_t(g)] << " = " << name_of(w.gemm.methods[size_t(g)])
+                       << " sets one expert GEMM's method, and gemm.method (the "
+                          "others') is auto: set gemm.method to lt_multistream, "
+                          "grouped_batched or grouped_sm90 (to rerun a per_gemm "
+                          "choice: the result's gemm.warmup_per_gemm.against), or "
+                          "gemm.method_"
+                       << kExpertGemmNames[size_t(g)] << " to auto");
   MOE_USER_CHECK(w.gemm.streams >= 1 && w.gemm.streams <= 32,
                  "gemm.streams = " << w.gemm.streams << " must be between 1 and 32 (side streams "
                                    << "of the per-expert GEMM loop; 4 is the default)");

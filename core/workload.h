@@ -3,10 +3,13 @@
 // --set key.path=value, then validated. Every key but model.* has a default
 // (docs/configuration.md). Only the JSON declarations are included: kernel files compile this
 // header with nvcc.
+#include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
+
+#include "core/grouped_gemm.h"
 
 namespace moe {
 
@@ -106,6 +109,11 @@ struct GemmConfig {
   int64_t sm90_cluster = 1;       // CTAs per cluster of the grouped sm90 kernel
   bool sm90_fuse_swiglu = false;  // SwiGLU and its backward in the grouped kernel's epilogues
   Sm90Schedule sm90_schedule = Sm90Schedule::kCooperative;
+  // Per expert GEMM (ExpertGemm order): a method for that GEMM instead of `method`'s, which must
+  // then be fixed; kAuto: `method`'s. What reruns a per_gemm choice of `method` auto.
+  std::array<GemmMethod, kNumExpertGemms> methods = {GemmMethod::kAuto, GemmMethod::kAuto,
+                                                     GemmMethod::kAuto, GemmMethod::kAuto,
+                                                     GemmMethod::kAuto, GemmMethod::kAuto};
 };
 
 // Each field's key, type, default and meaning are in one table (core/workload_keys.cpp), from

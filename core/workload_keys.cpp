@@ -79,6 +79,9 @@ struct KeySpec {
   std::string doc;                   // the meaning column of docs/configuration.md
   bool required = false;
   Role role = Role::kWork;
+  // The report's knobs line leaves the key out while it holds "auto" (a key that rarely differs
+  // from its default and would only lengthen the line).
+  bool listed_when_set = false;
   std::function<json(const Workload&)> get;         // the JSON form of the field
   std::function<void(Workload&, const json&)> set;  // from a value that passed the kind's check
 };
@@ -99,6 +102,10 @@ KeySpec how(KeySpec k) {
 }
 KeySpec run(KeySpec k) {
   k.role = Role::kRun;
+  return k;
+}
+KeySpec listed_when_set(KeySpec k) {
+  k.listed_when_set = true;
   return k;
 }
 
@@ -276,6 +283,27 @@ const std::vector<KeySpec>& schema() {
                    "128 x 128 tile) or pingpong (a 128 x 128 tile each, taking turns at the "
                    "tensor cores so that one's epilogue runs beside the other's MMAs; needs "
                    "gemm.sm90_cluster 1; results are bitwise equal)")),
+      listed_when_set(
+          how(enum_key("gemm.method_up", MOE_FIELD(gemm.methods[size_t(ExpertGemm::kUp)]),
+                       "CUDA: the up projection's method (with SwiGLU) instead of gemm.method's, "
+                       "which must then be fixed; auto: gemm.method's. With the five below, reruns "
+                       "a per_gemm choice (the result's gemm.methods)"))),
+      listed_when_set(
+          how(enum_key("gemm.method_down", MOE_FIELD(gemm.methods[size_t(ExpertGemm::kDown)]),
+                       "CUDA: the down projection's method, as gemm.method_up"))),
+      listed_when_set(how(
+          enum_key("gemm.method_dgrad_a", MOE_FIELD(gemm.methods[size_t(ExpertGemm::kDgradA)]),
+                   "CUDA: the data gradient through w_out's method (with SwiGLU's backward), as "
+                   "gemm.method_up"))),
+      listed_when_set(
+          how(enum_key("gemm.method_dgrad_x", MOE_FIELD(gemm.methods[size_t(ExpertGemm::kDgradX)]),
+                       "CUDA: the data gradient through w_in's method, as gemm.method_up"))),
+      listed_when_set(how(enum_key("gemm.method_wgrad_out",
+                                   MOE_FIELD(gemm.methods[size_t(ExpertGemm::kWgradOut)]),
+                                   "CUDA: w_out's weight gradient's method, as gemm.method_up"))),
+      listed_when_set(how(enum_key("gemm.method_wgrad_in",
+                                   MOE_FIELD(gemm.methods[size_t(ExpertGemm::kWgradIn)]),
+                                   "CUDA: w_in's weight gradient's method, as gemm.method_up"))),
       how(plain_key("gemm.sm90_fuse_swiglu", Kind::kBool, MOE_FIELD(gemm.sm90_fuse_swiglu),
                     "CUDA grouped_sm90: SwiGLU in the up projection's epilogue and its backward "
                     "in the data gradient's, instead of separate kernels (bitwise equal)")),
@@ -298,7 +326,8 @@ const std::vector<KeySpec>& schema() {
                   "per-GEMM mix against the fastest)")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),
       run(enum_key(
-          "check", MOE_FIELD(check),
+          "check",
+          MOE_FIELD(check),
           "compare with the reference on the first timed step, every timed step, or never")),
       run(enum_key(
           "reference", MOE_FIELD(reference),
@@ -732,6 +761,7 @@ std::string describe_how_keys(const Workload& w) {
   for (const KeySpec& k : schema()) {
     if (k.role != Role::kHow) continue;
     const json v = k.get(w);
+    if (k.listed_when_set && v == "auto") continue;
     out +=
         (out.empty() ? "" : " ") + k.path + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
   }

@@ -49,6 +49,9 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
   sm90_ = cuda::GroupedGemm::runs_on_current_device();
   fixed_gemm_method_ = gemm.method != GemmMethod::kAuto || sync_free;
   if (gemm.method != GemmMethod::kAuto) gemm_->set_method(method_named(name_of(gemm.method)));
+  for (int g = 0; g < kNumExpertGemms; ++g)
+    if (gemm.methods[size_t(g)] != GemmMethod::kAuto)
+      gemm_->set_method(ExpertGemm(g), method_named(name_of(gemm.methods[size_t(g)])));
   if (sync_free) {
     MOE_USER_CHECK(sm90_ && device.storage_dtype() == DType::kBf16,
                    "graph = true runs the expert GEMMs on the grouped sm90 kernel, which needs "
@@ -60,7 +63,12 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
                                                          : cuda::AlgoPolicy::kAuto);
 }
 
-std::string CudaOps::expert_gemm_method() const { return cuda::gemm_method_name(gemm_->method()); }
+ExpertGemmMethods CudaOps::current_expert_gemm_methods() const {
+  ExpertGemmMethods m;
+  for (int g = 0; g < kNumExpertGemms; ++g)
+    m[size_t(g)] = cuda::gemm_method_name(gemm_->method(ExpertGemm(g)));
+  return m;
+}
 
 void CudaOps::time_expert_gemms(bool on) { gemm_->clock().set_on(on); }
 

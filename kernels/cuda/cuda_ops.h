@@ -41,8 +41,8 @@ class CudaOps : public Ops {
   ExpertGemmMs expert_gemm_ms() override;
   GemmPlanCounts gemm_plan_counts() const override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
-  // The method the expert GEMMs run with now, for provenance.
-  std::string expert_gemm_method() const;
+  // Each expert GEMM's method now, for provenance.
+  ExpertGemmMethods current_expert_gemm_methods() const;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,

@@ -71,5 +71,27 @@ TEST(BackendChecks, CudaFp8InTheSyncFreeStepIsTheGroupedKernels) {
   }
 }
 
+// gemm.method_* are the CUDA backend's, as gemm.method is; the sync-free step takes only the
+// grouped kernel for each GEMM, and FP8 no cuBLAS grouped call.
+TEST(BackendChecks, PerGemmMethodsFollowGemmMethodsRules) {
+  Workload w = fp8_workload(8, 1);
+  w.precision = Precision::kBf16;
+  w.gemm.method = GemmMethod::kGroupedSm90;
+  w.gemm.methods[size_t(ExpertGemm::kDgradX)] = GemmMethod::kLtMultistream;
+  EXPECT_EQ(user_error_of([&] { check_backend_supports("cuda", w); }), "(no UserError)");
+  const std::string cpu = user_error_of([&] { check_backend_supports("cpu", w); });
+  EXPECT_NE(cpu.find("gemm.method_*"), std::string::npos) << cpu;
+  w.graph = true;
+  const std::string graph = user_error_of([&] { check_backend_supports("cuda", w); });
+  EXPECT_NE(graph.find("gemm.method_dgrad_x = lt_multistream"), std::string::npos) << graph;
+  w.gemm.methods[size_t(ExpertGemm::kDgradX)] = GemmMethod::kGroupedSm90;
+  EXPECT_EQ(user_error_of([&] { check_backend_supports("cuda", w); }), "(no UserError)");
+  w.graph = false;
+  w.precision = Precision::kFp8Block;
+  w.gemm.methods[size_t(ExpertGemm::kWgradOut)] = GemmMethod::kGroupedBatched;
+  const std::string fp8 = user_error_of([&] { check_backend_supports("cuda", w); });
+  EXPECT_NE(fp8.find("gemm.method_wgrad_out"), std::string::npos) << fp8;
+}
+
 }  // namespace
 }  // namespace moe::test

@@ -654,6 +654,22 @@ TEST(WorkloadValidate, FieldsSetInCodeAreCheckedToo) {
                               {"gemm.sm90_schedule = pingpong", "gemm.sm90_cluster = 1"}));
 }
 
+// gemm.method_<gemm> sets one expert GEMM's method over a fixed gemm.method, as a rerun of an
+// auto run's per_gemm choice does; over auto it is refused, naming the key and both ways out.
+TEST(WorkloadValidate, PerGemmMethodsNeedAFixedGemmMethod) {
+  EXPECT_TRUE(ThrowsUserError([] { validate_with({"gemm.method_wgrad_in=grouped_batched"}); },
+                              {"gemm.method_wgrad_in = grouped_batched", "gemm.method",
+                               "warmup_per_gemm.against", "gemm.method_wgrad_in to auto"}));
+  Workload w = minimal();
+  for (const char* s : {"gemm.method=grouped_sm90", "gemm.method_wgrad_in=grouped_batched",
+                        "gemm.method_up=lt_multistream"})
+    apply_override(w, s);
+  resolve_and_validate(w, 1);
+  EXPECT_EQ(w.gemm.methods[size_t(ExpertGemm::kWgradIn)], GemmMethod::kGroupedBatched);
+  EXPECT_EQ(w.gemm.methods[size_t(ExpertGemm::kUp)], GemmMethod::kLtMultistream);
+  EXPECT_EQ(w.gemm.methods[size_t(ExpertGemm::kDown)], GemmMethod::kAuto);
+}
+
 TEST(WorkloadValidate, RowCountMustFitInt32) {
   // 2^20 tokens x 8 experts per token x ep 256 = 2^31 rows.
   Workload w = minimal();

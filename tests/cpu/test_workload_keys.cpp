@@ -50,9 +50,10 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_FALSE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kCooperative);
   EXPECT_FALSE(w.graph);
-  for (const char* s : {"overlap=pipeline", "overlap_chunks=4", "gemm.method=grouped_batched",
-                        "gemm.streams=8", "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong",
-                        "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact", "graph=true"})
+  for (const char* s :
+       {"overlap=pipeline", "overlap_chunks=4", "gemm.method=grouped_batched", "gemm.streams=8",
+        "gemm.sm90_cluster=2", "gemm.sm90_schedule=pingpong", "gemm.method_wgrad_in=grouped_sm90",
+        "gemm.sm90_fuse_swiglu=true", "gemm.algo=exact", "graph=true"})
     apply_override(w, s);
   EXPECT_EQ(w.overlap, Overlap::kPipeline);
   EXPECT_EQ(w.overlap_chunks, 4);
@@ -62,6 +63,8 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(w.gemm.sm90_cluster, 2);
   EXPECT_TRUE(w.gemm.sm90_fuse_swiglu);
   EXPECT_EQ(w.gemm.sm90_schedule, Sm90Schedule::kPingpong);
+  EXPECT_EQ(w.gemm.methods[size_t(ExpertGemm::kWgradIn)], GemmMethod::kGroupedSm90);
+  EXPECT_EQ(w.gemm.methods[size_t(ExpertGemm::kUp)], GemmMethod::kAuto);
   EXPECT_TRUE(w.graph);
   const nlohmann::json j = workload_to_json(w);
   EXPECT_EQ(j.at("graph"), true);
@@ -69,10 +72,12 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(j.at("overlap_chunks"), 4);
   EXPECT_EQ(j.at("gemm").at("method"), "grouped_batched");
   EXPECT_EQ(j.at("gemm").at("streams"), 8);
+  EXPECT_EQ(j.at("gemm").at("method_wgrad_in"), "grouped_sm90");
+  // The per-GEMM methods are listed where they are set only.
   EXPECT_EQ(describe_how_keys(w),
             "overlap=pipeline overlap_chunks=4 gemm.method=grouped_batched gemm.streams=8 "
-            "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.sm90_fuse_swiglu=true "
-            "gemm.algo=exact graph=true");
+            "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.method_wgrad_in=grouped_sm90 "
+            "gemm.sm90_fuse_swiglu=true gemm.algo=exact graph=true");
   // The JSON form reads back to the same workload.
   EXPECT_EQ(workload_to_json(workload_from_json_text(j.dump(), "j")), j);
   EXPECT_NE(user_error_of([&] {
