@@ -63,5 +63,13 @@ rc=0
 mpi 2 run --config "$TINY" -q --backend cpu --set gemm.method=grouped_batched >"$WORK/gemm.txt" 2>&1 ||
   rc=$?
 [ "$rc" -eq 2 ] || { cat "$WORK/gemm.txt"; fail "gemm.method on cpu gave exit $rc, want 2"; }
-grep -q "gemm.method, gemm.streams and gemm.algo" "$WORK/gemm.txt" || { cat "$WORK/gemm.txt"; fail "gemm message"; }
+grep -q "gemm.method, gemm.method_\*, gemm.streams and gemm.algo" "$WORK/gemm.txt" ||
+  { cat "$WORK/gemm.txt"; fail "gemm message"; }
+# One GEMM's method needs the others' fixed (gemm.method not auto): refused on every rank.
+rc=0
+mpi 2 run --config "$TINY" -q --set gemm.method_wgrad_in=lt_multistream >"$WORK/one.txt" 2>&1 ||
+  rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/one.txt"; fail "gemm.method_wgrad_in over auto gave exit $rc, want 2"; }
+grep -q "gemm.method_wgrad_in = lt_multistream sets one expert GEMM's method" "$WORK/one.txt" ||
+  { cat "$WORK/one.txt"; fail "gemm.method_wgrad_in message"; }
 echo "overlap: PASS"
