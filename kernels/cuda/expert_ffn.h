@@ -1,8 +1,9 @@
 #pragma once
 // CUDA twin of kernels/cpu/expert_ffn.h: the SwiGLU expert FFN over expert-major rows, and its
 // backward in the same two halves. Each of its six GEMMs covers every expert at once, through the
-// GemmRunner's method: the grouped sm90 kernel (one launch, reading the device offsets), or a
-// cuBLASLt call per expert over side streams, or one cuBLAS grouped call. Same names and argument
+// method the GemmRunner has for that GEMM (ExpertGemm; the scope around it also times it where
+// the runner's clock is on): the grouped sm90 kernel (one launch, reading the device offsets), or
+// a cuBLASLt call per expert over side streams, or one cuBLAS grouped call. Same names and argument
 // order as the twin, then the runner, the reusable GEMM lists and the stream; storage tensors are
 // bf16 or fp32 per `dtype`.
 #include <cuda_runtime.h>
