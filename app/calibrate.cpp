@@ -12,33 +12,6 @@ namespace {
 // Rows of the calibration all-to-all: a size that divides the buffers of any EP width evenly.
 constexpr int64_t kA2aRowBytes = 4096;
 
-// Median over iterations of the slowest rank's time (ms) for one all-to-all of equal splits,
-// `rows_per_peer` rows to and from every EP rank. Every rank starts each iteration together, as
-// the step's phases do.
-double a2a_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s, int64_t rows_per_peer,
-              int warmup, int iters) {
-  const int ep = comm.size(Group::kEp);
-  const size_t bytes = size_t(rows_per_peer * ep * kA2aRowBytes);
-  void* send = device.alloc(bytes);
-  void* recv = device.alloc(bytes);
-  const std::vector<int64_t> rows(ep, rows_per_peer);
-  std::unique_ptr<PhaseTimer> timer = device.make_timer({"calibration_a2a"});
-  std::vector<double> ms;
-  for (int i = 0; i < warmup + iters; ++i) {
-    device.sync();
-    barrier_bounded(world, "the calibration's barrier", timeout_s);
-    timer->begin(0);
-    comm.alltoallv_rows(send, rows.data(), recv, rows.data(), kA2aRowBytes, Group::kEp);
-    timer->end(0);
-    double t = timer->read()[0];
-    allreduce_bounded(&t, 1, MPI_DOUBLE, MPI_MAX, world, "the calibration's maximum", timeout_s);
-    if (i >= warmup) ms.push_back(t);
-  }
-  device.release(send);
-  device.release(recv);
-  return summarize(ms).median;
-}
-
 Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
                     double timeout_s) {
   const CalibrationSizes s = calibration_sizes(ops.name());
@@ -69,8 +42,8 @@ Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm 
     const int64_t rows_per_peer =
         std::max<int64_t>(1, s.a2a_bytes_per_rank / (c.ep * kA2aRowBytes));
     c.a2a_bytes_per_rank = rows_per_peer * c.ep * kA2aRowBytes;
-    const double ms =
-        a2a_ms(device, comm, world, timeout_s, rows_per_peer, s.a2a_warmup, s.a2a_iters);
+    const double ms = equal_split_alltoall_ms(device, comm, world, timeout_s, rows_per_peer,
+                                              kA2aRowBytes, s.a2a_warmup, s.a2a_iters);
     MOE_CHECK(ms > 0, "all-to-all calibration took " << ms << " ms");
     c.a2a_algbw_gbps = c.a2a_bytes_per_rank / (ms * 1e-3) * 1e-9;
     c.a2a_busbw_gbps = c.a2a_algbw_gbps * (c.ep - 1) / c.ep;
@@ -80,6 +53,30 @@ Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm 
 }
 
 }  // namespace
+
+double equal_split_alltoall_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
+                               int64_t rows_per_peer, size_t row_bytes, int warmup, int iters) {
+  const int ep = comm.size(Group::kEp);
+  const size_t bytes = size_t(rows_per_peer * ep) * row_bytes;
+  void* send = device.alloc(bytes);
+  void* recv = device.alloc(bytes);
+  const std::vector<int64_t> rows(ep, rows_per_peer);
+  std::unique_ptr<PhaseTimer> timer = device.make_timer({"equal_split_alltoall"});
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    device.sync();
+    barrier_bounded(world, "the all-to-all's barrier", timeout_s);
+    timer->begin(0);
+    comm.alltoallv_rows(send, rows.data(), recv, rows.data(), row_bytes, Group::kEp);
+    timer->end(0);
+    double t = timer->read()[0];
+    allreduce_bounded(&t, 1, MPI_DOUBLE, MPI_MAX, world, "the all-to-all's maximum", timeout_s);
+    if (i >= warmup) ms.push_back(t);
+  }
+  device.release(send);
+  device.release(recv);
+  return summarize(ms).median;
+}
 
 CalibrationSizes calibration_sizes(const std::string& backend) {
   CalibrationSizes s;

@@ -50,6 +50,13 @@ CalibrationSizes calibration_sizes(const std::string& backend);
 Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
                       double timeout_s = kDefaultWaitBoundS);
 
+// The median over iterations of the slowest rank's ms for one all-to-all of equal splits over the
+// EP group, `rows_per_peer` rows of `row_bytes` to and from every EP rank, every rank starting
+// each iteration together (as the step's phases do). Collective over world; allocates its buffers
+// and frees them.
+double equal_split_alltoall_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
+                               int64_t rows_per_peer, size_t row_bytes, int warmup, int iters);
+
 // One line for the log and the report: rate, sizes, bandwidths.
 std::string describe(const Calibration& c);
 

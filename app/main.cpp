@@ -12,6 +12,7 @@
 #include "app/catalog.h"
 #include "app/cli.h"
 #include "app/compare_command.h"
+#include "app/dispatch_command.h"
 #include "app/gemm_command.h"
 #include "app/run_command.h"
 #include "core/error.h"
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
   CLI::App* compare = moe::add_compare_subcommand(app, compare_opt);
   moe::GemmBenchOptions gemm_opt;
   CLI::App* gemm = moe::add_gemm_subcommand(app, gemm_opt);
+  moe::DispatchBenchOptions dispatch_opt;
+  CLI::App* dispatch = moe::add_dispatch_subcommand(app, dispatch_opt);
   CLI::App* keys = app.add_subcommand(
       "keys", "print every workload key (type, default, meaning) as a Markdown table");
   CLI::App* list = app.add_subcommand(
@@ -108,11 +111,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (rank != 0 && log_level == "info") spdlog::set_level(spdlog::level::warn);
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
+  dispatch_opt.command_line = opt.command_line;
 
   int rc = 0;
   try {
     if (keys->parsed()) {
       if (rank == 0) std::fputs(moe::workload_keys_markdown().c_str(), stdout);
+    } else if (dispatch->parsed()) {
+      rc = moe::dispatch_command(dispatch_opt);
     } else if (gemm->parsed()) {
       rc = rank == 0 ? moe::gemm_command(gemm_opt) : 0;
     } else if (list->parsed()) {

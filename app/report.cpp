@@ -37,6 +37,8 @@ std::string shell_output(const std::string& cmd) {
   return out;
 }
 
+}  // namespace
+
 json provenance(const RunResult& r) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -89,6 +91,8 @@ json provenance(const RunResult& r) {
   j["profile"] = r.profile;
   return j;
 }
+
+namespace {
 
 double rate(double amount, double ms) { return ms > 0 ? amount / (ms * 1e-3) : 0.0; }
 

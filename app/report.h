@@ -9,6 +9,9 @@
 namespace moe {
 
 nlohmann::json result_to_json(const RunResult& r);
+// Where and from what a result came: time, version, commit, host, command line, compiler, MPI,
+// backend and its libraries, and every rank's place (the result JSON's "provenance").
+nlohmann::json provenance(const RunResult& r);
 // The readable report to `out`: stdout, or stderr when stdout carries the result JSON (--out -).
 void print_summary(const RunResult& r, std::FILE* out);
 // MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and

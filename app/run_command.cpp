@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "app/all_ranks.h"
 #include "app/backend.h"
 #include "app/calibrate.h"
 #include "app/catalog.h"
@@ -36,27 +37,6 @@
 
 namespace moe {
 namespace {
-
-// Runs fn on every rank. If it throws a UserError on any rank, the lowest failing rank prints its
-// message (once for the whole world) and every rank returns false, so nobody waits on a rank that
-// gave up.
-template <class Fn>
-bool on_all_ranks(MPI_Comm world, double timeout_s, Fn fn) {
-  std::string msg;
-  try {
-    fn();
-  } catch (const UserError& e) {
-    msg = e.what();
-  }
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  int first_failed = msg.empty() ? size : rank;
-  allreduce_bounded(&first_failed, 1, MPI_INT, MPI_MIN, world, "the start-up checks", timeout_s);
-  if (first_failed == size) return true;
-  if (rank == first_failed) spdlog::error("{}", msg);
-  return false;
-}
 
 // Refuses a workload whose buffers cannot fit before allocating anything. The reference lives in
 // host memory (float64, every expert), or with reference on the GPU mostly in device memory.

@@ -36,24 +36,7 @@ const char* phase_name(int phase) {
 
 MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops, Comm& comm)
     : w_(w), mesh_(mesh), device_(device), ops_(ops), comm_(comm) {
-  d_.T = w.tokens_per_rank;
-  d_.H = w.model.hidden;
-  d_.F = w.model.ffn;
-  d_.E = w.model.experts;
-  d_.K = w.model.topk;
-  d_.E_local = mesh.experts_per_rank;
-  d_.ep = mesh.ep;
-  d_.fsdp = mesh.fsdp;
-  d_.world = mesh.world;
-  d_.N = d_.T * mesh.world;
-  d_.dtype = w.dtype;
-  d_.grad_dtype = w.expert_grad_dtype;
-  d_.precision = w.precision;
-  d_.capacity = expert_capacity(w);
-  d_.drop_by_position = w.drop_policy == DropPolicy::kPosition;
-  d_.align = w.align;
-  d_.sync_free = w.graph;
-  d_.dispatch_fp8 = w.dispatch_dtype == DispatchDtype::kFp8;
+  d_ = step_dims(w, mesh);
   const int64_t H = d_.H, E = d_.E, El = d_.E_local;
   std::vector<std::string> names;
   for (int p = 0; p < kNumPhases; ++p) names.push_back(phase_name(p));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/grouped_gemm.h"
+#include "core/mesh.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -38,6 +39,11 @@ struct Dims {
   // buffers hold the most rows any routing gives, and only the device offsets exist.
   bool sync_free = false;
 };
+
+// The Dims of one rank's step over all its T tokens, for a workload on a mesh (core/ops.cpp); the
+// capacity is already per chunk with overlap pipeline, whose chunks take these with their own T
+// and N.
+Dims step_dims(const Workload& w, const Mesh& mesh);
 
 // Where each local expert's rows sit in the expert-major buffers: expert l owns rows
 // [offsets[l], offsets[l + 1]), l < E_local, padding included. The device copy is always there

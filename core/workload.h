@@ -56,6 +56,8 @@ const char* name_of(RouterScore value);
 const char* name_of(RoutingMode value);
 const char* name_of(DropPolicy value);
 const char* name_of(DispatchKind value);
+// Every value of the `dispatch` key, in declaration order.
+const std::vector<std::string>& dispatcher_names();
 const char* name_of(CheckMode value);
 const char* name_of(ReferenceDevice value);
 const char* name_of(Overlap value);

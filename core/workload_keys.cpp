@@ -48,6 +48,8 @@ MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact")
 MOE_ENUM_NAMES(Sm90Schedule, "cooperative", "pingpong")
 #undef MOE_ENUM_NAMES
 
+const std::vector<std::string>& dispatcher_names() { return names_of<DispatchKind>(); }
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ for script in "$SRC"/scripts/*.sh "$SRC"/scripts/*.py; do
 done
 
 # moebench: help before MPI starts (no session directory left in TMPDIR), defaults and examples.
-for args in "--help" "-h" "run --help" "compare --help" "keys --help" "gemm --help" "list --help"; do
+for args in "--help" "-h" "run --help" "compare --help" "keys --help" "gemm --help" "dispatch --help" "list --help"; do
   rc=0
   sandboxed "$MOEBENCH" $args || rc=$?
   [ $rc -eq 0 ] && grep -q "Usage:" "$WORK/out.txt" || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "moebench $args: exit $rc"; }
@@ -53,6 +53,11 @@ sandboxed "$MOEBENCH" run --help
 for want in "=auto" "--timeout-s FLOAT:FLOAT in [0.001 - 604800]=300" "--log-level TEXT:{trace,debug,info,warn,error}=info" \
   "Examples:" "mpirun -np 4 moebench run --config configs/quickstart.json" "--dry-run --world 8"; do
   grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "run --help lacks '$want'"; }
+done
+sandboxed "$MOEBENCH" dispatch --help
+for want in "--tokens" "--dispatchers" "--iters INT:INT in [1 - 100000]=20" "Examples:" \
+  "mpirun -np 2 moebench dispatch --config bench/deepseek_v3"; do
+  grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "dispatch --help lacks '$want'"; }
 done
 sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
 grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
@@ -69,7 +74,7 @@ for typo in "runn run" "cmopare compare" "kyes keys"; do
 done
 rc=0
 sandboxed "$MOEBENCH" frobnicate || rc=$?
-[ $rc -eq 2 ] && grep -qF "unknown subcommand 'frobnicate'; the subcommands are run, compare, gemm, keys, list" "$WORK/err.txt" ||
+[ $rc -eq 2 ] && grep -qF "unknown subcommand 'frobnicate'; the subcommands are run, compare, gemm, dispatch, keys, list" "$WORK/err.txt" ||
   { cat "$WORK/err.txt"; fail "moebench frobnicate: exit $rc"; }
 rc=0
 mpi 2 runn --config "$TINY" >"$WORK/np2.txt" 2>&1 || rc=$?
