@@ -28,9 +28,6 @@ enum BenchPhase : int {
   kNumBenchPhases = kBenchWire0 + kNumDirs
 };
 
-const char* const kDirNames[kNumDirs] = {"dispatch_fwd", "combine_fwd", "combine_bwd",
-                                         "dispatch_bwd"};
-
 // A ragged buffer: reallocated (its contents lost) only when it must grow.
 class Grown {
  public:
@@ -111,8 +108,8 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   names[kBenchLayout] = "layout";
   names[kBenchCounts] = "counts_exchange";
   for (int dir = 0; dir < kNumDirs; ++dir) {
-    names[kBenchDir0 + dir] = kDirNames[dir];
-    names[kBenchWire0 + dir] = std::string("a2a_") + kDirNames[dir];
+    names[kBenchDir0 + dir] = direction_name(dir);
+    names[kBenchWire0 + dir] = std::string("a2a_") + direction_name(dir);
   }
   std::unique_ptr<PhaseTimer> timer = device.make_timer(names);
   const DispatchPhases phases{kBenchCounts, kBenchWire0 + kDirDispatchFwd,

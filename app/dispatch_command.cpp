@@ -65,9 +65,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kDirNames[kNumDirs] = {"dispatch_fwd", "combine_fwd", "combine_bwd",
-                                         "dispatch_bwd"};
-
 // The workload one measurement runs: the dispatcher and token count set, the pipeline off (a
 // dispatcher runs over all of the rank's tokens), resolved and validated for the world.
 Workload measured_workload(const Workload& base, const std::string& dispatcher, int64_t tokens,
@@ -121,7 +118,7 @@ void print_result(const DispatchBenchResult& r, int ep) {
   for (int dir = 0; dir < kNumDirs; ++dir) {
     const DispatchBenchDirection& o = r.dirs[dir];
     std::printf("  %-14s %7lld  %-12s %9.3f %9.3f", r.dispatcher.c_str(), (long long)r.tokens,
-                kDirNames[dir], o.ms, o.wire_ms);
+                direction_name(dir), o.ms, o.wire_ms);
     if (o.bytes_to_others > 0)
       std::printf(" %10.3f %10.1f %9.3f %9.1f", o.bytes_to_others / 1048576.0, o.busbw_gbps,
                   o.alltoall_ms, o.alltoall_busbw_gbps);
@@ -134,12 +131,12 @@ json result_json(const DispatchBenchResult& r) {
   json dirs = json::object();
   for (int dir = 0; dir < kNumDirs; ++dir) {
     const DispatchBenchDirection& o = r.dirs[dir];
-    dirs[kDirNames[dir]] = {{"ms", o.ms},
-                            {"wire_ms", o.wire_ms},
-                            {"bytes_to_others", o.bytes_to_others},
-                            {"busbw_gbps", o.busbw_gbps},
-                            {"alltoall_ms", o.alltoall_ms},
-                            {"alltoall_busbw_gbps", o.alltoall_busbw_gbps}};
+    dirs[direction_name(dir)] = {{"ms", o.ms},
+                                 {"wire_ms", o.wire_ms},
+                                 {"bytes_to_others", o.bytes_to_others},
+                                 {"busbw_gbps", o.busbw_gbps},
+                                 {"alltoall_ms", o.alltoall_ms},
+                                 {"alltoall_busbw_gbps", o.alltoall_busbw_gbps}};
   }
   return {{"dispatcher", r.dispatcher},         {"tokens_per_rank", r.tokens},
           {"layout_ms", r.layout_ms},           {"counts_exchange_ms", r.counts_ms},

@@ -56,15 +56,12 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
   return out;
 }
 
-const char* const kDirectionNames[kNumDirs] = {"dispatch_fwd", "combine_fwd", "combine_bwd",
-                                               "dispatch_bwd"};
-
 // The dispatcher's predicted bytes per rank: the dispatch direction's (every direction's where
 // they are equal, as for alltoall), each direction's, and the step's in all.
 json dispatch_json(const Workload& w, const Mesh& m, const DispatchBytes& b) {
   const double to_others = m.ep > 1 ? double(m.ep - 1) / double(m.ep) : 0.0;
   json directions = json::object();
-  for (int dir = 0; dir < kNumDirs; ++dir) directions[kDirectionNames[dir]] = b.direction[dir];
+  for (int dir = 0; dir < kNumDirs; ++dir) directions[direction_name(dir)] = b.direction[dir];
   return {{"name", name_of(w.dispatch)},
           {"collectives_per_step", b.collectives_per_step},
           {"bytes_per_rank_per_direction", b.direction[kDirDispatchFwd]},
@@ -226,7 +223,8 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
     const json& dirs = d["bytes_per_rank_by_direction"];
     const double first = d["bytes_per_rank_per_direction"].get<double>();
     bool equal = true;
-    for (const char* name : kDirectionNames) equal = equal && dirs[name].get<double>() == first;
+    for (int dir = 0; dir < kNumDirs; ++dir)
+      equal = equal && dirs[direction_name(dir)].get<double>() == first;
     if (equal) {
       std::printf(
           "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
@@ -236,8 +234,9 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
           d["collectives_per_step"].get<int>());
     } else {
       std::printf("# dispatch %s: per rank", d["name"].get<std::string>().c_str());
-      for (const char* name : kDirectionNames)
-        std::printf(" %s %.1f MiB,", name, dirs[name].get<double>() / (1 << 20));
+      for (int dir = 0; dir < kNumDirs; ++dir)
+        std::printf(" %s %.1f MiB,", direction_name(dir),
+                    dirs[direction_name(dir)].get<double>() / (1 << 20));
       std::printf(" %d collectives per step", d["collectives_per_step"].get<int>());
     }
     std::printf(

@@ -27,6 +27,9 @@ enum DispatchDirection {
   kDirDispatchBwd,
   kNumDirs
 };
+// A direction's name as the report, the plan and the JSON spell it ("dispatch_fwd", ...; its
+// collective's phase is "a2a_" and this). dispatch/registry.cpp.
+const char* direction_name(int dir);
 
 // What one step moved and routed, for bandwidth and routing statistics (this rank's view).
 struct StepTraffic {

@@ -9,6 +9,12 @@
 
 namespace moe {
 
+const char* direction_name(int dir) {
+  static const char* const kNames[kNumDirs] = {"dispatch_fwd", "combine_fwd", "combine_bwd",
+                                               "dispatch_bwd"};
+  return dir >= 0 && dir < kNumDirs ? kNames[dir] : "?";
+}
+
 std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
                                             Device& device, Ops& ops, Comm& comm, PhaseTimer& timer,
                                             const DispatchPhases& phases) {
