@@ -1,6 +1,7 @@
 #include "core/buffer_plan.h"
 
 #include "core/fp8.h"
+#include "core/layout.h"
 #include "core/routing_modes.h"
 #include "core/saturating.h"
 
@@ -99,16 +100,36 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.ragged_exact = w.graph;
   for (int64_t c = 1; c < chunks; ++c)
     p.planned_rows = saturating_sum({chunk_rows_begin(p.planned_rows), chunk_rows});
+  if (chunks > 1) {
+    p.merged_offsets = 8 * (El + 1);
+    p.merged_blocks = bytes({8, 3, merged_chunk_blocks(chunks, w.mesh.ep, El)});
+    p.num_xe = 2;
+  }
   p.shared = plan_shared_buffers(w, S, G);
   return p;
 }
 
 int64_t BufferPlan::fixed_bytes() const {
-  return saturating_sum({w_gate, dw_gate, expert_bias, w_in_shard, w_out_shard, w_in_full,
-                         w_out_full, dw_in_full, dw_out_full, dw_in_shard, dw_out_shard,
-                         saturating_product({4, token_rows}), token_rows_fp8, dx_acc,
+  return saturating_sum({w_gate,
+                         dw_gate,
+                         expert_bias,
+                         w_in_shard,
+                         w_out_shard,
+                         w_in_full,
+                         w_out_full,
+                         dw_in_full,
+                         dw_out_full,
+                         dw_in_shard,
+                         dw_out_shard,
+                         saturating_product({4, token_rows}),
+                         token_rows_fp8,
+                         dx_acc,
                          saturating_product({3, token_scores}),
-                         saturating_product({num_token_topk, token_topk}), stats, shared.bytes()});
+                         saturating_product({num_token_topk, token_topk}),
+                         stats,
+                         shared.bytes(),
+                         merged_offsets,
+                         merged_blocks});
 }
 
 int64_t BufferPlan::ragged_bytes(int64_t rows) const {
@@ -117,7 +138,7 @@ int64_t BufferPlan::ragged_bytes(int64_t rows) const {
     return saturating_product({n, ragged_buffer_bytes(saturating_product({rows, per_row}))});
   };
   return saturating_sum(
-      {buffers(1, row_xe), buffers(3, row_h), buffers(2, row_2f), buffers(2, row_f)});
+      {buffers(num_xe, row_xe), buffers(3, row_h), buffers(2, row_2f), buffers(2, row_f)});
 }
 
 }  // namespace moe

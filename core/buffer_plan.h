@@ -73,6 +73,12 @@ struct BufferPlan {
   int64_t planned_rows = 0;
   // graph: the ragged buffers are allocated once, at the bound, with no headroom for growth.
   bool ragged_exact = false;
+  // More than one chunk (overlap pipeline): the weight gradients' merged layout of the chunks'
+  // rows (core/layout.h merged_chunk_layout: offsets [E_local + 1], blocks [3, C * ep * E_local],
+  // int64) and one more ragged buffer of row_xe rows, the gathered xe (the other three gathered
+  // operands reuse buffers the backward is done with).
+  int64_t merged_offsets = 0, merged_blocks = 0;
+  int num_xe = 1;
   SharedBuffers shared;
 
   int64_t fixed_bytes() const;

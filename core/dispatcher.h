@@ -83,6 +83,10 @@ class Dispatcher {
   // where rows_bound is the most any routing gives, else the rows themselves).
   virtual ExpertOffsets expert_offsets() const = 0;
   int64_t rows_bound() const { return expert_offsets().rows_bound; }
+  // Where the expert-major rows come from (valid after layout()), on the device: each source
+  // rank's rows per local expert and the offsets (ChunkRows::row_begin 0), for a pipelined step's
+  // weight gradients, which gather every chunk's rows as the unchunked step orders them.
+  virtual ChunkRows rows_by_source() const = 0;
   // [T * K] i32 (backend memory): each routed row's position, -1 where the capacity dropped it.
   virtual const int32_t* send_pos() const = 0;
 

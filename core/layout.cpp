@@ -77,4 +77,32 @@ void expert_block_table(const int32_t* counts, int64_t ep, int64_t stride, int64
   }
 }
 
+int64_t merged_chunk_blocks(int64_t chunks, int64_t ep, int64_t E_local) {
+  return chunks * ep * E_local;
+}
+
+void merged_chunk_layout(const ChunkRows* chunks, int64_t C, int64_t ep, int64_t E_local,
+                         int64_t align, int64_t* offsets, int64_t* blocks) {
+  const int64_t n = merged_chunk_blocks(C, ep, E_local);
+  int64_t* src = blocks;
+  int64_t* dst = blocks + n;
+  int64_t* rows = blocks + 2 * n;
+  offsets[0] = 0;
+  for (int64_t l = 0; l < E_local; ++l) {
+    int64_t at = offsets[l];
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t c = 0; c < C; ++c) {
+        const ChunkRows& ch = chunks[c];
+        int64_t before = 0;  // the chunk's rows of expert l from sources before s
+        for (int64_t q = 0; q < s; ++q) before += ch.counts[q * ch.stride + l];
+        const int64_t b = (l * ep + s) * C + c;
+        src[b] = ch.row_begin + ch.offsets[l] + before;
+        dst[b] = at;
+        rows[b] = ch.counts[s * ch.stride + l];
+        at += rows[b];
+      }
+    offsets[l + 1] = offsets[l] + (at - offsets[l] + align - 1) / align * align;
+  }
+}
+
 }  // namespace moe

@@ -47,4 +47,25 @@ int64_t expert_block_table_entries(int64_t ep, int64_t E_local);
 void expert_block_table(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
                         int64_t E_local, int64_t align, int32_t* table, int64_t* offsets);
 
+// One chunk of a pipelined step's expert-major rows (memory of the backend that holds them).
+struct ChunkRows {
+  // [ep, stride]: the rows source rank s sends local expert l at counts[s * stride + l]. Inside
+  // expert l's block the sources come in rank order, each's rows in token order (every
+  // dispatcher's expert-major order), the padding after them all.
+  const int32_t* counts = nullptr;
+  int64_t stride = 0;
+  const int64_t* offsets = nullptr;  // [E_local + 1] the chunk's, padding included
+  int64_t row_begin = 0;             // its first row in the buffers the chunks share
+};
+
+// The rows of C chunks laid out as one unchunked step lays out the same rows: each local expert's
+// by source rank, then chunk (a source's chunks are consecutive runs of its tokens, so this is
+// token order, as the unchunked step has it), padded to a multiple of align once, after them all.
+// offsets [E_local + 1] as expert_major_offsets'; blocks [3, n], n = E_local * ep * C, block
+// b = (l * ep + s) * C + c: its first row in the chunks' buffers (blocks[b]), in the merged
+// layout (blocks[n + b]) and its rows (blocks[2n + b]).
+int64_t merged_chunk_blocks(int64_t chunks, int64_t ep, int64_t E_local);
+void merged_chunk_layout(const ChunkRows* chunks, int64_t C, int64_t ep, int64_t E_local,
+                         int64_t align, int64_t* offsets, int64_t* blocks);
+
 }  // namespace moe

@@ -112,6 +112,12 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   chunk.T = one.tokens_per_rank;
   chunk.N = chunk.T * mesh.world;
   pipelined_ = w.overlap == Overlap::kPipeline;
+  merged_ = step_chunks(w) > 1;
+  if (merged_) {
+    merged_offsets_ = static_cast<int64_t*>(fixed(b.merged_offsets));
+    merged_blocks_ = static_cast<int64_t*>(fixed(b.merged_blocks));
+    merged_offsets_host_.assign(El + 1, 0);
+  }
   for (int64_t c = 0; c < step_chunks(w); ++c) {
     Chunk& ch = chunks_.emplace_back();
     ch.index = c;
@@ -128,7 +134,8 @@ MoeLayer::~MoeLayer() {
   device_.release_graph();
   chunks_.clear();
   shared_.reset();
-  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_}) device_.release(b->ptr);
+  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_, &xw_})
+    device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
 }
 
@@ -149,6 +156,7 @@ void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
 
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
   grow(xe_, size_t(rows * plan_.row_xe));
+  if (merged_) grow(xw_, size_t(rows * plan_.row_xe));
   for (DeviceBuffer* b : {&ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
   for (DeviceBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
   for (DeviceBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
@@ -249,13 +257,35 @@ void MoeLayer::layout() {
   else
     MOE_CHECK(size_t(rows * plan_.row_h) <= ye_.bytes,
               "sync-free step: " << rows << " rows past the buffers sized at construction");
+  if (merged_) merge_chunks(rows);
+}
+
+// Each local expert's rows of all chunks in one block, by source rank, then chunk, then token,
+// padded once: the unchunked step's order, so that the weight-gradient GEMMs (an FP8 operand's
+// scales and 128-row blocks among them) are the unchunked step's. It fits in the chunks' rows.
+void MoeLayer::merge_chunks(int64_t rows_bound) {
+  std::vector<ChunkRows> chunks;
+  for (const Chunk& c : chunks_) {
+    chunks.push_back(c.dispatcher->rows_by_source());
+    chunks.back().row_begin = c.row_begin;
+  }
+  ops_.merge_chunk_layout(d_, chunks, merged_offsets_, merged_blocks_);
+  merged_rows_bound_ = rows_bound;
+  if (!d_.sync_free)
+    device_.copy_to_host(merged_offsets_host_.data(), merged_offsets_,
+                         8 * merged_offsets_host_.size());
+}
+
+ExpertOffsets MoeLayer::merged_offsets() const {
+  if (d_.sync_free) return {merged_offsets_, nullptr, merged_rows_bound_};
+  return {merged_offsets_, merged_offsets_host_.data(), merged_offsets_host_[d_.E_local]};
 }
 
 void MoeLayer::forward() {
   if (pipelined_) {
     // Chunk c's expert GEMMs beside chunk c + 1's dispatch and chunk c - 1's combine; the shared
     // experts, which need only x, beside the first dispatch.
-    pipeline({&MoeLayer::dispatch_fwd, &MoeLayer::experts_fwd, &MoeLayer::combine_fwd, nullptr,
+    pipeline({&MoeLayer::dispatch_fwd, &MoeLayer::experts_fwd, &MoeLayer::combine_fwd,
               shared_ ? &MoeLayer::shared_fwd : nullptr, nullptr});
   } else {
     // One chunk; with an overlap the shared experts run beside the dispatch, and the routed
@@ -280,11 +310,11 @@ void MoeLayer::forward() {
 
 void MoeLayer::backward() {
   if (pipelined_) {
-    // Chunk c's data gradients beside chunk c - 1's dispatch_bwd and chunk c + 1's combine_bwd,
-    // its weight gradients beside its own dispatch_bwd; the shared experts' backward beside the
-    // last dispatch_bwd.
-    pipeline({&MoeLayer::combine_bwd, &MoeLayer::experts_bwd_data, &MoeLayer::dispatch_bwd,
-              &MoeLayer::experts_bwd_weights, nullptr, shared_ ? &MoeLayer::shared_bwd : nullptr});
+    // Chunk c's data gradients beside chunk c - 1's dispatch_bwd and chunk c + 1's combine_bwd;
+    // the weight gradients of all chunks, then the shared experts' backward, beside the last
+    // dispatch_bwd.
+    pipeline({&MoeLayer::combine_bwd, &MoeLayer::experts_bwd_data, &MoeLayer::dispatch_bwd, nullptr,
+              &MoeLayer::experts_bwd_weights_and_shared});
     return;
   }
   // One chunk; with overlap dispatch_bwd, dispatch_bwd beside the weight gradients (which it does
@@ -294,7 +324,7 @@ void MoeLayer::backward() {
   experts_bwd_data(all);
   const bool beside = w_.overlap == Overlap::kDispatchBwd;
   if (beside) on_side([&] { dispatch_bwd(all); });
-  experts_bwd_weights(all);
+  experts_bwd_weights();
   if (shared_) shared_bwd();
   if (beside)
     device_.join_side();
@@ -319,7 +349,6 @@ void MoeLayer::pipeline(const Pipeline& p) {
       (this->*p.drain)(chunks_[c]);
       if (c + 2 < C) (this->*p.feed)(chunks_[c + 2]);
     });
-    if (p.tail) (this->*p.tail)(chunks_[c]);
   }
   if (p.at_end) (this->*p.at_end)();
   device_.join_side();
@@ -372,14 +401,34 @@ void MoeLayer::experts_bwd_data(const Chunk& c) {
   timer_->end(kExpertsBwd);
 }
 
-// The chunks' weight gradients add up in place, in chunk order: the first overwrites.
-void MoeLayer::experts_bwd_weights(const Chunk& c) {
+// With chunks, their rows are gathered first (merge_chunks' layout) into buffers the backward is
+// done with: ye, da and h once every chunk's data gradients have run, and xw (dxe may still feed
+// the last chunk's dispatch_bwd on the side lane).
+void MoeLayer::experts_bwd_weights() {
   timer_->begin(kExpertsBwd);
-  ops_.expert_ffn_bwd_weights(d_, rows_of(dye_, c, plan_.row_h), rows_of(xe_, c, plan_.row_xe),
-                              rows_of(a_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
-                              c.dispatcher->expert_offsets(), dw_in_full_, dw_out_full_,
-                              c.index > 0);
+  if (!merged_) {
+    ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr,
+                                chunks_.front().dispatcher->expert_offsets(), dw_in_full_,
+                                dw_out_full_);
+  } else {
+    const ExpertOffsets rows = merged_offsets();
+    auto gather = [&](const DeviceBuffer& from, int64_t row_bytes, const DeviceBuffer& to) {
+      ops_.gather_chunk_rows(d_, int64_t(chunks_.size()), merged_offsets_, merged_blocks_,
+                             rows.rows_bound, from.ptr, size_t(row_bytes), to.ptr);
+      return to.ptr;
+    };
+    void* dye = gather(dye_, plan_.row_h, ye_);
+    void* xe = gather(xe_, plan_.row_xe, xw_);
+    void* a = gather(a_, plan_.row_f, da_);
+    void* dh = gather(dh_, plan_.row_2f, h_);
+    ops_.expert_ffn_bwd_weights(d_, dye, xe, a, dh, rows, dw_in_full_, dw_out_full_);
+  }
   timer_->end(kExpertsBwd);
+}
+
+void MoeLayer::experts_bwd_weights_and_shared() {
+  experts_bwd_weights();
+  if (shared_) shared_bwd();
 }
 
 // dx back to its tokens (the adjoint of the dispatch), on whichever lane the caller chose.

@@ -140,12 +140,12 @@ class MoeLayer {
     int64_t tokens = 0;       // T / step_chunks
     int64_t row_begin = 0;    // its first expert-major row (set by layout())
   };
-  // A software pipeline over the chunks: feed and drain on the side lane, work and tail on the
-  // main lane. work(c) runs beside drain(c - 1) and feed(c + 1), tail(c) beside drain(c) and
-  // feed(c + 2); at_start runs on the main lane beside feed(0), at_end beside the last drain.
+  // A software pipeline over the chunks: feed and drain on the side lane, work on the main lane.
+  // work(c) runs beside drain(c - 1) and feed(c + 1); at_start runs on the main lane beside
+  // feed(0), at_end beside the last drain.
   using Stage = void (MoeLayer::*)(const Chunk&);
   struct Pipeline {
-    Stage feed, work, drain, tail = nullptr;
+    Stage feed, work, drain;
     void (MoeLayer::*at_start)() = nullptr;
     void (MoeLayer::*at_end)() = nullptr;
   };
@@ -169,8 +169,10 @@ class MoeLayer {
   void combine_fwd(const Chunk& c);
   void combine_bwd(const Chunk& c);
   void experts_bwd_data(const Chunk& c);
-  void experts_bwd_weights(const Chunk& c);
   void dispatch_bwd(const Chunk& c);
+  // The weight gradients, once over every chunk's rows (merge_chunks()).
+  void experts_bwd_weights();
+  void experts_bwd_weights_and_shared();
   void shared_fwd();
   void shared_bwd();
   void grad_sync();
@@ -185,6 +187,9 @@ class MoeLayer {
   void* rows_of(const DeviceBuffer& b, const Chunk& c, int64_t row_bytes) const {
     return static_cast<char*>(b.ptr) + c.row_begin * row_bytes;
   }
+  // With chunks: where each chunk's rows go in the unchunked step's layout, after the layouts.
+  void merge_chunks(int64_t rows_bound);
+  ExpertOffsets merged_offsets() const;
   void grow_expert_buffers_for(int64_t rows);
   void* grow(DeviceBuffer& b, size_t bytes);
   void* fixed(size_t bytes);
@@ -199,6 +204,14 @@ class MoeLayer {
   std::unique_ptr<PhaseTimer> timer_;
   std::vector<Chunk> chunks_;
   bool pipelined_ = false;  // overlap = pipeline
+  // More than one chunk: the weight gradients gather the chunks' rows into the unchunked step's
+  // layout (offsets and blocks on the device, core/layout.h merged_chunk_layout; the offsets on
+  // the host too unless sync-free) and run once over them.
+  bool merged_ = false;
+  int64_t* merged_offsets_ = nullptr;
+  int64_t* merged_blocks_ = nullptr;
+  std::vector<int64_t> merged_offsets_host_;
+  int64_t merged_rows_bound_ = 0;
   bool capture_next_ = false, replaying_ = false;
   double host_issue_ms_ = 0;
   int64_t host_waits_ = 0;
@@ -232,8 +245,9 @@ class MoeLayer {
 
   // Expert-major rows, ragged (the chunks' dispatchers' rows(), one chunk after another):
   // inputs, activations and their grads.
-  // xe_ holds packed FP8 rows with dispatch_dtype fp8 (BufferPlan::row_xe).
-  DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_;
+  // xe_ holds packed FP8 rows with dispatch_dtype fp8 (BufferPlan::row_xe); xw_ (merged_ only)
+  // the chunks' xe rows gathered for the weight gradients.
+  DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_, xw_;
 
   std::vector<float> stats_host_, global_expert_counts_;
 };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/grouped_gemm.h"
+#include "core/layout.h"
 #include "core/mesh.h"
 #include "core/workload.h"
 
@@ -151,6 +152,18 @@ class Ops {
   // offsets[l + 1]), rows [E_local] i32 (the table's last part).
   virtual void zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
                                    void* expert_major) = 0;
+  // A pipelined step's weight gradients take each local expert's rows of all its chunks in one
+  // GEMM, ordered and padded as the unchunked step's (MoeLayer::experts_bwd_weights): offsets
+  // [E_local + 1] i64 and blocks [3, merged_chunk_blocks] i64 of core/layout.h
+  // merged_chunk_layout, computed on the device from the chunks' counts and offsets there.
+  virtual void merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks,
+                                  int64_t* offsets, int64_t* blocks) = 0;
+  // dst [offsets[E_local], row_bytes] = src's rows [., row_bytes] where merge_chunk_layout's
+  // blocks for `chunks` chunks put them, each expert's padding rows zeros; rows_bound >=
+  // offsets[E_local] whatever the counts (the kernels are sized without them).
+  virtual void gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
+                                 const int64_t* blocks, int64_t rows_bound, const void* src,
+                                 size_t row_bytes, void* dst) = 0;
   // dispatch_dtype fp8 (Dims::dispatch_fp8): x [n, H] storage -> packed [n, fp8_row_bytes(d.H)]
   // (core/fp8.h fp8_pack_rows), each token's row quantized once on its rank, before a dispatcher
   // moves it.
@@ -181,14 +194,13 @@ class Ops {
                               const ExpertOffsets& offsets, void* h, void* a, void* ye) = 0;
   // Its backward in two halves, so that the all-to-all of dxe may run beside the weight
   // gradients: the data gradients (da, dh scratch; dxe), then the weight gradients dw_in, dw_out
-  // (d.grad_dtype; reads dh from the first half), overwritten, or with accumulate (fp32 gradients
-  // only) added to what they hold: a pipelined step sums its chunks' gradients there.
+  // (d.grad_dtype; reads dh from the first half), overwritten.
   virtual void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                    const void* w_out, const ExpertOffsets& offsets, void* da,
                                    void* dh, void* dxe) = 0;
   virtual void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                       const void* dh, const ExpertOffsets& offsets, void* dw_in,
-                                      void* dw_out, bool accumulate) = 0;
+                                      void* dw_out) = 0;
   // out [T,H] storage = sum_k p * y_send rows (kernels/cpu/combine.h), and its backward; rows with
   // send_pos -1 (dropped) add nothing and get dp = 0.
   virtual void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

@@ -193,19 +193,32 @@ std::vector<double> quantized_weight(const double* w, int64_t rows, int64_t cols
                    [&](float* v) { fp8_quantize_weight(v, rows, cols, recipe); });
 }
 
-// MATH.md step 7 and its backward for all n pairs of one expert's FP8 operand (one GEMM's rows:
-// every operand is quantized as a whole, so no row is computed apart from the others), in the
-// order the backends' expert-major rows take. The operands a, dy and dh are rounded to bf16, as
-// the backends store them, before they are quantized, and so are h and da, which the backends
-// store before SwiGLU and its backward read them (docs/layer.md says why it matters). w_in_q [H,
-// 2F] and w_out_q [F, H] are quantized already. Outputs as in expert_block.
+// One expert's rows of the weight gradients' operands, as the backends store them (bf16 values),
+// a row per pair: x as w_in's gradient takes it [n, H], a [n, F], dy [n, H], dh [n, 2F].
+struct WgradRows {
+  int64_t H, F;
+  std::vector<float> x, a, dy, dh;
+  WgradRows(int64_t H_, int64_t F_, size_t n)
+      : H(H_), F(F_), x(n * H_), a(n * F_), dy(n * H_), dh(n * 2 * F_) {}
+};
+
+// MATH.md step 7 and the data gradients for the pairs `at` of one expert's FP8 operand (one
+// GEMM's rows: every operand is quantized as a whole, so no row is computed apart from the
+// others), in the order the backends' expert-major rows take; their weight-gradient operands go
+// to `wg` at the same pairs. The operands a, dy and dh are rounded to bf16, as the backends store
+// them, before they are quantized, and so are h and da, which the backends store before SwiGLU
+// and its backward read them (docs/layer.md says why it matters). w_in_q [H, 2F] and w_out_q
+// [F, H] are quantized already. Outputs as in expert_block.
 // x_dispatched_fp8 (dispatch_dtype fp8, routed experts): x reached the experts as its 1 x 128
 // quantization only, which the up projection takes (the same as its own quantization of x) and
 // w_in's gradient takes rounded to bf16 (docs/layer.md, FP8 dispatch).
-void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
-                        const std::vector<double>& w_in_q, const std::vector<double>& w_out_q,
-                        Fp8Recipe recipe, bool x_dispatched_fp8, bool backward, double* dw_in,
-                        double* dw_out) {
+void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
+                        const std::vector<size_t>& at, const std::vector<double>& w_in_q,
+                        const std::vector<double>& w_out_q, Fp8Recipe recipe, bool x_dispatched_fp8,
+                        bool backward, WgradRows& wg) {
+  const int64_t n = int64_t(at.size());
+  std::vector<Pair> pairs;
+  for (size_t i : at) pairs.push_back(all[i]);
   const int64_t F2 = 2 * F;
   auto along_rows = [&](const std::vector<float>& v, int64_t cols) {
     return quantized(v, [&](float* q) { fp8_quantize_along_rows(q, n, cols, recipe); });
@@ -250,37 +263,70 @@ void expert_operand_fp8(int64_t H, int64_t F, const Pair* pairs, int64_t n,
   for (int64_t b = 0; b < n; ++b)
     if (pairs[b].dx)
       for (int64_t i = 0; i < H; ++i) pairs[b].dx[i] += dx[b * H + i];
-  // The weight gradients reduce over the rows: 128 x 1 blocks down them.
-  if (dw_out) add_rows_t_times_rows(down_columns(a, F), down_columns(dy, H), n, F, H, dw_out);
-  if (!dw_in) return;
   if (x_dispatched_fp8)
     for (int64_t i = 0; i < n * H; ++i) x[i] = float(to_bf16(xq[i]));
-  add_rows_t_times_rows(down_columns(x, H), down_columns(dh, F2), n, H, F2, dw_in);
+  for (int64_t b = 0; b < n; ++b) {
+    const size_t r = at[b];
+    std::copy(&x[b * H], &x[(b + 1) * H], &wg.x[r * H]);
+    std::copy(&a[b * F], &a[(b + 1) * F], &wg.a[r * F]);
+    std::copy(&dy[b * H], &dy[(b + 1) * H], &wg.dy[r * H]);
+    std::copy(&dh[b * F2], &dh[(b + 1) * F2], &wg.dh[r * F2]);
+  }
+}
+
+// The weight gradients of one FP8 operand, the pairs `at` of wg: they reduce over the rows, so
+// their operands are quantized in 128 x 1 blocks down them.
+void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp8Recipe recipe,
+                          double* dw_in, double* dw_out) {
+  const int64_t n = int64_t(at.size()), H = wg.H, F = wg.F, F2 = 2 * F;
+  auto rows = [&](const std::vector<float>& v, int64_t cols) {
+    std::vector<float> out(n * cols);
+    for (int64_t b = 0; b < n; ++b)
+      std::copy(&v[at[b] * cols], &v[(at[b] + 1) * cols], &out[b * cols]);
+    return quantized(out, [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
+  };
+  if (dw_out) add_rows_t_times_rows(rows(wg.a, F), rows(wg.dy, H), n, F, H, dw_out);
+  if (dw_in) add_rows_t_times_rows(rows(wg.x, H), rows(wg.dh, F2), n, H, F2, dw_in);
+}
+
+// The pairs (in token order) of each distinct id in ids, each list in that order.
+std::vector<std::vector<size_t>> pairs_by_id(const std::vector<int32_t>& ids) {
+  std::vector<int32_t> distinct = ids;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  std::vector<std::vector<size_t>> out;
+  for (int32_t id : distinct) {
+    std::vector<size_t>& at = out.emplace_back();
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] == id) at.push_back(i);
+  }
+  return out;
 }
 
 // Splits one expert's pairs (in token order) into its FP8 operands by operand[t] (empty: one
-// operand), each kept in token order, and runs each whole.
+// operand), each kept in token order, and runs each whole; then its weight gradients over the
+// operands of wgrad_operand[t] (empty: operand's), which may be wider (a pipelined step's take
+// every chunk's rows in one GEMM).
 void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair>& pairs,
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
-                            const double* w_in, const double* w_out, int64_t F,
-                            bool x_dispatched_fp8, bool backward, double* dw_in, double* dw_out) {
+                            const std::vector<int32_t>& wgrad_operand, const double* w_in,
+                            const double* w_out, int64_t F, bool x_dispatched_fp8, bool backward,
+                            double* dw_in, double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
   const std::vector<double> w_in_q = quantized_weight(w_in, H, 2 * F, recipe);
   const std::vector<double> w_out_q = quantized_weight(w_out, F, H, recipe);
-  std::vector<int32_t> ids;
-  for (int64_t t : tokens) ids.push_back(operand.empty() ? 0 : operand[t]);
-  std::vector<int32_t> distinct = ids;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  std::vector<Pair> rows;
-  for (int32_t id : distinct) {
-    rows.clear();
-    for (size_t i = 0; i < pairs.size(); ++i)
-      if (ids[i] == id) rows.push_back(pairs[i]);
-    expert_operand_fp8(H, F, rows.data(), int64_t(rows.size()), w_in_q, w_out_q, recipe,
-                       x_dispatched_fp8, backward, dw_in, dw_out);
+  std::vector<int32_t> ids, wgrad_ids;
+  for (int64_t t : tokens) {
+    ids.push_back(operand.empty() ? 0 : operand[t]);
+    wgrad_ids.push_back(wgrad_operand.empty() ? ids.back() : wgrad_operand[t]);
   }
+  WgradRows wg(H, F, pairs.size());
+  for (const std::vector<size_t>& at : pairs_by_id(ids))
+    expert_operand_fp8(H, F, pairs, at, w_in_q, w_out_q, recipe, x_dispatched_fp8, backward, wg);
+  if (!backward || (!dw_in && !dw_out)) return;
+  for (const std::vector<size_t>& at : pairs_by_id(wgrad_ids))
+    weight_gradients_fp8(wg, at, recipe, dw_in, dw_out);
 }
 
 // The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass). With FP8,
@@ -329,8 +375,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
     const double* w_out = &prob.w_out[e * F * H];
     if (fp8) {
       if (!pairs.empty())
-        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, w_in, w_out, F,
-                               prob.dispatch_fp8, ps.backward, dw_in, dw_out);
+        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand, w_in,
+                               w_out, F, prob.dispatch_fp8, ps.backward, dw_in, dw_out);
       continue;
     }
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
@@ -359,7 +405,7 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];
     const double* w_out = &prob.w_sh_out[s * F * H];
     if (prob.precision != Precision::kBf16) {
-      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, w_in, w_out, F, false,
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, w_in, w_out, F, false,
                              ps.backward, dw_in, dw_out);
       continue;
     }
@@ -380,7 +426,8 @@ void check_problem(const ReferenceProblem& prob) {
             "x / dout must hold N * H = " << N * H << " values");
   MOE_CHECK(!prob.router.expert_bias || int64_t(prob.expert_bias.size()) == E,
             "expert_bias must hold E = " << E << " values");
-  for (const std::vector<int32_t>* ids : {&prob.gemm_operand, &prob.shared_operand}) {
+  for (const std::vector<int32_t>* ids :
+       {&prob.gemm_operand, &prob.wgrad_operand, &prob.shared_operand}) {
     MOE_CHECK(ids->empty() || int64_t(ids->size()) == N, "FP8 operand ids must hold N values");
     for (int32_t id : *ids) MOE_CHECK(id >= 0 && id < N, "FP8 operand id " << id);
   }
@@ -734,10 +781,15 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
     // An expert's GEMM takes the rows of one EP group's tokens (consecutive ranks, core/mesh.h),
     // of one chunk of them in a pipelined step; the shared experts' take each rank's own tokens,
     // which are the only ones they get here.
+    // The weight gradients take every chunk's rows in one GEMM (core/moe_layer.cpp).
     const int64_t chunk = T / step_chunks(w);
     prob.gemm_operand.resize(N);
     for (int64_t t = 0; t < N; ++t)
       prob.gemm_operand[t] = int32_t((t / T / mesh.ep) * (T / chunk) + (t % T) / chunk);
+    if (chunk < T) {
+      prob.wgrad_operand.resize(N);
+      for (int64_t t = 0; t < N; ++t) prob.wgrad_operand[t] = int32_t(t / T / mesh.ep);
+    }
   }
 
   // The world's tokens in rank order: token g = rank * T + t.

@@ -93,14 +93,15 @@ struct ReferenceProblem {
   // FP8 expert GEMMs (MATH.md "FP8 expert GEMMs"; none with bf16). Each quantizes its operands
   // whole: one expert's rows in one GEMM of the backend. Token t's routed rows share operands
   // with the rows of the tokens of equal gemm_operand[t] (its EP group's, in its chunk of a
-  // pipelined step), its shared experts' rows with those of equal shared_operand[t] (its rank's);
-  // empty: all tokens one operand. Inside an operand rows go by token, as in every dispatcher's
-  // expert-major order (by source rank, then token), which the 128-row blocks of the weight
-  // gradients' operands follow.
+  // pipelined step), in the weight gradients with those of equal wgrad_operand[t] (empty: as
+  // gemm_operand; a pipelined step's: its EP group's, all chunks), its shared experts' rows with
+  // those of equal shared_operand[t] (its rank's); empty: all tokens one operand. Inside an
+  // operand rows go by token, as in every dispatcher's expert-major order (by source rank, then
+  // token), which the 128-row blocks of the weight gradients' operands follow.
   Precision precision = Precision::kBf16;
   // dispatch_dtype fp8: the routed experts' x arrives as its 1 x 128 quantization (MATH.md).
   bool dispatch_fp8 = false;
-  std::vector<int32_t> gemm_operand, shared_operand;  // [N] or empty
+  std::vector<int32_t> gemm_operand, wgrad_operand, shared_operand;  // [N] or empty
 };
 
 // One pass of the expert FFNs (MATH.md step 7, and with `backward` its gradients) over the rows

@@ -101,8 +101,7 @@ void SharedExperts::backward(const void* x, const void* dout) {
     ops_.expert_ffn_bwd_data(d_, dout, at(h_, s, T * 2 * F, sb), w_in, w_out, offsets_, da_, dh_,
                              at(y_, s, T * H, sb));
     ops_.expert_ffn_bwd_weights(d_, dout, x, at(a_, s, T * F, sb), dh_, offsets_,
-                                at(dw_in_full_, s, H * 2 * F, gb), at(dw_out_full_, s, F * H, gb),
-                                false);
+                                at(dw_in_full_, s, H * 2 * F, gb), at(dw_out_full_, s, F * H, gb));
   }
 }
 

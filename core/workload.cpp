@@ -240,11 +240,6 @@ void resolve_and_validate(Workload& w, int world_size) {
                                        << " (the pipeline's chunks are equal); set overlap_chunks "
                                           "to one of "
                                        << join(fit, ", ") << ", or change tokens_per_rank");
-    MOE_USER_CHECK(C == 1 || w.expert_grad_dtype == DType::kFp32,
-                   "overlap = \"pipeline\" with overlap_chunks = "
-                       << C
-                       << " sums the expert weight gradients over its chunks in place, which "
-                          "needs fp32 gradients: set expert_grad_dtype=fp32, or overlap_chunks=1");
   }
 
   // A sync-free step needs every size without the counts: NCCL's ragged all-to-all and the host

@@ -51,6 +51,9 @@ class AllgatherDispatcher : public DispatcherBase {
   const char* name() const override { return "allgather"; }
   void layout(const int32_t* idx, const float* p) override;
   ExpertOffsets expert_offsets() const override { return blocks_.offsets(); }
+  ChunkRows rows_by_source() const override {
+    return {counts_all_ + ep_rank_ * d_.E_local, d_.E, blocks_.offsets().device, 0};
+  }
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;

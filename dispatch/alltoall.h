@@ -25,6 +25,7 @@ class AlltoallDispatcher : public DispatcherBase {
   const char* name() const override { return "alltoall"; }
   void layout(const int32_t* idx, const float* p) override;
   ExpertOffsets expert_offsets() const override;
+  ChunkRows rows_by_source() const override { return {recv_counts_, d_.E_local, offsets_dev_, 0}; }
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;

@@ -87,6 +87,11 @@ ExpertOffsets AlltoallDedupDispatcher::expert_offsets() const {
   return local_ ? local_->expert_offsets() : blocks_->offsets();
 }
 
+ChunkRows AlltoallDedupDispatcher::rows_by_source() const {
+  if (local_) return local_->rows_by_source();
+  return {recv_counts_, d_.E_local, blocks_->offsets().device, 0};
+}
+
 const int32_t* AlltoallDedupDispatcher::send_pos() const {
   return local_ ? local_->send_pos() : send_pos_;
 }

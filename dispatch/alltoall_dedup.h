@@ -56,6 +56,7 @@ class AlltoallDedupDispatcher : public DispatcherBase {
   const char* name() const override { return "alltoall_dedup"; }
   void layout(const int32_t* idx, const float* p) override;
   ExpertOffsets expert_offsets() const override;
+  ChunkRows rows_by_source() const override;
   const int32_t* send_pos() const override;
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;

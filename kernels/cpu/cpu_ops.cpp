@@ -99,6 +99,18 @@ void CpuOps::zero_expert_padding(const Dims& d, const int32_t* rows, const int64
   cpu::zero_expert_padding(rows, offsets, d.E_local, d.H, F(expert_major));
 }
 
+void CpuOps::merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks,
+                                int64_t* offsets, int64_t* blocks) {
+  merged_chunk_layout(chunks.data(), int64_t(chunks.size()), d.ep, d.E_local, d.align, offsets,
+                      blocks);
+}
+
+void CpuOps::gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
+                               const int64_t* blocks, int64_t, const void* src, size_t row_bytes,
+                               void* dst) {
+  cpu::gather_chunk_rows(offsets, blocks, chunks, d.ep, d.E_local, src, row_bytes, dst);
+}
+
 void CpuOps::permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) {
   cpu::permute_rows(F(x), send_pos, d.T, d.K, d.H, F(send));
 }
@@ -134,14 +146,14 @@ void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, 
 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                     const void* dh, const ExpertOffsets& offsets, void* dw_in,
-                                    void* dw_out, bool accumulate) {
+                                    void* dw_out) {
   std::vector<float> x_bf16;
   if (d.dispatch_fp8) {
     x_bf16 = dispatched_values(d, xe, offsets, true);
     xe = x_bf16.data();
   }
   cpu::expert_ffn_bwd_weights(F(dye), F(xe), F(a), F(dh), offsets.device, d.E_local, d.H, d.F,
-                              d.grad_dtype, F(dw_in), F(dw_out), accumulate, d.precision);
+                              d.grad_dtype, F(dw_in), F(dw_out), false, d.precision);
 }
 
 void CpuOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

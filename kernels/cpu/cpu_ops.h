@@ -34,6 +34,11 @@ class CpuOps : public Ops {
                      int32_t* table, int64_t* offsets) override;
   void zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
                            void* expert_major) override;
+  void merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks, int64_t* offsets,
+                          int64_t* blocks) override;
+  void gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
+                         const int64_t* blocks, int64_t rows_bound, const void* src,
+                         size_t row_bytes, void* dst) override;
   void permute(const Dims& d, const void* x, const int32_t* send_pos, void* send) override;
   void pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
@@ -45,7 +50,7 @@ class CpuOps : public Ops {
                            void* dxe) override;
   void expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                               const void* dh, const ExpertOffsets& offsets, void* dw_in,
-                              void* dw_out, bool accumulate) override;
+                              void* dw_out) override;
   void combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,
                    void* out) override;
   void combine_fwd_f32(const Dims& d, const void* y_send, const int32_t* send_pos, const float* p,

@@ -49,4 +49,20 @@ void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_
       std::fill(expert_major + r * H, expert_major + (r + 1) * H, 0.0f);
 }
 
+void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
+                       int64_t E_local, const void* src, size_t row_bytes, void* dst) {
+  const int64_t n = merged_chunk_blocks(C, ep, E_local);
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst);
+  for (int64_t l = 0; l < E_local; ++l) {
+    int64_t end = offsets[l];
+    for (int64_t b = l * ep * C; b < (l + 1) * ep * C; ++b) {
+      std::memcpy(to + size_t(blocks[n + b]) * row_bytes, from + size_t(blocks[b]) * row_bytes,
+                  size_t(blocks[2 * n + b]) * row_bytes);
+      end = blocks[n + b] + blocks[2 * n + b];
+    }
+    std::memset(to + size_t(end) * row_bytes, 0, size_t(offsets[l + 1] - end) * row_bytes);
+  }
+}
+
 }  // namespace moe::cpu

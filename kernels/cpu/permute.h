@@ -2,6 +2,7 @@
 // Moving token rows between orders: token order -> send order (permute), and, on the receiving
 // rank, source-rank-major <-> expert-major (regroup), so that each local expert's rows are
 // contiguous for its GEMMs.
+#include <cstddef>
 #include <cstdint>
 
 namespace moe::cpu {
@@ -22,5 +23,11 @@ void regroup_rows(const float* src, const int32_t* counts, int64_t ep, int64_t E
 // [., H], l < E_local: the GEMMs run over them and the weight gradients sum over them.
 void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
                          float* expert_major);
+
+// dst [offsets[E_local], row_bytes]: the rows of src [., row_bytes] where core/layout.h
+// merged_chunk_layout's blocks (chunks C, ep, E_local) put them; each expert's padding rows,
+// after its blocks, zeros. Rows are moved as bytes (they may be packed FP8 rows).
+void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
+                       int64_t E_local, const void* src, size_t row_bytes, void* dst);
 
 }  // namespace moe::cpu

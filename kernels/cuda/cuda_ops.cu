@@ -202,6 +202,19 @@ void CudaOps::expert_blocks(const Dims& d, const int32_t* counts, int64_t stride
   cuda::expert_blocks(counts, d.ep, stride, first, d.E_local, d.align, table, offsets, stream());
 }
 
+void CudaOps::merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks,
+                                 int64_t* offsets, int64_t* blocks) {
+  cuda::merge_chunk_layout(chunks.data(), int64_t(chunks.size()), d.ep, d.E_local, d.align, offsets,
+                           blocks, stream());
+}
+
+void CudaOps::gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
+                                const int64_t* blocks, int64_t rows_bound, const void* src,
+                                size_t row_bytes, void* dst) {
+  cuda::gather_chunk_rows(offsets, blocks, chunks, d.ep, d.E_local, rows_bound, src, row_bytes, dst,
+                          stream());
+}
+
 void CudaOps::zero_expert_padding(const Dims& d, const int32_t* rows, const int64_t* offsets,
                                   void* expert_major) {
   cuda::zero_expert_padding(rows, offsets, d.E_local, d.H, d.align, d.dtype, expert_major,
@@ -328,15 +341,15 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
 
 void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,
                                      const void* dh, const ExpertOffsets& off, void* dw_in,
-                                     void* dw_out, bool accumulate) {
+                                     void* dw_out) {
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_bwd_weights_fp8(xe, a, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
-                                     d.grad_dtype, dw_in, dw_out, accumulate, *gemm_,
+                                     d.grad_dtype, dw_in, dw_out, false, *gemm_,
                                      fp8_scratch(d, off), stream(), d.dispatch_fp8, take_a_t(a));
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,
-                               dw_in, dw_out, accumulate, *gemm_, gemm_lists_, stream());
+                               dw_in, dw_out, false, *gemm_, gemm_lists_, stream());
 }
 
 void CudaOps::combine_fwd(const Dims& d, const void* y_send, const int32_t* send_pos,

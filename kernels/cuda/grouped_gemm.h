@@ -34,7 +34,8 @@ struct GroupedGemmShape {
 //   and never stored, with h [rows, 2F] gives dh = [da * u * silu'(g), da * silu(g)], as the
 //   separate SwiGLU backward kernel computes it from a stored da.
 // - kAdd, the weight gradients with an fp32 output: C += the product (TMA's reduce-add), for
-//   gradients summed over several calls (the pipeline's chunks).
+//   gradients summed over several calls (gradient accumulation; no step issues it since the
+//   pipeline gathers its chunks' rows into one call).
 enum class GroupedEpilogue { kStore, kSwiGLU, kSwiGLUBackward, kAdd };
 // Whether the epilogue is SwiGLU's (forward or backward): gemm.sm90_fuse_swiglu's, bf16 out.
 inline bool fuses_swiglu(GroupedEpilogue e) {

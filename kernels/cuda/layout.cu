@@ -216,6 +216,44 @@ __global__ void expert_blocks_kernel(const int32_t* counts, int64_t ep, int64_t 
   }
 }
 
+// The chunks travel by value: their counts and offsets are device pointers.
+struct MergedChunks {
+  ChunkRows chunk[kMaxOverlapChunks];
+};
+
+// One thread per local expert: its blocks source after source, chunk after chunk (the twin's
+// order), then the experts' padded offsets by one thread, a prefix over E_local values.
+__global__ void merge_chunk_layout_kernel(MergedChunks chunks, int64_t C, int64_t ep, int64_t El,
+                                          int64_t align, int64_t* offsets, int64_t* blocks) {
+  const int64_t n = El * ep * C;
+  int64_t* src = blocks;
+  int64_t* dst = blocks + n;
+  int64_t* rows = blocks + 2 * n;
+  // Pass 1: each expert's rows, its blocks' sources and rows, dst relative to the expert.
+  for (int64_t l = threadIdx.x; l < El; l += blockDim.x) {
+    int64_t at = 0;
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t c = 0; c < C; ++c) {
+        const ChunkRows& ch = chunks.chunk[c];
+        int64_t before = 0;
+        for (int64_t q = 0; q < s; ++q) before += ch.counts[q * ch.stride + l];
+        const int64_t b = (l * ep + s) * C + c;
+        src[b] = ch.row_begin + ch.offsets[l] + before;
+        dst[b] = at;
+        rows[b] = ch.counts[s * ch.stride + l];
+        at += rows[b];
+      }
+    offsets[l + 1] = (at + align - 1) / align * align;  // the expert's padded rows, for now
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    offsets[0] = 0;
+    for (int64_t l = 0; l < El; ++l) offsets[l + 1] += offsets[l];
+  }
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < n; b += blockDim.x) dst[b] += offsets[b / (ep * C)];
+}
+
 // ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
 // tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
 // as on the CPU. ----
@@ -301,6 +339,17 @@ void expert_blocks(const int32_t* counts, int64_t ep, int64_t stride, int64_t fi
             "expert_blocks: align " << align << ", stride " << stride << ", first " << first);
   expert_blocks_kernel<<<1, 32, 0, stream>>>(counts, ep, stride, first, E_local, align, table,
                                              offsets);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void merge_chunk_layout(const ChunkRows* chunks, int64_t C, int64_t ep, int64_t E_local,
+                        int64_t align, int64_t* offsets, int64_t* blocks, cudaStream_t stream) {
+  MOE_CHECK(
+      C >= 1 && C <= kMaxOverlapChunks && align >= 1,
+      "merge_chunk_layout: " << C << " chunks (1 to " << kMaxOverlapChunks << "), align " << align);
+  MergedChunks all{};
+  for (int64_t c = 0; c < C; ++c) all.chunk[c] = chunks[c];
+  merge_chunk_layout_kernel<<<1, 256, 0, stream>>>(all, C, ep, E_local, align, offsets, blocks);
   CUDA_CHECK(cudaGetLastError());
 }
 

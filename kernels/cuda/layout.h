@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/layout.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -29,6 +30,12 @@ void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E
 void expert_blocks(const int32_t* counts, int64_t ep, int64_t stride, int64_t first,
                    int64_t E_local, int64_t align, int32_t* table, int64_t* offsets,
                    cudaStream_t stream);
+
+// offsets [E_local + 1] and blocks [3, merged_chunk_blocks] i64 on the device from the chunks'
+// counts and offsets there (device pointers in `chunks`, at most kMaxOverlapChunks of them):
+// core/layout.h's merged_chunk_layout, computed where the counts are.
+void merge_chunk_layout(const ChunkRows* chunks, int64_t C, int64_t ep, int64_t E_local,
+                        int64_t align, int64_t* offsets, int64_t* blocks, cudaStream_t stream);
 
 // pos [sources * rows_per_source] i32: each gathered routed row's place in this rank's
 // expert-major buffer, -1 where another rank's experts take it or it was dropped; starts

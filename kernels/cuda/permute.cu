@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/storage.cuh"
@@ -86,7 +87,41 @@ __global__ void regroup_rows_kernel(const T* src, const int32_t* counts, const i
   }
 }
 
+// Destination row i of the merged layout: the block whose merged rows hold it (the blocks' merged
+// starts ascend: last_at_or_below finds it), or an expert's padding after its blocks (zeros).
+__global__ void gather_chunk_rows_kernel(const int64_t* offsets, const int64_t* blocks, int64_t n,
+                                         int64_t El, int64_t rows_bound, const uint8_t* src,
+                                         int64_t row_bytes, uint8_t* dst) {
+  const int64_t* from = blocks;
+  const int64_t* at = blocks + n;
+  const int64_t* rows = blocks + 2 * n;
+  const int64_t end = min(rows_bound, offsets[El]);
+  for (int64_t i = blockIdx.x; i < end; i += gridDim.x) {
+    const int64_t b = last_at_or_below(at, n, i);
+    uint8_t* to = dst + i * row_bytes;
+    if (i < at[b] + rows[b]) {
+      copy_row(to, src + (from[b] + i - at[b]) * row_bytes, row_bytes);
+    } else if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+      for (int64_t j = threadIdx.x; j < row_bytes / 16; j += blockDim.x)
+        reinterpret_cast<uint4*>(to)[j] = make_uint4(0, 0, 0, 0);
+    } else {
+      for (int64_t j = threadIdx.x; j < row_bytes; j += blockDim.x) to[j] = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
+                       int64_t E_local, int64_t rows_bound, const void* src, size_t row_bytes,
+                       void* dst, cudaStream_t stream) {
+  const int64_t n = merged_chunk_blocks(C, ep, E_local);
+  if (rows_bound == 0 || n == 0) return;
+  gather_chunk_rows_kernel<<<row_grid(rows_bound), 128, 0, stream>>>(
+      offsets, blocks, n, E_local, rows_bound, static_cast<const uint8_t*>(src), int64_t(row_bytes),
+      static_cast<uint8_t*>(dst));
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K, int64_t H,
                   DType dtype, void* dst, cudaStream_t stream) {

@@ -29,4 +29,11 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
 void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_local, int64_t H,
                          int64_t align, DType dtype, void* expert_major, cudaStream_t stream);
 
+// dst [offsets[E_local], row_bytes] = src's rows where core/layout.h merged_chunk_layout's blocks
+// (C chunks, ep, E_local; device memory, as offsets) put them, each expert's padding rows zeros.
+// rows_bound >= offsets[E_local] (read on the device) sizes the grid. Rows move as bytes.
+void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
+                       int64_t E_local, int64_t rows_bound, const void* src, size_t row_bytes,
+                       void* dst, cudaStream_t stream);
+
 }  // namespace moe::cuda

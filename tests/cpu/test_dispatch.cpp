@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/layout.h"
 #include "core/workload.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/layout.h"
@@ -244,6 +245,66 @@ TEST(DispatchRegroup, RankReceivingNothing) {
   cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, 1, true, nullptr);
   cpu::regroup_rows(nullptr, counts.data(), 4, 2, 16, 1, false, nullptr);
   check_regroup(counts, 4, 2, 16);
+}
+
+// A pipelined step's chunks, each with its own expert-major rows (counts [ep, stride] per chunk,
+// align padding, its rows from row_begin on, NaN between), gathered for the weight gradients: each
+// expert's rows by source, then chunk, then row, padded once, is the unchunked step's order and
+// its offsets the unchunked step's (expert_major_offsets over the chunks' summed counts).
+void check_merged_chunks(int64_t C, int64_t ep, int64_t El, int64_t align, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, 9);
+  const int64_t stride = El + 2, H = 3;
+  std::vector<std::vector<int32_t>> counts(C, std::vector<int32_t>(ep * stride));
+  std::vector<std::vector<int64_t>> offsets(C, std::vector<int64_t>(El + 1));
+  std::vector<ChunkRows> chunks(C);
+  std::vector<int32_t> summed(ep * El, 0);
+  int64_t rows = 0;
+  for (int64_t c = 0; c < C; ++c) {
+    for (int32_t& n : counts[c]) n = d(rng) < 3 ? 0 : d(rng);
+    expert_major_offsets_strided(counts[c].data(), ep, stride, El, align, offsets[c].data());
+    chunks[c] = {counts[c].data(), stride, offsets[c].data(), rows + 3};
+    rows += 3 + offsets[c][El];
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t l = 0; l < El; ++l) summed[s * El + l] += counts[c][s * stride + l];
+  }
+  std::vector<float> src(rows * H, kNaN);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t l = 0; l < El; ++l) {
+      int64_t r = chunks[c].row_begin + offsets[c][l];
+      for (int64_t s = 0; s < ep; ++s)
+        for (int64_t j = 0; j < counts[c][s * stride + l]; ++j, ++r)
+          for (int64_t h = 0; h < H; ++h) src[r * H + h] = tag(s, l, c * 10 + j, h);
+    }
+  std::vector<int64_t> want_offsets(El + 1), got_offsets(El + 1);
+  expert_major_offsets(summed.data(), ep, El, align, want_offsets.data());
+  std::vector<float> want;
+  for (int64_t l = 0; l < El; ++l) {
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < counts[c][s * stride + l]; ++j)
+          for (int64_t h = 0; h < H; ++h) want.push_back(tag(s, l, c * 10 + j, h));
+    want.resize(want_offsets[l + 1] * H, 0.0f);
+  }
+  std::vector<int64_t> blocks(3 * merged_chunk_blocks(C, ep, El));
+  merged_chunk_layout(chunks.data(), C, ep, El, align, got_offsets.data(), blocks.data());
+  expect_equal("offsets", got_offsets, want_offsets);
+  std::vector<float> got(want.size(), kNaN);
+  cpu::gather_chunk_rows(got_offsets.data(), blocks.data(), C, ep, El, src.data(),
+                         sizeof(float) * H, got.data());
+  expect_equal("rows", got, want);
+}
+
+TEST(DispatchMergedChunks, TheUnchunkedOrderAndPadding) {
+  uint64_t seed = 5;
+  for (int64_t C : {1, 2, 4})
+    for (int64_t ep : {1, 3})
+      for (int64_t El : {1, 4})
+        for (int64_t align : {1, 4}) {
+          SCOPED_TRACE("C " + std::to_string(C) + " ep " + std::to_string(ep) + " E_local " +
+                       std::to_string(El) + " align " + std::to_string(align));
+          check_merged_chunks(C, ep, El, align, seed++);
+        }
 }
 
 // ---- unpermute_combine and its backward --------------------------------------------------------

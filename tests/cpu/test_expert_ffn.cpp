@@ -316,9 +316,10 @@ TEST(ExpertFfn, Bf16WeightGradsAreTheFp32OnesRounded) {
   expect_all_zero("dw_in of the empty expert", b.dw_in.data() + H * 2 * F, H * 2 * F);
 }
 
-// A pipelined step's weight gradients: the rows in two chunks, the second's added to the first's
-// (accumulate), give one pass's gradients within fp32 rounding; an expert with rows in the second
-// chunk only starts from the zeros the first wrote, one with rows in the first only keeps them.
+// Weight gradients over rows in two calls, the second's added to the first's (accumulate, which
+// no step issues since the pipeline gathers its chunks' rows), give one pass's gradients within
+// fp32 rounding; an expert with rows in the second chunk only starts from the zeros the first
+// wrote, one with rows in the first only keeps them.
 TEST(ExpertFfn, WeightGradsAccumulateOverChunks) {
   const int64_t E_local = 3, H = 16, F = 12;
   const std::vector<int64_t> rows_a = {0, 9, 4}, rows_b = {7, 5, 0};

@@ -157,6 +157,16 @@ class FakeOps : public Ops {
     r_.add("expert_blocks");
     expert_block_table(counts, d.ep, stride, first, d.E_local, d.align, table, offsets);
   }
+  void merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks, int64_t* offsets,
+                          int64_t* blocks) override {
+    r_.add("merge_chunk_layout");
+    merged_chunk_layout(chunks.data(), int64_t(chunks.size()), d.ep, d.E_local, d.align, offsets,
+                        blocks);
+  }
+  void gather_chunk_rows(const Dims&, int64_t, const int64_t*, const int64_t*, int64_t,
+                         const void* src, size_t, void* dst) override {
+    r_.add("gather_chunk_rows", {src, dst});
+  }
   void zero_expert_padding(const Dims&, const int32_t*, const int64_t*,
                            void* expert_major) override {
     r_.add("zero_expert_padding", {expert_major});
@@ -174,10 +184,9 @@ class FakeOps : public Ops {
     r_.add("expert_ffn_bwd_data", {dye, h, da, dh, dxe}, off.device);
   }
   void expert_ffn_bwd_weights(const Dims&, const void* dye, const void* xe, const void* a,
-                              const void* dh, const ExpertOffsets& off, void* dw_in, void*,
-                              bool accumulate) override {
-    r_.add(accumulate ? "expert_ffn_bwd_weights_add" : "expert_ffn_bwd_weights",
-           {dye, xe, a, dh, dw_in}, off.device);
+                              const void* dh, const ExpertOffsets& off, void* dw_in,
+                              void*) override {
+    r_.add("expert_ffn_bwd_weights", {dye, xe, a, dh, dw_in}, off.device);
   }
   void combine_fwd(const Dims&, const void* y_send, const int32_t*, const float*,
                    void* out) override {
@@ -469,8 +478,9 @@ TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
 }
 
 // overlap pipeline, 2 chunks of 4 tokens: one layout per chunk before any dispatch, each chunk's
-// dispatcher on its tokens' rows, its expert-major rows from row 128 on (chunk_rows_begin), the
-// weight gradients of the second chunk added to the first's; the router once over all tokens.
+// dispatcher on its tokens' rows, its expert-major rows from row 128 on (chunk_rows_begin); the
+// weight gradients once, over the chunks' rows gathered after the last data gradients into the
+// unchunked step's layout (16 rows, 4 per expert); the router once over all tokens.
 TEST(MoeLayerFake, PipelineRunsEachChunkOnItsOwnRows) {
   FakeStep f(R"(, "overlap": "pipeline", "overlap_chunks": 2)");
   const Recorder& r = f.step();
@@ -505,11 +515,35 @@ TEST(MoeLayerFake, PipelineRunsEachChunkOnItsOwnRows) {
             chunk_tokens * token_row);  // dx_acc
   EXPECT_EQ(bytes_between(r.calls[combine_bwd[0]].buffers[3], r.calls[combine_bwd[1]].buffers[3]),
             chunk_tokens * 2 * 4);  // dp [T, K]
-  const Call& first = r.only("expert_ffn_bwd_weights");
-  const Call& second = r.only("expert_ffn_bwd_weights_add");
-  EXPECT_TRUE(before(r, "expert_ffn_bwd_weights", "expert_ffn_bwd_weights_add"));
-  EXPECT_EQ(first.buffers[4], second.buffers[4]);            // dw_in
-  EXPECT_EQ(second.buffers[1], r.calls[fwd[1]].buffers[0]);  // the second chunk's xe
+  const std::vector<size_t> merge = r.at("merge_chunk_layout"), gathers = r.at("gather_chunk_rows"),
+                            data = r.at("expert_ffn_bwd_data"),
+                            weights_calls = r.at("expert_ffn_bwd_weights");
+  ASSERT_EQ(merge.size(), 1u);
+  ASSERT_EQ(gathers.size(), 4u);
+  ASSERT_EQ(data.size(), 2u);
+  ASSERT_EQ(weights_calls.size(), 1u);
+  EXPECT_LT(layouts[1], merge[0]);
+  EXPECT_LT(merge[0], permutes[0]);
+  const size_t weights = weights_calls[0];
+  const Call& w = r.calls[weights];
+  EXPECT_EQ(bytes_between(r.calls[data[0]].buffers[0], r.calls[data[1]].buffers[0]),
+            128 * token_row);  // the chunks' dye
+  // Sources: dye, xe, a (the forward's), dh, each from its buffer's first row (chunk 0's).
+  const void* sources[4] = {r.calls[data[0]].buffers[0], r.calls[fwd[0]].buffers[0],
+                            r.calls[fwd[0]].buffers[2], r.calls[data[0]].buffers[3]};
+  for (size_t i = 0; i < 4; ++i) {
+    const Call& g = r.calls[gathers[i]];
+    EXPECT_LT(data[1], gathers[i]);
+    EXPECT_LT(gathers[i], weights);
+    EXPECT_EQ(g.buffers[0], sources[i]) << i;
+    EXPECT_EQ(w.buffers[i], g.buffers[1]) << i;  // the weight gradients read what it gathered
+  }
+  // Into buffers the backward is done with: ye (the forward's), da, h; xe into one of its own.
+  EXPECT_EQ(r.calls[gathers[0]].buffers[1], r.calls[fwd[0]].buffers[3]);
+  EXPECT_EQ(r.calls[gathers[2]].buffers[1], r.calls[data[0]].buffers[2]);
+  EXPECT_EQ(r.calls[gathers[3]].buffers[1], r.calls[data[0]].buffers[1]);
+  EXPECT_NE(r.calls[gathers[1]].buffers[1], r.calls[data[1]].buffers[4]);  // not dxe: see above
+  for (int l = 0; l <= 4; ++l) EXPECT_EQ(w.offsets[l], 4 * l) << l;
 }
 
 // Whether the work issued as call `a` must finish before call `b` starts, under the lanes' rules
@@ -557,13 +591,12 @@ TEST(MoeLayerFake, PipelineOverlapsTheChunksOnTwoLanes) {
   };
   const std::vector<size_t> permutes = r.at("permute"), combines = r.at("combine_fwd"),
                             combine_bwd = r.at("combine_bwd"), unpermutes = r.at("unpermute_sum");
-  const std::vector<size_t> fwd = routed("expert_ffn_fwd"), data = routed("expert_ffn_bwd_data");
-  std::vector<size_t> weights = routed("expert_ffn_bwd_weights");
-  for (size_t i : r.at("expert_ffn_bwd_weights_add")) weights.push_back(i);
+  const std::vector<size_t> fwd = routed("expert_ffn_fwd"), data = routed("expert_ffn_bwd_data"),
+                            weights = routed("expert_ffn_bwd_weights");
   ASSERT_EQ(permutes.size(), 4u);
   ASSERT_EQ(fwd.size(), 4u);
   ASSERT_EQ(data.size(), 4u);
-  ASSERT_EQ(weights.size(), 4u);
+  ASSERT_EQ(weights.size(), 1u);  // once, over every chunk's rows
   ASSERT_EQ(unpermutes.size(), 4u);
   const size_t router_bwd = r.at("router_bwd")[0];
   for (size_t c = 0; c < 4; ++c) {
@@ -573,9 +606,8 @@ TEST(MoeLayerFake, PipelineOverlapsTheChunksOnTwoLanes) {
     EXPECT_TRUE(waits_for(r, combines[c] - 1, fwd[c]));  // the regroup of ye before the combine
     EXPECT_TRUE(waits_for(r, data[c], combine_bwd[c] + 1));
     EXPECT_TRUE(waits_for(r, unpermutes[c] - 1, data[c]));
-    EXPECT_TRUE(waits_for(r, weights[c], data[c]));
+    EXPECT_TRUE(waits_for(r, weights[0], data[c]));
     EXPECT_TRUE(waits_for(r, router_bwd, unpermutes[c]));
-    EXPECT_TRUE(beside(r, unpermutes[c], weights[c]));
     if (c + 1 < 4) {
       EXPECT_TRUE(beside(r, permutes[c + 1], fwd[c]));
       EXPECT_TRUE(beside(r, combine_bwd[c + 1], data[c]));
@@ -593,6 +625,7 @@ TEST(MoeLayerFake, PipelineOverlapsTheChunksOnTwoLanes) {
   for (size_t i : r.at("expert_ffn_bwd_data"))
     if (r.calls[i].offsets[1] == 8) shared_data = i;
   EXPECT_TRUE(beside(r, unpermutes[3], shared_data));
+  EXPECT_TRUE(beside(r, unpermutes[3], weights[0]));  // the weight gradients beside the last
   EXPECT_TRUE(waits_for(r, r.at("shared_sum_out").at(0), combines[3]));  // out's last rows
 }
 

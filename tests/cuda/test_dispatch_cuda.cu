@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <string>
@@ -489,6 +490,71 @@ TEST(DispatchCudaExpertBlocks, TableAndPaddingMatchTheCpu) {
             if (dtype == DType::kBf16)
               for (float& v : expect) v = round_to_bf16(v);
             expect_identical(got.host(), expect, what + " " + dtype_name(dtype) + " padding");
+          }
+        }
+}
+
+// A pipelined step's merged weight-gradient layout on the device against core/layout.h's, and
+// its gather against the CPU twin, byte for byte: rows of 48 bytes (16-byte moves), 20 (bytes)
+// and a packed FP8 row's 4128, padding rows (random bytes before) zeroed, the sync-free grid
+// (rows_bound past the rows) included.
+TEST(DispatchCudaMergedChunks, LayoutAndGatherMatchTheCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  std::mt19937_64 rng(771);
+  std::uniform_int_distribution<int32_t> count(0, 40);
+  for (int64_t C : {1, 2, 5})
+    for (int64_t ep : {1, 2, 8})
+      for (int64_t El : {1, 3, 32})
+        for (int64_t align : {1, 16}) {
+          const std::string what = "C=" + std::to_string(C) + " ep=" + std::to_string(ep) +
+                                   " E_local=" + std::to_string(El) +
+                                   " align=" + std::to_string(align);
+          SCOPED_TRACE(what);
+          const int64_t stride = El + 1;
+          std::vector<std::vector<int32_t>> counts(C, std::vector<int32_t>(ep * stride));
+          std::vector<std::vector<int64_t>> offsets(C, std::vector<int64_t>(El + 1));
+          std::deque<DevBuf<int32_t>> d_counts;  // never moved
+          std::deque<DevBuf<int64_t>> d_offsets;
+          std::vector<ChunkRows> host_chunks(C), dev_chunks(C);
+          int64_t rows = 0;
+          for (int64_t c = 0; c < C; ++c) {
+            for (int32_t& n : counts[c]) n = count(rng) < 10 ? 0 : count(rng);
+            expert_major_offsets_strided(counts[c].data(), ep, stride, El, align,
+                                         offsets[c].data());
+            const int64_t begin = (rows + 127) / 128 * 128;
+            host_chunks[c] = {counts[c].data(), stride, offsets[c].data(), begin};
+            rows = begin + offsets[c][El];
+          }
+          for (int64_t c = 0; c < C; ++c) {
+            d_counts.emplace_back(counts[c]);
+            d_offsets.emplace_back(offsets[c]);
+            dev_chunks[c] = {d_counts[c].ptr, stride, d_offsets[c].ptr, host_chunks[c].row_begin};
+          }
+          const int64_t nb = 3 * merged_chunk_blocks(C, ep, El);
+          std::vector<int64_t> want_offsets(El + 1), want_blocks(nb);
+          merged_chunk_layout(host_chunks.data(), C, ep, El, align, want_offsets.data(),
+                              want_blocks.data());
+          DevBuf<int64_t> got_offsets(std::vector<int64_t>(El + 1, -7)),
+              got_blocks(std::vector<int64_t>(nb, -7));
+          cuda::merge_chunk_layout(dev_chunks.data(), C, ep, El, align, got_offsets.ptr,
+                                   got_blocks.ptr, stream.s);
+          CUDA_CHECK(cudaStreamSynchronize(stream.s));
+          EXPECT_EQ(got_offsets.host(), want_offsets) << what;
+          EXPECT_EQ(got_blocks.host(), want_blocks) << what;
+          const int64_t merged = want_offsets[El];
+          for (size_t row_bytes : {size_t(48), size_t(20), size_t(4128)}) {
+            std::vector<uint8_t> src(size_t(rows + 1) * row_bytes), junk(merged * row_bytes);
+            for (uint8_t& b : src) b = uint8_t(rng());
+            for (uint8_t& b : junk) b = uint8_t(rng());
+            std::vector<uint8_t> want = junk;
+            cpu::gather_chunk_rows(want_offsets.data(), want_blocks.data(), C, ep, El, src.data(),
+                                   row_bytes, want.data());
+            DevBuf<uint8_t> d_src(src), got(junk);
+            cuda::gather_chunk_rows(got_offsets.ptr, got_blocks.ptr, C, ep, El, rows + 1, d_src.ptr,
+                                    row_bytes, got.ptr, stream.s);
+            CUDA_CHECK(cudaStreamSynchronize(stream.s));
+            EXPECT_TRUE(got.host() == want) << what << " row bytes " << row_bytes;
           }
         }
 }

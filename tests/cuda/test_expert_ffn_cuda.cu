@@ -157,7 +157,8 @@ TEST(ExpertFfnCuda, ExpertGemmScopeSelectsAndRestores) {
   EXPECT_EQ(runner.method(ExpertGemm::kWgradIn), GemmMethod::kGroupedBatched);
 }
 
-// A pipelined step's weight gradients: chunk 0 overwrites, later chunks add (fp32), under every
+// Weight gradients over rows in two calls, the first overwriting, the second adding (fp32
+// accumulation, which no step issues since the pipeline gathers its chunks' rows), under every
 // method (the grouped sm90 kernel only stores: its accumulating GEMMs run on the per-expert list).
 // Expert 0 has rows in the second chunk only (zeroed, then added to), expert 2 in the first only
 // (left as it is by the second).

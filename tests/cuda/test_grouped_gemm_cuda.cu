@@ -260,7 +260,7 @@ TEST(GroupedGemmSm90, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   EXPECT_NE(GroupedGemm::fused_unsupported_reason(up, kFused, DType::kBf16), "");
 }
 
-// Adding into fp32 weight gradients (the pipeline's later chunks): C0 + the product, one fp32
+// Adding into fp32 weight gradients (accumulation over calls): C0 + the product, one fp32
 // add per element, bitwise, in every schedule and tile width; other layouts and bf16 refused.
 TEST(GroupedGemmSm90, AddsIntoFp32WeightGradients) {
   MOE_REQUIRE_SM90();
