@@ -333,6 +333,7 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
     cuda::expert_ffn_bwd_data_fp8(dye, h, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                                   fp8_recipe_of(d.precision), da, dh, dxe, *gemm_,
                                   fp8_scratch(d, off), stream());
+    fp8_dy_dh_left_ = {dye, dh, off.device};
     return;
   }
   cuda::expert_ffn_bwd_data(dye, h, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, da, dh, dxe,
@@ -343,9 +344,12 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
                                      const void* dh, const ExpertOffsets& off, void* dw_in,
                                      void* dw_out) {
   if (d.precision != Precision::kBf16) {
-    cuda::expert_ffn_bwd_weights_fp8(xe, a, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision),
-                                     d.grad_dtype, dw_in, dw_out, false, *gemm_,
-                                     fp8_scratch(d, off), stream(), d.dispatch_fp8, take_a_t(a));
+    // The codes the data gradients left serve only the rows they quantized.
+    const bool left = fp8_dy_dh_left_ == Fp8DyDh{dye, dh, off.device};
+    fp8_dy_dh_left_ = {};
+    cuda::expert_ffn_bwd_weights_fp8(
+        xe, a, dye, dh, left, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision), d.grad_dtype,
+        dw_in, dw_out, false, *gemm_, fp8_scratch(d, off), stream(), d.dispatch_fp8, take_a_t(a));
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,

@@ -133,6 +133,16 @@ class CudaOps : public Ops {
     bool fresh = false;
   };
   std::unordered_map<const void*, KeptCodes> kept_a_t_;
+  // The rows whose dye and dh the last FP8 data gradients left quantized (transposed) in the
+  // scratch for the weight gradients, which quantize other rows themselves.
+  struct Fp8DyDh {
+    const void *dye = nullptr, *dh = nullptr;
+    const int64_t* offsets = nullptr;
+    bool operator==(const Fp8DyDh& o) const {
+      return dye == o.dye && dh == o.dh && offsets == o.offsets;
+    }
+  };
+  Fp8DyDh fp8_dy_dh_left_;
   cuda::Fp8Transposed keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a);
   cuda::Fp8Transposed take_a_t(const void* a);
   cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step

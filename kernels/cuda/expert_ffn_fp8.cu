@@ -270,12 +270,19 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                sc, stream);
 }
 
-void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
-                                int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
-                                DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
-                                GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
-                                bool xe_packed, const Fp8Transposed& a_t) {
+void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, const void* dh,
+                                bool dy_dh_left, const ExpertOffsets& rows, int64_t E_local,
+                                int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype,
+                                void* dw_in, void* dw_out, bool accumulate, GemmRunner& gemm,
+                                const Fp8Scratch& sc, cudaStream_t stream, bool xe_packed,
+                                const Fp8Transposed& a_t) {
   const Fp8Weights none;  // the weight gradients read no weight
+  if (!dy_dh_left) {
+    // The data gradients' quantizations leave the transposed codes (and row codes in sc.a, which
+    // the weight gradients' own operands overwrite below).
+    quantize_fp8_gemm_operands(ExpertGemm::kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
+    quantize_fp8_gemm_operands(ExpertGemm::kDgradX, dh, rows, E_local, H, F, recipe, sc, stream);
+  }
   Fp8Scratch out_sc = sc;
   if (a_t.codes) {
     out_sc.a = a_t.codes;

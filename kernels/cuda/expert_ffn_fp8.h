@@ -89,14 +89,17 @@ void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
                              const Fp8Scratch& scratch, cudaStream_t stream);
-// As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated. dye
-// and dh come as the transposed codes the expert_ffn_bwd_data_fp8 call before it on this stream,
-// with these rows, left in scratch. xe_packed: xe as expert_ffn_fwd_fp8 took it, dw_in from its
-// values in bf16. a_t: a's codes as the forward on these rows kept them (a is not read), or none.
-void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const ExpertOffsets& rows,
-                                int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
-                                DType grad_dtype, void* dw_in, void* dw_out, bool accumulate,
-                                GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
+// As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated.
+// dye and dh: with dy_dh_left true they are not read, but taken as the transposed codes the
+// expert_ffn_bwd_data_fp8 call before it on this stream, with these rows, left in scratch;
+// otherwise quantized here (rows gathered since, a pipelined step's). xe_packed: xe as
+// expert_ffn_fwd_fp8 took it, dw_in from its values in bf16. a_t: a's codes as the forward on
+// these rows kept them (a is not read), or none.
+void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, const void* dh,
+                                bool dy_dh_left, const ExpertOffsets& rows, int64_t E_local,
+                                int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype,
+                                void* dw_in, void* dw_out, bool accumulate, GemmRunner& gemm,
+                                const Fp8Scratch& scratch, cudaStream_t stream,
                                 bool xe_packed = false, const Fp8Transposed& a_t = {});
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of

@@ -100,8 +100,9 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const
                            sc, nullptr);
   cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
                                 d_dxe.ptr, runner, sc, nullptr);
-  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, er, El, H, F, recipe, grad_dtype, d_dw_in.ptr,
-                                   d_dw_out.ptr, accumulate, runner, sc, nullptr);
+  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, true, er, El, H, F,
+                                   recipe, grad_dtype, d_dw_in.ptr, d_dw_out.ptr, accumulate,
+                                   runner, sc, nullptr);
   // h comes straight from quantized inputs that match bit for bit: the GEMM's own rounding only.
   expect_near_twin(d_h.host(), h, what + " h", 2e-3);
   for (const auto& [name, got, want] :
@@ -126,10 +127,26 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const
   cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
                                 d_dxe.ptr, runner, sc, nullptr);
   CUDA_CHECK(cudaMemset(d_a.ptr, 0x3f, size_t(R * F) * 2));  // bf16
-  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, er, El, H, F, recipe, grad_dtype, k_dw_in.ptr,
-                                   k_dw_out.ptr, accumulate, runner, sc, nullptr, false, a_t);
+  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, true, er, El, H, F,
+                                   recipe, grad_dtype, k_dw_in.ptr, k_dw_out.ptr, accumulate,
+                                   runner, sc, nullptr, false, a_t);
   EXPECT_EQ(k_dw_out.host(), d_dw_out.host()) << what << " dw_out from the kept codes";
   EXPECT_EQ(k_dw_in.host(), d_dw_in.host()) << what << " dw_in";
+
+  // dye and dh quantized by the weight gradients themselves (rows the data gradients did not
+  // see, a pipelined step's gathered ones): the codes left in the scratch overwritten first (a
+  // from its kept codes still, a itself being overwritten above).
+  StorageBuf q_dw_in(grad_dtype, accumulate ? dw0 : std::vector<float>(El * H * 2 * F));
+  StorageBuf q_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
+  CUDA_CHECK(cudaMemset(sdy.ptr, 0x3f, bytes.dy_t));
+  CUDA_CHECK(cudaMemset(sdh.ptr, 0x3f, bytes.dh_t));
+  CUDA_CHECK(cudaMemset(ssdy.ptr, 0x3f, bytes.dy_t_scales));
+  CUDA_CHECK(cudaMemset(ssdh.ptr, 0x3f, bytes.dh_t_scales));
+  cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, false, er, El, H, F,
+                                   recipe, grad_dtype, q_dw_in.ptr, q_dw_out.ptr, accumulate,
+                                   runner, sc, nullptr, false, a_t);
+  EXPECT_EQ(q_dw_out.host(), d_dw_out.host()) << what << " dw_out from dye quantized again";
+  EXPECT_EQ(q_dw_in.host(), d_dw_in.host()) << what << " dw_in from dh quantized again";
 }
 
 TEST(ExpertFfnFp8Cuda, MatchesCpuTwin) {
