@@ -261,8 +261,9 @@ const std::vector<KeySpec>& schema() {
                    "backward), and the shared experts' forward beside dispatch_fwd (results "
                    "bitwise equal); pipeline cuts the tokens into overlap_chunks chunks whose "
                    "dispatch and combine run beside another chunk's expert GEMMs, forward and "
-                   "backward (weight gradients summed over chunks: equal within rounding; a "
-                   "capacity applies per chunk) (docs/layer.md)")),
+                   "backward, the weight gradients once over every chunk's rows (the rows none "
+                   "multiplies, in its order: equal within GEMM rounding; a capacity applies per "
+                   "chunk) (docs/layer.md)")),
       how(int_key("overlap_chunks", MOE_FIELD(overlap_chunks),
                   "overlap pipeline: chunks of tokens_per_rank (must divide it), 1 to 64; 1 "
                   "equals overlap none bitwise; read only with overlap pipeline")),
