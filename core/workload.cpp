@@ -177,6 +177,10 @@ void resolve_and_validate(Workload& w, int world_size) {
                  "gemm.sm90_cluster = " << w.gemm.sm90_cluster
                                         << " must be 1 or 2 (CTAs per cluster of the grouped "
                                            "sm90 kernel)");
+  MOE_USER_CHECK(w.gemm.sm90_ctas >= 0 && w.gemm.sm90_ctas <= 1024,
+                 "gemm.sm90_ctas = " << w.gemm.sm90_ctas
+                                     << " must be between 0 and 1024 (persistent CTAs of the "
+                                        "grouped sm90 kernel; 0 = one per SM)");
   MOE_USER_CHECK(w.gemm.sm90_schedule == Sm90Schedule::kCooperative || w.gemm.sm90_cluster == 1,
                  "gemm.sm90_schedule = pingpong runs single CTAs, and gemm.sm90_cluster = "
                      << w.gemm.sm90_cluster << "; set gemm.sm90_cluster = 1 or "

@@ -111,6 +111,9 @@ struct GemmConfig {
   int64_t sm90_cluster = 1;       // CTAs per cluster of the grouped sm90 kernel
   bool sm90_fuse_swiglu = false;  // SwiGLU and its backward in the grouped kernel's epilogues
   Sm90Schedule sm90_schedule = Sm90Schedule::kCooperative;
+  // At most this many persistent CTAs of the grouped sm90 kernel (0: one per SM), leaving the
+  // other SMs to kernels running beside it (the pipeline's collectives).
+  int64_t sm90_ctas = 0;
   // Per expert GEMM (ExpertGemm order): a method for that GEMM instead of `method`'s, which must
   // then be fixed; kAuto: `method`'s. What reruns a per_gemm choice of `method` auto.
   std::array<GemmMethod, kNumExpertGemms> methods = {GemmMethod::kAuto, GemmMethod::kAuto,

@@ -81,8 +81,8 @@ struct KeySpec {
   std::string doc;                   // the meaning column of docs/configuration.md
   bool required = false;
   Role role = Role::kWork;
-  // The report's knobs line leaves the key out while it holds "auto" (a key that rarely differs
-  // from its default and would only lengthen the line).
+  // The report's knobs line leaves the key out while it holds its default ("auto", 0: a key that
+  // rarely differs from it and would only lengthen the line).
   bool listed_when_set = false;
   std::function<json(const Workload&)> get;         // the JSON form of the field
   std::function<void(Workload&, const json&)> set;  // from a value that passed the kind's check
@@ -286,6 +286,11 @@ const std::vector<KeySpec>& schema() {
                    "128 x 128 tile) or pingpong (a 128 x 128 tile each, taking turns at the "
                    "tensor cores so that one's epilogue runs beside the other's MMAs; needs "
                    "gemm.sm90_cluster 1; results are bitwise equal)")),
+      listed_when_set(how(int_key(
+          "gemm.sm90_ctas", MOE_FIELD(gemm.sm90_ctas),
+          "CUDA grouped_sm90: at most this many persistent CTAs, 0 to 1024 (0: one per SM, as "
+          "many as fit); fewer leave SMs to the collectives that overlap pipeline runs beside "
+          "the GEMMs, whose CTAs otherwise wait for them (results are bitwise equal)"))),
       listed_when_set(
           how(enum_key("gemm.method_up", MOE_FIELD(gemm.methods[size_t(ExpertGemm::kUp)]),
                        "CUDA: the up projection's method (with SwiGLU) instead of gemm.method's, "
@@ -761,10 +766,11 @@ json workload_to_json(const Workload& w) {
 
 std::string describe_how_keys(const Workload& w) {
   std::string out;
+  const Workload defaults;
   for (const KeySpec& k : schema()) {
     if (k.role != Role::kHow) continue;
     const json v = k.get(w);
-    if (k.listed_when_set && v == "auto") continue;
+    if (k.listed_when_set && v == k.get(defaults)) continue;
     out +=
         (out.empty() ? "" : " ") + k.path + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
   }

@@ -916,9 +916,9 @@ int resident_ctas(Kernel kernel, int smem, int cluster, int num_sms) {
 
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi, int kCluster, bool kPingpong,
           class InT = __nv_bfloat16, bool kBlock = false>
-void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t* offsets,
-            const void* A, const void* B, void* C, cudaStream_t stream, void* aux,
-            const GroupedFp8Scales& scales = {}) {
+void launch(void* encode, int num_sms, int max_ctas, const GroupedGemmShape& s,
+            const int64_t* offsets, const void* A, const void* B, void* C, cudaStream_t stream,
+            void* aux, const GroupedFp8Scales& scales = {}) {
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   constexpr uint32_t kBK = uint32_t(k_per_stage<L, InT>());
@@ -965,7 +965,11 @@ void launch(void* encode, int num_sms, const GroupedGemmShape& s, const int64_t*
                  C,       aux,      scales.a, scales.b, int(scales.stride), int(scales.tiles_ld)};
   auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT, kBlock>;
   constexpr int kSmem = TileConfig<L, BN, InT, kBlock>::kSmemBytes;
-  static const int ctas = resident_ctas(kernel, kSmem, kCluster, num_sms);
+  static const int resident = resident_ctas(kernel, kSmem, kCluster, num_sms);
+  // The tile loop strides by the grid: any whole number of clusters covers every tile.
+  const int ctas = max_ctas > 0
+                       ? std::max(kCluster, std::min(resident, max_ctas / kCluster * kCluster))
+                       : resident;
   ClusterAttr cluster(kCluster);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(ctas));
@@ -986,19 +990,22 @@ void launch_scheduled(const GroupedSchedule& sched, int bn, void* encode, int nu
                       const void* B, void* C, cudaStream_t stream, void* aux = nullptr) {
   if constexpr (kEpi != GroupedEpilogue::kSwiGLU) {
     if (sched.pingpong)
-      return launch<L, 128, OutT, kEpi, 1, true>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+      return launch<L, 128, OutT, kEpi, 1, true>(encode, num_sms, sched.max_ctas, s, offsets, A, B,
+                                                 C, stream, aux);
     if (bn == 128) {
       if (sched.cluster == 2)
-        return launch<L, 128, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream,
-                                                    aux);
-      return launch<L, 128, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream,
-                                                  aux);
+        return launch<L, 128, OutT, kEpi, 2, false>(encode, num_sms, sched.max_ctas, s, offsets, A,
+                                                    B, C, stream, aux);
+      return launch<L, 128, OutT, kEpi, 1, false>(encode, num_sms, sched.max_ctas, s, offsets, A, B,
+                                                  C, stream, aux);
     }
   }
   if (sched.cluster == 2)
-    launch<L, 256, OutT, kEpi, 2, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    launch<L, 256, OutT, kEpi, 2, false>(encode, num_sms, sched.max_ctas, s, offsets, A, B, C,
+                                         stream, aux);
   else
-    launch<L, 256, OutT, kEpi, 1, false>(encode, num_sms, s, offsets, A, B, C, stream, aux);
+    launch<L, 256, OutT, kEpi, 1, false>(encode, num_sms, sched.max_ctas, s, offsets, A, B, C,
+                                         stream, aux);
 }
 
 // Refusals every variant shares: the group count, the rows, the operands' alignment.
@@ -1143,11 +1150,11 @@ void GroupedGemm::run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const 
     constexpr GroupedEpilogue E = decltype(epi_tag)::value;
     constexpr bool kBlock = decltype(block_tag)::value;
     if (sched_.cluster == 2)
-      launch<L, 128, OutT, E, 2, false, e4m3, kBlock>(encode_, num_sms_, s, offsets, A, B, C,
-                                                      stream, aux, scales);
+      launch<L, 128, OutT, E, 2, false, e4m3, kBlock>(encode_, num_sms_, sched_.max_ctas, s,
+                                                      offsets, A, B, C, stream, aux, scales);
     else
-      launch<L, 128, OutT, E, 1, false, e4m3, kBlock>(encode_, num_sms_, s, offsets, A, B, C,
-                                                      stream, aux, scales);
+      launch<L, 128, OutT, E, 1, false, e4m3, kBlock>(encode_, num_sms_, sched_.max_ctas, s,
+                                                      offsets, A, B, C, stream, aux, scales);
   };
   auto go = [&](auto layout_tag, auto out_tag, auto epi_tag) {
     if (scales.block)

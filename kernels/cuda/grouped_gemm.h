@@ -49,12 +49,14 @@ inline bool fuses_swiglu(GroupedEpilogue e) {
 // - pingpong: each warpgroup a whole 128 x 128 tile, taking turns at the tensor cores, so that
 //   one's epilogue runs beside the other's MMAs; single CTAs. The fused SwiGLU forward stays
 //   cooperative (its tile pairs 128 gate columns with their up partners).
+// max_ctas (gemm.sm90_ctas): at most this many persistent CTAs (whole clusters), 0 one per SM.
 struct GroupedSchedule {
   int cluster = 1;
   bool pingpong = false;
+  int max_ctas = 0;
 };
 inline GroupedSchedule schedule_of(const GemmConfig& g) {
-  return {int(g.sm90_cluster), g.sm90_schedule == Sm90Schedule::kPingpong};
+  return {int(g.sm90_cluster), g.sm90_schedule == Sm90Schedule::kPingpong, int(g.sm90_ctas)};
 }
 
 // The scales of FP8 operands (device memory), in kernels/cuda/fp8_quantize.h's layouts:

@@ -647,6 +647,12 @@ TEST(WorkloadValidate, FieldsSetInCodeAreCheckedToo) {
     EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
                                 {"gemm.sm90_cluster = " + std::to_string(cluster), "1 or 2"}));
   }
+  for (int64_t ctas : {-1, 1025}) {
+    Workload w = minimal();
+    w.gemm.sm90_ctas = ctas;
+    EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                                {"gemm.sm90_ctas = " + std::to_string(ctas), "0 and 1024"}));
+  }
   Workload w = minimal();
   w.gemm.sm90_cluster = 2;
   w.gemm.sm90_schedule = Sm90Schedule::kPingpong;

@@ -73,11 +73,14 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(j.at("gemm").at("method"), "grouped_batched");
   EXPECT_EQ(j.at("gemm").at("streams"), 8);
   EXPECT_EQ(j.at("gemm").at("method_wgrad_in"), "grouped_sm90");
-  // The per-GEMM methods are listed where they are set only.
+  // The per-GEMM methods and the grouped kernel's CTA limit are listed where they are set only.
   EXPECT_EQ(describe_how_keys(w),
             "overlap=pipeline overlap_chunks=4 gemm.method=grouped_batched gemm.streams=8 "
             "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.method_wgrad_in=grouped_sm90 "
             "gemm.sm90_fuse_swiglu=true gemm.algo=exact graph=true");
+  apply_override(w, "gemm.sm90_ctas=100");
+  EXPECT_EQ(w.gemm.sm90_ctas, 100);
+  EXPECT_NE(describe_how_keys(w).find(" gemm.sm90_ctas=100 "), std::string::npos);
   // The JSON form reads back to the same workload.
   EXPECT_EQ(workload_to_json(workload_from_json_text(j.dump(), "j")), j);
   EXPECT_NE(user_error_of([&] {
