@@ -199,12 +199,15 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
   if (chunks["count"].get<double>() > 1)
     std::printf(
         "# pipeline: %.0f chunks of %.0f tokens, each dispatched, run through the experts "
-        "and combined on its own (overlap pipeline)\n",
+        "and combined on its own (overlap pipeline); the weight gradients once, over every "
+        "chunk's rows\n",
         chunks["count"].get<double>(), chunks["tokens_per_chunk"].get<double>());
+  const bool chunked = chunks["count"].get<double>() > 1;
   std::printf(
       "# expert GEMMs per local expert%s: [%.0f x %.0f] @ [%.0f x %.0f] and [%.0f x %.0f] @ "
-      "[%.0f x %.0f] forward, their dgrad and wgrad backward\n",
-      chunks["count"].get<double>() > 1 ? " and chunk" : "", m_rows, H, H, 2 * F, m_rows, F, F, H);
+      "[%.0f x %.0f] forward, %s backward\n",
+      chunked ? " and chunk" : "", m_rows, H, H, 2 * F, m_rows, F, F, H,
+      chunked ? "their dgrad (the wgrad over all chunks' rows)" : "their dgrad and wgrad");
   const json& sh = plan["shared_experts"];
   if (sh["count"].get<int64_t>() > 0) {
     const double Fs = sh["ffn"], T = cfg["tokens_per_rank"];
