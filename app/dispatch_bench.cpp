@@ -28,28 +28,6 @@ enum BenchPhase : int {
   kNumBenchPhases = kBenchWire0 + kNumDirs
 };
 
-// A ragged buffer: reallocated (its contents lost) only when it must grow.
-class Grown {
- public:
-  explicit Grown(Device& device) : device_(device) {}
-  ~Grown() { device_.release(ptr_); }
-  Grown(const Grown&) = delete;
-  Grown& operator=(const Grown&) = delete;
-  void* at_least(int64_t bytes) {
-    if (bytes > bytes_ || !ptr_) {
-      device_.release(ptr_);
-      bytes_ = std::max<int64_t>(bytes, 1);
-      ptr_ = device_.alloc(size_t(bytes_));
-    }
-    return ptr_;
-  }
-
- private:
-  Device& device_;
-  void* ptr_ = nullptr;
-  int64_t bytes_ = 0;
-};
-
 }  // namespace
 
 int64_t equal_split_rows_per_peer(double bytes_to_others, int ep, size_t row_bytes) {
@@ -102,7 +80,7 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   device.fill_seeded(dout, dout_rule(w, mesh.rank, 0), 0, T * H);
   float* dp = b.alloc<float>(plan.token_topk);
   float* dx_acc = b.alloc<float>(plan.dx_acc);
-  Grown xe(device), ye(device), dye(device);
+  GrownBuffer xe(device), ye(device), dye(device);
 
   std::vector<std::string> names(kNumBenchPhases);
   names[kBenchLayout] = "layout";
@@ -129,9 +107,9 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
     // The expert-major rows the layout asks for: a ragged size, grown (untimed on the host, and
     // in the warm-up once the routing is the same every iteration).
     const int64_t rows = dispatcher->rows_bound();
-    void* xe_rows = xe.at_least(rows * plan.row_xe);
-    void* ye_rows = ye.at_least(rows * plan.row_h);
-    void* dye_rows = dye.at_least(rows * plan.row_h);
+    void* xe_rows = xe.at_least(size_t(rows * plan.row_xe));
+    void* ye_rows = ye.at_least(size_t(rows * plan.row_h));
+    void* dye_rows = dye.at_least(size_t(rows * plan.row_h));
 
     timer->begin(kBenchDir0 + kDirDispatchFwd);
     if (xq) {  // dispatch_dtype fp8: the step packs x inside its dispatch phase too

@@ -3,6 +3,7 @@
 // data lives, the lanes (streams) work is issued on, phase timers, the memory-bandwidth
 // calibration and bounded waits. The compute phases are the Ops' (core/ops.h), the collectives
 // the Comm's (comm/comm.h); both issue their work on the Device's current lane.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -124,6 +125,34 @@ class Device {
   // to tell where there is no such profiler (the CPU backend).
   virtual void profiler_start() {}
   virtual void profiler_stop() {}
+};
+
+// Device memory of a ragged size, grow-only: reallocated (its contents lost) only when asked for
+// more than it holds, released with it.
+class GrownBuffer {
+ public:
+  explicit GrownBuffer(Device& device) : device_(device) {}
+  ~GrownBuffer() { device_.release(ptr_); }
+  GrownBuffer(const GrownBuffer&) = delete;
+  GrownBuffer& operator=(const GrownBuffer&) = delete;
+  // At least `bytes`; where it must grow, `allocate` bytes if that is more (room for the growth
+  // to come, which the caller plans).
+  void* at_least(size_t bytes, size_t allocate = 0) {
+    if (bytes > bytes_ || !ptr_) {
+      device_.release(ptr_);
+      ptr_ = nullptr;
+      bytes_ = std::max<size_t>({bytes, allocate, 1});
+      ptr_ = device_.alloc(bytes_);
+    }
+    return ptr_;
+  }
+  void* ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device& device_;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 }  // namespace moe

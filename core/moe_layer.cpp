@@ -134,8 +134,6 @@ MoeLayer::~MoeLayer() {
   device_.release_graph();
   chunks_.clear();
   shared_.reset();
-  for (DeviceBuffer* b : {&xe_, &h_, &a_, &ye_, &dye_, &da_, &dh_, &dxe_, &xw_})
-    device_.release(b->ptr);
   for (void* p : owned_) device_.release(p);
 }
 
@@ -145,21 +143,16 @@ void* MoeLayer::fixed(size_t bytes) {
   return p;
 }
 
-void* MoeLayer::grow(DeviceBuffer& b, size_t bytes) {
-  if (bytes > b.bytes || !b.ptr) {
-    device_.release(b.ptr);
-    b.bytes = std::max<size_t>(size_t(plan_.ragged_buffer_bytes(int64_t(bytes))), 1);
-    b.ptr = device_.alloc(b.bytes);
-  }
-  return b.ptr;
+void* MoeLayer::grow(GrownBuffer& b, size_t bytes) {
+  return b.at_least(bytes, size_t(plan_.ragged_buffer_bytes(int64_t(bytes))));
 }
 
 void MoeLayer::grow_expert_buffers_for(int64_t rows) {
   grow(xe_, size_t(rows * plan_.row_xe));
   if (merged_) grow(xw_, size_t(rows * plan_.row_xe));
-  for (DeviceBuffer* b : {&ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
-  for (DeviceBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
-  for (DeviceBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
+  for (GrownBuffer* b : {&ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
+  for (GrownBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
+  for (GrownBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
 }
 
 void MoeLayer::load_step_inputs(int64_t step) {
@@ -255,7 +248,7 @@ void MoeLayer::layout() {
   if (!d_.sync_free)
     grow_expert_buffers_for(rows);
   else
-    MOE_CHECK(size_t(rows * plan_.row_h) <= ye_.bytes,
+    MOE_CHECK(size_t(rows * plan_.row_h) <= ye_.bytes(),
               "sync-free step: " << rows << " rows past the buffers sized at construction");
   if (merged_) merge_chunks(rows);
 }
@@ -407,15 +400,15 @@ void MoeLayer::experts_bwd_data(const Chunk& c) {
 void MoeLayer::experts_bwd_weights() {
   timer_->begin(kExpertsBwd);
   if (!merged_) {
-    ops_.expert_ffn_bwd_weights(d_, dye_.ptr, xe_.ptr, a_.ptr, dh_.ptr,
+    ops_.expert_ffn_bwd_weights(d_, dye_.ptr(), xe_.ptr(), a_.ptr(), dh_.ptr(),
                                 chunks_.front().dispatcher->expert_offsets(), dw_in_full_,
                                 dw_out_full_);
   } else {
     const ExpertOffsets rows = merged_offsets();
-    auto gather = [&](const DeviceBuffer& from, int64_t row_bytes, const DeviceBuffer& to) {
+    auto gather = [&](const GrownBuffer& from, int64_t row_bytes, const GrownBuffer& to) {
       ops_.gather_chunk_rows(d_, int64_t(chunks_.size()), merged_offsets_, merged_blocks_,
-                             rows.rows_bound, from.ptr, size_t(row_bytes), to.ptr);
-      return to.ptr;
+                             rows.rows_bound, from.ptr(), size_t(row_bytes), to.ptr());
+      return to.ptr();
     };
     void* dye = gather(dye_, plan_.row_h, ye_);
     void* xe = gather(xe_, plan_.row_xe, xw_);

@@ -88,12 +88,6 @@ struct OutputsWanted {
   int64_t grad_begin = 0, grad_end = -1;
 };
 
-// Grow-only backend buffer: reallocated only when a ragged size grows past what it holds.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-
 class MoeLayer {
  public:
   MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops, Comm& comm);
@@ -184,14 +178,14 @@ class MoeLayer {
     return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base) +
                                 size_t(c.token_begin * per_token) * bytes);
   }
-  void* rows_of(const DeviceBuffer& b, const Chunk& c, int64_t row_bytes) const {
-    return static_cast<char*>(b.ptr) + c.row_begin * row_bytes;
+  void* rows_of(const GrownBuffer& b, const Chunk& c, int64_t row_bytes) const {
+    return static_cast<char*>(b.ptr()) + c.row_begin * row_bytes;
   }
   // With chunks: where each chunk's rows go in the unchunked step's layout, after the layouts.
   void merge_chunks(int64_t rows_bound);
   ExpertOffsets merged_offsets() const;
   void grow_expert_buffers_for(int64_t rows);
-  void* grow(DeviceBuffer& b, size_t bytes);
+  void* grow(GrownBuffer& b, size_t bytes);
   void* fixed(size_t bytes);
 
   Workload w_;
@@ -247,7 +241,8 @@ class MoeLayer {
   // inputs, activations and their grads.
   // xe_ holds packed FP8 rows with dispatch_dtype fp8 (BufferPlan::row_xe); xw_ (merged_ only)
   // the chunks' xe rows gathered for the weight gradients.
-  DeviceBuffer xe_, h_, a_, ye_, dye_, da_, dh_, dxe_, xw_;
+  GrownBuffer xe_{device_}, h_{device_}, a_{device_}, ye_{device_}, dye_{device_}, da_{device_},
+      dh_{device_}, dxe_{device_}, xw_{device_};
 
   std::vector<float> stats_host_, global_expert_counts_;
 };

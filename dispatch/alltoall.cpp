@@ -43,10 +43,6 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   row_offsets_.assign(El + 1, 0);
 }
 
-AlltoallDispatcher::~AlltoallDispatcher() {
-  device_.release(recv_);  // grown in layout(), so not among buffers_
-}
-
 void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   ops_.dispatch_layout(d_, idx, p, expert_counts_, send_pos_);
   timer_.begin(phases_.counts_exchange);
@@ -80,11 +76,7 @@ void AlltoallDispatcher::plan_on_host() {
   // device offsets have it; the host's for the per-expert GEMMs and the buffer sizes.
   expert_major_offsets(recv_counts_host_, d_.ep, El, d_.align, row_offsets_.data());
   const size_t landing = device_.storage_bytes() * size_t(row_offsets_[El]) * size_t(d_.H);
-  if (d_.ep > 1 && (landing > recv_bytes_ || !recv_)) {
-    device_.release(recv_);
-    recv_bytes_ = std::max<size_t>(size_t(grown_bytes(int64_t(landing))), 1);
-    recv_ = device_.alloc(recv_bytes_);
-  }
+  if (d_.ep > 1) recv_.at_least(landing, size_t(grown_bytes(int64_t(landing))));
 }
 
 ExpertOffsets AlltoallDispatcher::expert_offsets() const {
@@ -136,20 +128,20 @@ void AlltoallDispatcher::to_expert_major(const Dims& rows, const void* send_orde
   const void* src = send_order;
   if (d_.ep > 1) {
     timer_.begin(phase_a2a);
-    comm_.alltoallv_rows(send_order, send_rows_.data(), recv_, recv_rows_.data(),
+    comm_.alltoallv_rows(send_order, send_rows_.data(), recv_.ptr(), recv_rows_.data(),
                          device_.storage_bytes() * rows.H, Group::kEp);
     timer_.end(phase_a2a);
-    src = recv_;
+    src = recv_.ptr();
   }
   ops_.regroup(rows, src, recv_counts_, received_bound(), true, expert_major);
 }
 
 void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_order, int phase_a2a) {
-  void* rank_major = d_.ep > 1 ? recv_ : send_order;
+  void* rank_major = d_.ep > 1 ? recv_.ptr() : send_order;
   ops_.regroup(d_, expert_major, recv_counts_, received_bound(), false, rank_major);
   if (d_.ep == 1) return;
   timer_.begin(phase_a2a);
-  comm_.alltoallv_rows(recv_, recv_rows_.data(), send_order, send_rows_.data(),
+  comm_.alltoallv_rows(recv_.ptr(), recv_rows_.data(), send_order, send_rows_.data(),
                        device_.storage_bytes() * d_.H, Group::kEp);
   timer_.end(phase_a2a);
 }

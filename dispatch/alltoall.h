@@ -18,7 +18,6 @@ class AlltoallDispatcher : public DispatcherBase {
  public:
   AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops, Comm& comm,
                      PhaseTimer& timer, const DispatchPhases& phases);
-  ~AlltoallDispatcher() override;
   AlltoallDispatcher(const AlltoallDispatcher&) = delete;
   AlltoallDispatcher& operator=(const AlltoallDispatcher&) = delete;
 
@@ -63,8 +62,7 @@ class AlltoallDispatcher : public DispatcherBase {
   void *send_ = nullptr, *y_send_ = nullptr;
   void* dy_send_ = nullptr;
   // The all-to-all's landing buffer, ragged (grown when more rows arrive than it holds).
-  void* recv_ = nullptr;
-  size_t recv_bytes_ = 0;
+  GrownBuffer recv_{device_};  // the all-to-all's landing rows (ep > 1), grown in layout()
 
   // Host copy of the layout (the one device-to-host copy per dispatch): counts_host_ holds
   // expert_counts_host_ [E] then recv_counts_host_ [ep, E_local].
