@@ -3,7 +3,9 @@
 // NcclComm (CUDA backend). Buffers are the backend's memory; counts live on the host.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "comm/peer_window.h"
 #include "core/workload.h"
 
 namespace moe {
@@ -32,6 +34,11 @@ class Comm {
                               Group g) = 0;
   // In-place element-wise sum over the group.
   virtual void allreduce_f32(float* buf, size_t count, Group g) = 0;
+
+  // `bytes` of memory on each rank of group g that the others write into directly (collective:
+  // every rank of the group calls it). Refused with a user error where the backend cannot map a
+  // peer's memory (ranks on other hosts).
+  virtual std::unique_ptr<PeerWindow> open_window(size_t bytes, Group g) = 0;
 };
 
 }  // namespace moe

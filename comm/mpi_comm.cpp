@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "comm/mpi_window.h"
 #include "core/bf16.h"
 #include "core/bounded_wait.h"
 #include "core/error.h"
@@ -127,6 +128,10 @@ void MpiComm::allreduce_f32(float* buf, size_t count, Group g) {
   check_int_count(count, "an all-reduce");
   allreduce_bounded(buf, int(count), MPI_FLOAT, MPI_SUM, comm(g), what("an all-reduce", g).c_str(),
                     timeout_s_);
+}
+
+std::unique_ptr<PeerWindow> MpiComm::open_window(size_t bytes, Group g) {
+  return std::make_unique<MpiWindow>(comm(g), bytes, timeout_s_);
 }
 
 }  // namespace moe

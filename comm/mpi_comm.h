@@ -29,6 +29,7 @@ class MpiComm : public Comm {
   void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       Group g) override;
   void allreduce_f32(float* buf, size_t count, Group g) override;
+  std::unique_ptr<PeerWindow> open_window(size_t bytes, Group g) override;
 
  private:
   std::string what(const char* collective, Group g) const;

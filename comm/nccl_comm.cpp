@@ -4,6 +4,7 @@
 #include <exception>
 #include <thread>
 
+#include "comm/cuda_ipc_window.h"
 #include "core/bounded_wait.h"
 #include "core/error.h"
 
@@ -26,8 +27,10 @@ ncclComm_t init_world(MPI_Comm world, double timeout_s) {
 
 }  // namespace
 
-NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, const CudaDevice& device, double timeout_s)
-    : device_(device), timeout_s_(timeout_s) {
+NcclComm::NcclComm(MPI_Comm world, const Mesh& mesh, CudaDevice& device, double timeout_s)
+    : mpi_world_(world), device_(device), timeout_s_(timeout_s) {
+  MPI_CHECK(MPI_Comm_split(world, mesh.fsdp_rank, mesh.ep_rank, &mpi_ep_));
+  MPI_CHECK(MPI_Comm_split(world, mesh.ep_rank, mesh.fsdp_rank, &mpi_fsdp_));
   world_ = init_world(world, timeout_s);
   NCCL_CHECK(ncclCommSplit(world_, mesh.fsdp_rank, mesh.ep_rank, &ep_, nullptr));
   NCCL_CHECK(ncclCommSplit(world_, mesh.ep_rank, mesh.fsdp_rank, &fsdp_, nullptr));
@@ -40,6 +43,13 @@ NcclComm::~NcclComm() {
   if (std::uncaught_exceptions() > 0) return;
   for (ncclComm_t c : {fsdp_, ep_, world_})
     if (c) ncclCommDestroy(c);
+  MPI_Comm_free(&mpi_ep_);
+  MPI_Comm_free(&mpi_fsdp_);
+}
+
+std::unique_ptr<PeerWindow> NcclComm::open_window(size_t bytes, Group g) {
+  MPI_Comm c = g == Group::kWorld ? mpi_world_ : g == Group::kEp ? mpi_ep_ : mpi_fsdp_;
+  return std::make_unique<CudaIpcWindow>(c, device_, bytes, timeout_s_);
 }
 
 ncclComm_t NcclComm::comm(Group g) const {

@@ -18,7 +18,7 @@ namespace moe {
 class NcclComm : public Comm {
  public:
   // Enqueues on device.stream(), read at each call (the side lane's, where the step put it).
-  NcclComm(MPI_Comm world, const Mesh& mesh, const CudaDevice& device, double timeout_s);
+  NcclComm(MPI_Comm world, const Mesh& mesh, CudaDevice& device, double timeout_s);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -32,6 +32,8 @@ class NcclComm : public Comm {
   void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       Group g) override;
   void allreduce_f32(float* buf, size_t count, Group g) override;
+  // A CudaIpcWindow over the group's ranks (comm/cuda_ipc_window.h).
+  std::unique_ptr<PeerWindow> open_window(size_t bytes, Group g) override;
 
   // Waits for the stream, but never forever: polls the stream and every communicator's async
   // error, and after timeout_s aborts the communicators and throws (naming what it waited for),
@@ -41,7 +43,9 @@ class NcclComm : public Comm {
  private:
   ncclComm_t comm(Group g) const;
   ncclComm_t world_ = nullptr, ep_ = nullptr, fsdp_ = nullptr;
-  const CudaDevice& device_;
+  // The same groups over MPI, for what is set up on the host (a window's IPC handles).
+  MPI_Comm mpi_world_ = MPI_COMM_NULL, mpi_ep_ = MPI_COMM_NULL, mpi_fsdp_ = MPI_COMM_NULL;
+  CudaDevice& device_;
   double timeout_s_;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/peer_window.h"
 #include "core/grouped_gemm.h"
 #include "core/layout.h"
 #include "core/mesh.h"
@@ -57,6 +58,12 @@ struct ExpertOffsets {
   // At least offsets[E_local] whatever the routing: rows the expert-major buffers hold, so that a
   // kernel can be sized without the counts.
   int64_t rows_bound = 0;
+};
+
+// Each EP rank's window memory as this rank addresses it (PeerWindow::peer, at some offset): where
+// the nvlink dispatcher's row moves write.
+struct RankBases {
+  void* at[kMaxWindowRanks] = {};
 };
 
 // Per expert GEMM (ExpertGemm order): a method's name, a time in ms.
@@ -164,6 +171,17 @@ class Ops {
   virtual void gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
                                  const int64_t* blocks, int64_t rows_bound, const void* src,
                                  size_t row_bytes, void* dst) = 0;
+  // The nvlink dispatcher's row moves into the EP ranks' windows (dispatch/nvlink.h). Row t of
+  // src [d.T, row_bytes] to every EP rank r whose wire_pos [d.T, d.ep] entry (dedup_layout's) is
+  // >= 0, at row first_row + t of to.at[r].
+  virtual void rows_to_ranks(const Dims& d, const void* src, size_t row_bytes,
+                             const int32_t* wire_pos, int64_t first_row, const RankBases& to) = 0;
+  // And back: row s * d.T + t of src [d.ep * d.T, row_bytes] (the EP group's tokens, source by
+  // source) to source rank s, at row wire_pos_all[(s * d.T + t) * d.ep + me] of to.at[s] where
+  // that is >= 0: the source's wire row of (t, this rank), which exists exactly where this rank
+  // holds some of t's kept rows.
+  virtual void rows_to_sources(const Dims& d, const void* src, size_t row_bytes,
+                               const int32_t* wire_pos_all, int64_t me, const RankBases& to) = 0;
   // dispatch_dtype fp8 (Dims::dispatch_fp8): x [n, H] storage -> packed [n, fp8_row_bytes(d.H)]
   // (core/fp8.h fp8_pack_rows), each token's row quantized once on its rank, before a dispatcher
   // moves it.

@@ -246,18 +246,28 @@ void resolve_and_validate(Workload& w, int world_size) {
                                        << join(fit, ", ") << ", or change tokens_per_rank");
   }
 
+  // The nvlink dispatcher's windows span one host's GPUs (comm/peer_window.h).
+  MOE_USER_CHECK(w.dispatch != DispatchKind::kNvlink || ep <= kMaxWindowRanks,
+                 "dispatch = \"nvlink\" spans at most " << kMaxWindowRanks
+                                                        << " EP ranks (one host's GPUs), and "
+                                                           "mesh.ep is "
+                                                        << ep
+                                                        << ": lower mesh.ep or set another "
+                                                           "dispatch");
+
   // A sync-free step needs every size without the counts: NCCL's ragged all-to-all and the host
-  // plans of allgather and alltoall_dedup take them from the host.
+  // plans of alltoall_dedup take them from the host.
   if (w.graph) {
     MOE_USER_CHECK(w.dispatch != DispatchKind::kAlltoallDedup,
                    "graph = true needs a step with no host sync, and dispatch = "
                    "\"alltoall_dedup\" sizes its all-to-all from counts on the host: set "
-                   "dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false");
-    MOE_USER_CHECK(ep == 1 || w.dispatch == DispatchKind::kAllgather,
+                   "dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), or "
+                   "graph=false");
+    MOE_USER_CHECK(ep == 1 || w.dispatch != DispatchKind::kAlltoall,
                    "graph = true needs a step with no host sync, and at mesh.ep = "
                        << ep
                        << " dispatch = \"alltoall\" takes its all-to-all's sizes from counts on "
-                          "the host: set dispatch=allgather (fixed-size collectives), or "
+                          "the host: set dispatch=nvlink or allgather (fixed sizes), or "
                           "mesh.ep=1, or graph=false");
     MOE_USER_CHECK(w.warmup >= 2,
                    "graph = true captures the step in the last warm-up step, "

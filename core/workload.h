@@ -26,7 +26,7 @@ enum class DispatchDtype { kBf16, kFp8 };
 enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
-enum class DispatchKind { kAlltoall, kAllgather, kAlltoallDedup };
+enum class DispatchKind { kAlltoall, kAllgather, kAlltoallDedup, kNvlink };
 enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
 // Which phases of the step run beside others. kDispatchBwd: dispatch_bwd (dx back to its tokens'

@@ -39,7 +39,7 @@ MOE_ENUM_NAMES(DispatchDtype, "bf16", "fp8")
 MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
-MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather", "alltoall_dedup")
+MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather", "alltoall_dedup", "nvlink")
 MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd", "pipeline")
@@ -246,7 +246,10 @@ const std::vector<KeySpec>& schema() {
                "every EP rank every token (and the routing), each rank's experts take theirs and "
                "a reduce-scatter returns the weighted sums in fp32 (Megatron's allgather "
                "dispatcher; with bf16 fewer bytes than alltoall where mesh.ep < 2/3 "
-               "model.topk); docs/layer.md compares them"),
+               "model.topk); nvlink moves alltoall_dedup's rows with our own kernels straight "
+               "into the other ranks' GPU memory (CUDA IPC over NVLink, one host, mesh.ep <= 8; "
+               "MPI shared memory on the CPU backend), no NCCL call and no host sync; "
+               "docs/layer.md compares them"),
       optional_number_key("capacity_factor", MOE_FIELD(capacity_factor),
                           "rows each source rank may send an expert: ceil(capacity_factor * T * "
                           "K / E), at most 10^6, with overlap pipeline per chunk (T / "
@@ -319,14 +322,15 @@ const std::vector<KeySpec>& schema() {
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "
           "bucket one heuristic query per bucket of row counts, exact one per shape")),
-      how(plain_key("graph", Kind::kBool, MOE_FIELD(graph),
-                    "a sync-free step (the counts never reach the host: buffers hold the most "
-                    "rows any routing gives, the expert GEMMs read device offsets) captured in "
-                    "one CUDA graph in the last warm-up step and replayed in the timed ones "
-                    "(bitwise equal to graph false); needs dispatch allgather (any mesh.ep) or "
-                    "alltoall (mesh.ep 1), warmup >= 2 and, on the CUDA backend, gemm.method "
-                    "grouped_sm90 or auto with bf16; the CPU backend runs the sync-free step as "
-                    "issued")),
+      how(plain_key(
+          "graph", Kind::kBool, MOE_FIELD(graph),
+          "a sync-free step (the counts never reach the host: buffers hold the most "
+          "rows any routing gives, the expert GEMMs read device offsets) captured in "
+          "one CUDA graph in the last warm-up step and replayed in the timed ones "
+          "(bitwise equal to graph false); needs dispatch nvlink or allgather (any "
+          "mesh.ep) or alltoall (mesh.ep 1), warmup >= 2 and, on the CUDA backend, gemm.method "
+          "grouped_sm90 or auto with bf16; the CPU backend runs the sync-free step as "
+          "issued")),
       run(int_key("steps", MOE_FIELD(steps), "timed steps")),
       run(int_key("warmup", MOE_FIELD(warmup),
                   "untimed steps before timing (with gemm.method auto on the CUDA backend, steps "

@@ -6,6 +6,7 @@
 #include "dispatch/allgather.h"
 #include "dispatch/alltoall.h"
 #include "dispatch/alltoall_dedup.h"
+#include "dispatch/nvlink.h"
 
 namespace moe {
 
@@ -27,6 +28,8 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
       return std::make_unique<AlltoallDedupDispatcher>(
           d, mesh, device, ops, comm, timer, phases,
           mesh.ep > 1 ? AlltoallDedupDispatcher::planned_received_rows(w) : 0);
+    case DispatchKind::kNvlink:
+      return std::make_unique<NvlinkDispatcher>(d, mesh, device, ops, comm, timer, phases);
   }
   MOE_CHECK(false, "no dispatcher for dispatch = " << name_of(w.dispatch));
   return nullptr;
@@ -49,6 +52,8 @@ DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_
       return AllgatherDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
     case DispatchKind::kAlltoallDedup:
       return AlltoallDedupDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
+    case DispatchKind::kNvlink:
+      return NvlinkDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   }
   return {};
 }
@@ -61,6 +66,8 @@ int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
       return AllgatherDispatcher::buffer_bytes(w, storage_bytes);
     case DispatchKind::kAlltoallDedup:
       return AlltoallDedupDispatcher::buffer_bytes(w, storage_bytes);
+    case DispatchKind::kNvlink:
+      return NvlinkDispatcher::buffer_bytes(w, storage_bytes);
   }
   return 0;
 }

@@ -105,6 +105,16 @@ void CpuOps::merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chu
                       blocks);
 }
 
+void CpuOps::rows_to_ranks(const Dims& d, const void* src, size_t row_bytes,
+                           const int32_t* wire_pos, int64_t first_row, const RankBases& to) {
+  cpu::rows_to_ranks(src, row_bytes, wire_pos, d.T, d.ep, first_row, to.at);
+}
+
+void CpuOps::rows_to_sources(const Dims& d, const void* src, size_t row_bytes,
+                             const int32_t* wire_pos_all, int64_t me, const RankBases& to) {
+  cpu::rows_to_sources(src, row_bytes, wire_pos_all, d.T, d.ep, me, to.at);
+}
+
 void CpuOps::gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
                                const int64_t* blocks, int64_t, const void* src, size_t row_bytes,
                                void* dst) {

@@ -65,4 +65,25 @@ void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C,
   }
 }
 
+void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, int64_t T,
+                   int64_t ep, int64_t first_row, void* const* to) {
+  const char* from = static_cast<const char*>(src);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = 0; r < ep; ++r)
+      if (wire_pos[t * ep + r] >= 0)
+        std::memcpy(static_cast<char*>(to[r]) + size_t(first_row + t) * row_bytes,
+                    from + size_t(t) * row_bytes, row_bytes);
+}
+
+void rows_to_sources(const void* src, size_t row_bytes, const int32_t* wire_pos_all, int64_t T,
+                     int64_t ep, int64_t me, void* const* to) {
+  const char* from = static_cast<const char*>(src);
+  for (int64_t g = 0; g < ep * T; ++g) {
+    const int32_t row = wire_pos_all[g * ep + me];
+    if (row >= 0)
+      std::memcpy(static_cast<char*>(to[g / T]) + size_t(row) * row_bytes,
+                  from + size_t(g) * row_bytes, row_bytes);
+  }
+}
+
 }  // namespace moe::cpu

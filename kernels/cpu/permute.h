@@ -30,4 +30,13 @@ void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_
 void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
                        int64_t E_local, const void* src, size_t row_bytes, void* dst);
 
+// The nvlink dispatcher's row moves (core/ops.h Ops::rows_to_ranks, rows_to_sources), as bytes:
+// row t of src [T, row_bytes] to to[r] at row first_row + t for each r < ep with
+// wire_pos[t * ep + r] >= 0; and row g of src [ep * T, row_bytes] to to[g / T] at row
+// wire_pos_all[g * ep + me] where that is >= 0.
+void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, int64_t T,
+                   int64_t ep, int64_t first_row, void* const* to);
+void rows_to_sources(const void* src, size_t row_bytes, const int32_t* wire_pos_all, int64_t T,
+                     int64_t ep, int64_t me, void* const* to);
+
 }  // namespace moe::cpu

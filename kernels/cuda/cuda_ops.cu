@@ -208,6 +208,25 @@ void CudaOps::merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& ch
                            blocks, stream());
 }
 
+namespace {
+cuda::RankPointers rank_pointers(const RankBases& b) {
+  static_assert(sizeof(cuda::RankPointers::at) == sizeof(RankBases::at), "one pointer per rank");
+  cuda::RankPointers p{};
+  for (int r = 0; r < kMaxWindowRanks; ++r) p.at[r] = b.at[r];
+  return p;
+}
+}  // namespace
+
+void CudaOps::rows_to_ranks(const Dims& d, const void* src, size_t row_bytes,
+                            const int32_t* wire_pos, int64_t first_row, const RankBases& to) {
+  cuda::rows_to_ranks(src, row_bytes, wire_pos, d.T, d.ep, first_row, rank_pointers(to), stream());
+}
+
+void CudaOps::rows_to_sources(const Dims& d, const void* src, size_t row_bytes,
+                              const int32_t* wire_pos_all, int64_t me, const RankBases& to) {
+  cuda::rows_to_sources(src, row_bytes, wire_pos_all, d.T, d.ep, me, rank_pointers(to), stream());
+}
+
 void CudaOps::gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
                                 const int64_t* blocks, int64_t rows_bound, const void* src,
                                 size_t row_bytes, void* dst) {

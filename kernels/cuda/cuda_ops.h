@@ -64,6 +64,10 @@ class CudaOps : public Ops {
                      int32_t* table, int64_t* offsets) override;
   void merge_chunk_layout(const Dims& d, const std::vector<ChunkRows>& chunks, int64_t* offsets,
                           int64_t* blocks) override;
+  void rows_to_ranks(const Dims& d, const void* src, size_t row_bytes, const int32_t* wire_pos,
+                     int64_t first_row, const RankBases& to) override;
+  void rows_to_sources(const Dims& d, const void* src, size_t row_bytes,
+                       const int32_t* wire_pos_all, int64_t me, const RankBases& to) override;
   void gather_chunk_rows(const Dims& d, int64_t chunks, const int64_t* offsets,
                          const int64_t* blocks, int64_t rows_bound, const void* src,
                          size_t row_bytes, void* dst) override;

@@ -110,6 +110,28 @@ __global__ void gather_chunk_rows_kernel(const int64_t* offsets, const int64_t* 
   }
 }
 
+// Pair i = (t, r) of rows_to_ranks: token t's row to rank r where it has a wire row there.
+__global__ void rows_to_ranks_kernel(const uint8_t* src, int64_t row_bytes, const int32_t* wire_pos,
+                                     int64_t T, int64_t ep, int64_t first_row, RankPointers to) {
+  for (int64_t i = blockIdx.x; i < T * ep; i += gridDim.x) {
+    if (wire_pos[i] < 0) continue;
+    const int64_t t = i / ep;
+    copy_row(static_cast<uint8_t*>(to.at[i % ep]) + (first_row + t) * row_bytes,
+             src + t * row_bytes, row_bytes);
+  }
+}
+
+__global__ void rows_to_sources_kernel(const uint8_t* src, int64_t row_bytes,
+                                       const int32_t* wire_pos_all, int64_t T, int64_t ep,
+                                       int64_t me, RankPointers to) {
+  for (int64_t g = blockIdx.x; g < ep * T; g += gridDim.x) {
+    const int32_t row = wire_pos_all[g * ep + me];
+    if (row < 0) continue;
+    copy_row(static_cast<uint8_t*>(to.at[g / T]) + int64_t(row) * row_bytes, src + g * row_bytes,
+             row_bytes);
+  }
+}
+
 }  // namespace
 
 void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
@@ -164,6 +186,22 @@ void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_
     zero_expert_padding_kernel<<<grid, 128, 0, stream>>>(rows, offsets, H,
                                                          static_cast<S*>(expert_major));
   });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, int64_t T,
+                   int64_t ep, int64_t first_row, const RankPointers& to, cudaStream_t stream) {
+  if (T * ep == 0 || row_bytes == 0) return;
+  rows_to_ranks_kernel<<<row_grid(T * ep), 128, 0, stream>>>(
+      static_cast<const uint8_t*>(src), int64_t(row_bytes), wire_pos, T, ep, first_row, to);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void rows_to_sources(const void* src, size_t row_bytes, const int32_t* wire_pos_all, int64_t T,
+                     int64_t ep, int64_t me, const RankPointers& to, cudaStream_t stream) {
+  if (T * ep == 0 || row_bytes == 0) return;
+  rows_to_sources_kernel<<<row_grid(T * ep), 128, 0, stream>>>(
+      static_cast<const uint8_t*>(src), int64_t(row_bytes), wire_pos_all, T, ep, me, to);
   CUDA_CHECK(cudaGetLastError());
 }
 

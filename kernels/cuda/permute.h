@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "comm/peer_window.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -35,5 +36,15 @@ void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_
 void gather_chunk_rows(const int64_t* offsets, const int64_t* blocks, int64_t C, int64_t ep,
                        int64_t E_local, int64_t rows_bound, const void* src, size_t row_bytes,
                        void* dst, cudaStream_t stream);
+
+// The nvlink dispatcher's row moves (kernels/cpu/permute.h, same arguments), writing other GPUs'
+// memory through its peer mappings; each row moves as bytes, 16 at a time where it allows.
+struct RankPointers {
+  void* at[kMaxWindowRanks];
+};
+void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, int64_t T,
+                   int64_t ep, int64_t first_row, const RankPointers& to, cudaStream_t stream);
+void rows_to_sources(const void* src, size_t row_bytes, const int32_t* wire_pos_all, int64_t T,
+                     int64_t ep, int64_t me, const RankPointers& to, cudaStream_t stream);
 
 }  // namespace moe::cuda

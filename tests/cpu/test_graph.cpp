@@ -110,11 +110,13 @@ TEST(Graph, RefusalsNameTheKeyAndTheFix) {
   Workload w = workload({"graph=true"});
   w.mesh.ep = 2;
   std::string msg = user_error_of([&] { resolve_and_validate(w, 2); });
-  EXPECT_NE(msg.find("set dispatch=allgather (fixed-size collectives), or mesh.ep=1, or "
+  EXPECT_NE(msg.find("set dispatch=nvlink or allgather (fixed sizes), or mesh.ep=1, or "
                      "graph=false"),
             std::string::npos)
       << msg;
   w.dispatch = DispatchKind::kAllgather;
+  EXPECT_NO_THROW(resolve_and_validate(w, 2));
+  w.dispatch = DispatchKind::kNvlink;
   EXPECT_NO_THROW(resolve_and_validate(w, 2));
   w.mesh.ep = 1;
   w.mesh.fsdp = 2;
@@ -123,8 +125,8 @@ TEST(Graph, RefusalsNameTheKeyAndTheFix) {
   w = workload({"graph=true"});
   w.dispatch = DispatchKind::kAlltoallDedup;
   msg = user_error_of([&] { resolve_and_validate(w, 1); });
-  EXPECT_NE(msg.find("set dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or "
-                     "graph=false"),
+  EXPECT_NE(msg.find("set dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), "
+                     "or graph=false"),
             std::string::npos)
       << msg;
   w = workload({"graph=true"});

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,14 @@ class FakeOps : public Ops {
     merged_chunk_layout(chunks.data(), int64_t(chunks.size()), d.ep, d.E_local, d.align, offsets,
                         blocks);
   }
+  void rows_to_ranks(const Dims&, const void* src, size_t, const int32_t*, int64_t,
+                     const RankBases&) override {
+    r_.add("rows_to_ranks", {src});
+  }
+  void rows_to_sources(const Dims&, const void* src, size_t, const int32_t*, int64_t,
+                       const RankBases&) override {
+    r_.add("rows_to_sources", {src});
+  }
   void gather_chunk_rows(const Dims&, int64_t, const int64_t*, const int64_t*, int64_t,
                          const void* src, size_t, void* dst) override {
     r_.add("gather_chunk_rows", {src, dst});
@@ -243,6 +252,9 @@ class FakeComm : public Comm {
     r_.add("reduce_scatter");
   }
   void allreduce_f32(float*, size_t, Group) override { r_.add("allreduce_f32"); }
+  std::unique_ptr<PeerWindow> open_window(size_t, Group) override {
+    throw std::logic_error("FakeComm has no windows");
+  }
 
  private:
   Recorder& r_;

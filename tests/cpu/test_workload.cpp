@@ -245,13 +245,16 @@ TEST(WorkloadParse, BadEnumValuesListChoicesAndSuggest) {
                               {"'dtype'", "\"bf16\", \"fp32\"", "got \"fp16\""}));
   EXPECT_TRUE(ThrowsUserError([] { workload_from_json_text(with(R"("check": "always")"), "t"); },
                               {"'check'", "\"first\", \"every\", \"off\""}));
-  EXPECT_TRUE(ThrowsUserError(
-      [] { workload_from_json_text(with(R"("dispatch": "nvlink")"), "t"); },
-      {"'dispatch'", "\"alltoall\", \"allgather\", \"alltoall_dedup\"", "got \"nvlink\""}));
+  EXPECT_TRUE(
+      ThrowsUserError([] { workload_from_json_text(with(R"("dispatch": "nvshmem")"), "t"); },
+                      {"'dispatch'", "\"alltoall\", \"allgather\", \"alltoall_dedup\", \"nvlink\"",
+                       "got \"nvshmem\""}));
   EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "allgather")"), "t").dispatch,
             DispatchKind::kAllgather);
   EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "alltoall_dedup")"), "t").dispatch,
             DispatchKind::kAlltoallDedup);
+  EXPECT_EQ(workload_from_json_text(with(R"("dispatch": "nvlink")"), "t").dispatch,
+            DispatchKind::kNvlink);
 }
 
 TEST(WorkloadParse, MalformedJsonReportsLineAndColumn) {

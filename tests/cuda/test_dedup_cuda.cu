@@ -1,12 +1,15 @@
 // The deduplicated dispatcher's CUDA kernels against their CPU twins on seeded random routings:
 // dedup_layout exactly (kernels/cuda/layout.h: wire rows, counts, slots and weights), and
 // unpermute_sum_storage (kernels/cuda/combine.h), whose fp32 sums add in the twin's order and
-// round once, exactly.
+// round once, exactly. Then the nvlink dispatcher's row moves (kernels/cuda/permute.h
+// rows_to_ranks, rows_to_sources) byte for byte, with one GPU's buffers standing in for the ranks'
+// windows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <string>
 #include <utility>
@@ -14,8 +17,10 @@
 
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/layout.h"
+#include "kernels/cpu/permute.h"
 #include "kernels/cuda/combine.h"
 #include "kernels/cuda/layout.h"
+#include "kernels/cuda/permute.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace moe::test {
@@ -114,6 +119,80 @@ TEST(DedupCuda, UnpermuteSumStorageMatchesCpu) {
         got.resize(want.size());
         EXPECT_EQ(differences(got, want), 0) << what;
       });
+}
+
+// Random wire rows: (t, r) has one with probability 1/2, numbered per rank as a source's wire
+// order would (distinct rows, so no two moves write one place); the most rows a rank takes.
+struct WirePlan {
+  std::vector<int32_t> pos;  // [n, ep]
+  int64_t rows = 0;
+};
+
+WirePlan wire_plan(int64_t n, int64_t ep, std::mt19937_64& rng) {
+  WirePlan w{std::vector<int32_t>(n * ep, -1), 0};
+  std::vector<int32_t> next(ep, 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < ep; ++r)
+      if (rng() % 2) w.pos[i * ep + r] = next[r]++;
+  for (int32_t c : next) w.rows = std::max<int64_t>(w.rows, c);
+  return w;
+}
+
+TEST(NvlinkRowMovesCuda, MatchTheCpuByteForByte) {
+  MOE_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;  // the default stream, as the tests above
+  std::mt19937_64 rng(1291);
+  for (int64_t ep : {2, 3, 8})
+    for (int64_t T : {1, 37, 300})
+      for (size_t row_bytes : {size_t(16), size_t(20), size_t(4128)}) {
+        const std::string what = "ep=" + std::to_string(ep) + " T=" + std::to_string(T) +
+                                 " row_bytes=" + std::to_string(row_bytes);
+        SCOPED_TRACE(what);
+        auto bytes = [&](size_t n) {
+          std::vector<uint8_t> v(n);
+          for (uint8_t& b : v) b = uint8_t(rng());
+          return v;
+        };
+        // rows_to_ranks: this rank (1) writes its T rows into every rank's [ep * T] rows.
+        const int64_t me = 1;
+        const WirePlan to_ranks = wire_plan(T, ep, rng);
+        const std::vector<uint8_t> src = bytes(size_t(T) * row_bytes);
+        std::vector<std::vector<uint8_t>> want(ep);
+        std::deque<DevBuf<uint8_t>> got;  // never moved
+        void* want_at[kMaxWindowRanks] = {};
+        cuda::RankPointers got_at{};
+        for (int64_t r = 0; r < ep; ++r) {
+          want[r] = bytes(size_t(ep * T) * row_bytes);
+          got.emplace_back(want[r]);
+          want_at[r] = want[r].data();
+          got_at.at[r] = got[r].ptr;
+        }
+        DevBuf<uint8_t> d_src(src);
+        DevBuf<int32_t> d_pos(to_ranks.pos);
+        cpu::rows_to_ranks(src.data(), row_bytes, to_ranks.pos.data(), T, ep, me * T, want_at);
+        cuda::rows_to_ranks(d_src.ptr, row_bytes, d_pos.ptr, T, ep, me * T, got_at, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (int64_t r = 0; r < ep; ++r) EXPECT_TRUE(got[r].host() == want[r]) << "rank " << r;
+
+        // rows_to_sources: the group's ep * T rows back to their sources' wire rows.
+        const WirePlan back = wire_plan(ep * T, ep, rng);
+        const std::vector<uint8_t> group = bytes(size_t(ep * T) * row_bytes);
+        std::deque<DevBuf<uint8_t>> got_back;
+        std::vector<std::vector<uint8_t>> want_back(ep);
+        for (int64_t s = 0; s < ep; ++s) {
+          want_back[s] = bytes(size_t(back.rows + 1) * row_bytes);
+          got_back.emplace_back(want_back[s]);
+          want_at[s] = want_back[s].data();
+          got_at.at[s] = got_back[s].ptr;
+        }
+        DevBuf<uint8_t> d_group(group);
+        DevBuf<int32_t> d_back(back.pos);
+        cpu::rows_to_sources(group.data(), row_bytes, back.pos.data(), T, ep, me, want_at);
+        cuda::rows_to_sources(d_group.ptr, row_bytes, d_back.ptr, T, ep, me, got_at, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (int64_t s = 0; s < ep; ++s)
+          EXPECT_TRUE(got_back[s].host() == want_back[s]) << "source " << s;
+      }
 }
 
 }  // namespace

@@ -144,6 +144,28 @@ moe_mpi_case(np8_alltoall_dedup_ep4_fsdp2_shared_capacity_align 8 ${MOE_DEDUP} -
              --set mesh.fsdp=2 --set capacity_factor=1.0 --set drop_policy=position --set align=8
              --set model.topk=3 --set model.shared_experts=2 --set model.shared_ffn=40)
 
+# dispatch nvlink (dispatch/nvlink.h): the windows are MPI shared memory on the CPU backend, the
+# same writes into other ranks' memory and barriers as between GPUs; on 1, 2, 4 and 8 ranks over
+# EP x FSDP meshes, then with capacity drops by both policies, align padding, fp32, bf16
+# gradients, the overlaps, shared experts, a sparse step and the sync-free step.
+# tests/mpi/nvlink.sh compares it with alltoall_dedup, bit for bit.
+set(MOE_NVLINK --set dispatch=nvlink)
+moe_dispatch_mesh_cases(nvlink 1:1:1 2:2:1 4:4:1 4:2:2 8:8:1 8:4:2)
+moe_mpi_case(np4_nvlink_capacity_align 4 ${MOE_NVLINK} --set mesh.ep=4 --set align=16
+             --set capacity_factor=1.25 --set routing.mode=powerlaw --set model.topk=3)
+moe_mpi_case(np4_nvlink_capacity_position_hot 4 ${MOE_NVLINK} --set mesh.ep=2 --set mesh.fsdp=2
+             --set capacity_factor=0.75 --set drop_policy=position --set routing.mode=hot
+             --set model.topk=4 --set expert_grad_dtype=bf16)
+moe_mpi_case(np2_nvlink_fp32_overlap 2 ${MOE_NVLINK} --set mesh.ep=2 --set dtype=fp32
+             --set overlap=dispatch_bwd --set capacity_factor=1.0 --set model.topk=4)
+moe_mpi_case(np4_nvlink_sparse_tokens 4 ${MOE_NVLINK} --set mesh.ep=4 --set tokens_per_rank=3
+             --set model.experts=16 --set model.topk=4)
+moe_mpi_case(np8_nvlink_ep4_fsdp2_shared_capacity_align 8 ${MOE_NVLINK} --set mesh.ep=4
+             --set mesh.fsdp=2 --set capacity_factor=1.0 --set align=8 --set model.topk=3
+             --set model.shared_experts=2 --set model.shared_ffn=40)
+moe_mpi_case(np4_ep4_nvlink_graph 4 ${MOE_NVLINK} --set mesh.ep=4 --set graph=true --warmup 2
+             --set align=16 --set model.topk=4)
+
 # overlap pipeline (docs/layer.md, "Schedules"): the step in overlap_chunks chunks, one dispatcher
 # each, checked against float64 on 1, 2, 4 and 8 ranks over EP x FSDP meshes with both
 # dispatchers; then with shared experts, align padding, fp32, and capacity drops (per chunk) by
@@ -183,6 +205,10 @@ moe_mpi_case(np2_ep2_pipeline2_alltoall_dedup 2 --set mesh.ep=2 --set overlap=pi
 moe_mpi_case(np4_ep4_pipeline4_alltoall_dedup_shared_capacity 4 --set mesh.ep=4
              --set overlap=pipeline --set overlap_chunks=4 ${MOE_DEDUP} --set capacity_factor=1.0
              --set model.topk=4 ${MOE_SHARED})
+moe_mpi_case(np4_ep2_fsdp2_pipeline4_nvlink_shared_capacity_graph 4 --set mesh.ep=2
+             --set mesh.fsdp=2 --set overlap=pipeline --set overlap_chunks=4 ${MOE_NVLINK}
+             --set capacity_factor=1.0 --set model.topk=4 ${MOE_SHARED} --set graph=true
+             --warmup 2)
 
 # FP8 expert GEMMs (MATH.md "FP8 expert GEMMs"), both recipes, against the float64 reference that
 # quantizes the same operands: a shape with two 128-wide blocks along H, partial blocks along F
@@ -210,6 +236,7 @@ moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_pipeline2_shared_capacity 4 ${p} --set m
              --set mesh.fsdp=2 --set overlap=pipeline ${MOE_SHARED} --set capacity_factor=1.0
              --set align=16)
 moe_mpi_case(np4_ep4_fp8_dispatch_dedup_align 4 ${p} --set mesh.ep=4 ${MOE_DEDUP} --set align=16)
+moe_mpi_case(np4_ep4_fp8_dispatch_nvlink_align 4 ${p} --set mesh.ep=4 ${MOE_NVLINK} --set align=16)
 moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_allgather_graph 4 ${p} --set mesh.ep=2 --set mesh.fsdp=2
              --set dispatch=allgather --set graph=true --warmup 2)
 
@@ -218,7 +245,7 @@ moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_allgather_graph 4 ${p} --set mesh.ep=2 -
 # calibration's floors and efficiencies in the result JSON.
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
-               allgather alltoall_dedup pipeline graph fp8 dispatch_bench)
+               allgather alltoall_dedup nvlink pipeline graph fp8 dispatch_bench)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})

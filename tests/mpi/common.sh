@@ -14,25 +14,32 @@ digests() {
 d = json.load(open(sys.argv[1]))['digests']
 print(' '.join(k + '=' + d[k] for k in sys.argv[2:]))" "$@"
 }
-# same_digests_as_alltoall DISPATCH MESH...: the caller's run arguments ("${args[@]}") under
-# alltoall and under DISPATCH on each mesh "np ep fsdp align": a dispatcher that gives the experts
-# alltoall's rows in alltoall's order must give its idx, dw_gate, dw_in and dw_out bitwise, and at
-# ep 1, where nothing crosses a wire, its out and dx too.
-same_digests_as_alltoall() {
-  local dispatch=$1 mesh np ep fsdp align tag a b
-  shift
+# same_digests BASE DISPATCH SUMS MESH...: the caller's run arguments ("${args[@]}") under
+# dispatch BASE and under DISPATCH on each mesh "np ep fsdp align": idx, dw_gate, dw_in and dw_out
+# must be bitwise equal, and out and dx too where SUMS is "all" or ep is 1 (nothing crosses).
+same_digests() {
+  local base=$1 dispatch=$2 sums=$3 mesh np ep fsdp align tag a b
+  shift 3
   for mesh in "$@"; do
     read -r np ep fsdp align <<<"$mesh"
     local m=(--set mesh.ep="$ep" --set mesh.fsdp="$fsdp" --set align="$align")
     tag="np$np-ep$ep-fsdp$fsdp-align$align"
-    mpi "$np" "${args[@]}" "${m[@]}" --out "$WORK/alltoall-$tag.json" >/dev/null
+    mpi "$np" "${args[@]}" "${m[@]}" --set dispatch="$base" --out "$WORK/$base-$tag.json" \
+      >/dev/null
     mpi "$np" "${args[@]}" "${m[@]}" --set dispatch="$dispatch" --out "$WORK/$dispatch-$tag.json" \
       >/dev/null
     local keys=(idx dw_gate dw_in dw_out)
-    [ "$ep" -eq 1 ] && keys+=(out dx)
-    a=$(digests "$WORK/alltoall-$tag.json" "${keys[@]}")
+    [ "$ep" -eq 1 ] || [ "$sums" = all ] && keys+=(out dx)
+    a=$(digests "$WORK/$base-$tag.json" "${keys[@]}")
     b=$(digests "$WORK/$dispatch-$tag.json" "${keys[@]}")
-    echo "$tag alltoall: $a"; echo "$tag $dispatch: $b"
-    [ "$a" = "$b" ] || fail "$tag: alltoall and $dispatch digests differ"
+    echo "$tag $base: $a"; echo "$tag $dispatch: $b"
+    [ "$a" = "$b" ] || fail "$tag: $base and $dispatch digests differ"
   done
+}
+# same_digests_as_alltoall DISPATCH MESH...: a dispatcher that gives the experts alltoall's rows
+# in alltoall's order; its out and dx sum partials in another order at ep > 1.
+same_digests_as_alltoall() {
+  local dispatch=$1
+  shift
+  same_digests alltoall "$dispatch" some "$@"
 }

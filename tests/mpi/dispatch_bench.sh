@@ -11,7 +11,7 @@ grep -q "^# dispatcher .* busbw GB/s" "$WORK/d.txt" || { cat "$WORK/d.txt"; fail
 [ "$(grep -c "^  alltoall_dedup *32  dispatch_fwd" "$WORK/d.txt")" = 1 ] ||
   { cat "$WORK/d.txt"; fail "no dedup row at 32 tokens"; }
 # The step itself on the same routing: one timed step, no warm-up, is step 0, the bench's.
-for d in alltoall allgather alltoall_dedup; do
+for d in alltoall allgather alltoall_dedup nvlink; do
   mpi 2 run --config "$TINY" -q --set mesh.ep=2 --set dispatch=$d --set tokens_per_rank=32 \
     --warmup 0 --steps 1 --set check=off --set roofline=false --out "$WORK/run-$d.json" >/dev/null
 done
@@ -30,7 +30,8 @@ load = lambda n: json.load(open(f"{work}/{n}.json"))
 d = load("d")
 dirs = ("dispatch_fwd", "combine_fwd", "combine_bwd", "dispatch_bwd")
 got = [(r["dispatcher"], r["tokens_per_rank"]) for r in d["results"]]
-want = [(n, t) for t in (16, 32) for n in ("alltoall", "allgather", "alltoall_dedup")]
+names = ("alltoall", "allgather", "alltoall_dedup", "nvlink")
+want = [(n, t) for t in (16, 32) for n in names]
 check(got == want, f"results {got}, want {want}")
 check(d["mesh"] == {"world": 2, "ep": 2, "fsdp": 1}, f"mesh {d['mesh']}")
 check("dispatch" not in d["config"] and "tokens_per_rank" not in d["config"],
@@ -50,8 +51,10 @@ by = {(r["dispatcher"], r["tokens_per_rank"]): r for r in d["results"]}
 for t in (16, 32):
     check(by[("alltoall_dedup", t)]["rows_per_token"] <= by[("alltoall", t)]["rows_per_token"],
           f"dedup sends more rows per token than alltoall at {t}")
+    check(by[("nvlink", t)]["rows_per_token"] == by[("alltoall_dedup", t)]["rows_per_token"],
+          f"nvlink does not move dedup's rows at {t}")
 # The same dispatcher on the same routing as the step: the bytes each direction sends.
-for n in ("alltoall", "allgather", "alltoall_dedup"):
+for n in names:
     run = load(f"run-{n}")["timing"]["phases"]
     for k in dirs:
         step_bytes = run["a2a_" + k]["bytes_sent_per_rank"]
@@ -67,7 +70,7 @@ for n in fp8:
           f"{n}: fp8 dispatch changed the combine's bytes")
 # ep 1: every direction runs, nothing crosses a wire.
 e = load("ep1")
-check(e["mesh"]["ep"] == 1 and len(e["results"]) == 3, f"ep 1 results {len(e['results'])}")
+check(e["mesh"]["ep"] == 1 and len(e["results"]) == len(names), f"ep 1 results {len(e['results'])}")
 for r in e["results"]:
     for k in dirs:
         o = r["directions"][k]
@@ -76,10 +79,11 @@ for r in e["results"]:
 print("dispatch bench JSON: ok")
 PY
 
-# graph true at ep 2 takes allgather only: the others are left out, each with its reason.
+# graph true at ep 2 takes allgather and nvlink only: the others are left out, each with its
+# reason.
 mpi 2 "${args[@]}" --set graph=true --out "$WORK/graph.json" >"$WORK/graph.txt" 2>"$WORK/graph.err"
-[ "$(/usr/bin/python3 -c "import json; print(','.join(r['dispatcher'] for r in json.load(open('$WORK/graph.json'))['results']))")" = allgather ] ||
-  fail "graph true measured other than allgather"
+[ "$(/usr/bin/python3 -c "import json; print(','.join(r['dispatcher'] for r in json.load(open('$WORK/graph.json'))['results']))")" = allgather,nvlink ] ||
+  fail "graph true measured other than allgather and nvlink"
 [ "$(grep -c "left out: dispatcher .* graph = true" "$WORK/graph.err")" = 2 ] ||
   { cat "$WORK/graph.err"; fail "graph true does not say what it left out"; }
 
@@ -95,7 +99,7 @@ refused() {
   grep -q -- "$want" "$WORK/bad.txt" || { cat "$WORK/bad.txt"; fail "$*: no '$want'"; }
   [ ! -e "$WORK/bad.json" ] || fail "$*: a result file after a refusal"
 }
-refused 'expected one of "alltoall", "allgather", "alltoall_dedup", got "bogus"' --dispatchers allgather,bogus
+refused 'expected one of "alltoall", "allgather", "alltoall_dedup", "nvlink", got "bogus"' --dispatchers allgather,bogus
 refused 'dispatcher alltoall_dedup at 32 tokens per rank: graph = true' --set graph=true --dispatchers alltoall_dedup
 refused 'Value 0 not in range' --tokens 16,0
 refused 'model.experts' --set model.experts=7

@@ -47,8 +47,8 @@ PY
   done
 done
 
-for bad in "--set mesh.ep=2|set dispatch=allgather (fixed-size collectives), or mesh.ep=1, or graph=false" \
-  "--set mesh.ep=1 --set dispatch=alltoall_dedup|set dispatch=allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false" \
+for bad in "--set mesh.ep=2|set dispatch=nvlink or allgather (fixed sizes), or mesh.ep=1, or graph=false" \
+  "--set mesh.ep=1 --set dispatch=alltoall_dedup|set dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false" \
   "--set mesh.ep=1 --warmup 1|set warmup to 2 or more (got 1)"; do
   set="${bad%%|*}" want="${bad#*|}"
   rc=0
