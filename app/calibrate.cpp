@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -54,6 +56,30 @@ Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm 
 
 }  // namespace
 
+namespace {
+
+// The median over iterations of the slowest rank's ms for one call of fn, every rank starting
+// each iteration together (as the step's phases do).
+double slowest_rank_median_ms(Device& device, MPI_Comm world, double timeout_s, const char* name,
+                              int warmup, int iters, const std::function<void()>& fn) {
+  std::unique_ptr<PhaseTimer> timer = device.make_timer({name});
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    device.sync();
+    barrier_bounded(world, "a bandwidth measurement's barrier", timeout_s);
+    timer->begin(0);
+    fn();
+    timer->end(0);
+    double t = timer->read()[0];
+    allreduce_bounded(&t, 1, MPI_DOUBLE, MPI_MAX, world, "a bandwidth measurement's maximum",
+                      timeout_s);
+    if (i >= warmup) ms.push_back(t);
+  }
+  return summarize(ms).median;
+}
+
+}  // namespace
+
 double equal_split_alltoall_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
                                int64_t rows_per_peer, size_t row_bytes, int warmup, int iters) {
   const int ep = comm.size(Group::kEp);
@@ -61,21 +87,28 @@ double equal_split_alltoall_ms(Device& device, Comm& comm, MPI_Comm world, doubl
   void* send = device.alloc(bytes);
   void* recv = device.alloc(bytes);
   const std::vector<int64_t> rows(ep, rows_per_peer);
-  std::unique_ptr<PhaseTimer> timer = device.make_timer({"equal_split_alltoall"});
-  std::vector<double> ms;
-  for (int i = 0; i < warmup + iters; ++i) {
-    device.sync();
-    barrier_bounded(world, "the all-to-all's barrier", timeout_s);
-    timer->begin(0);
-    comm.alltoallv_rows(send, rows.data(), recv, rows.data(), row_bytes, Group::kEp);
-    timer->end(0);
-    double t = timer->read()[0];
-    allreduce_bounded(&t, 1, MPI_DOUBLE, MPI_MAX, world, "the all-to-all's maximum", timeout_s);
-    if (i >= warmup) ms.push_back(t);
-  }
+  const double ms = slowest_rank_median_ms(
+      device, world, timeout_s, "equal_split_alltoall", warmup, iters,
+      [&] { comm.alltoallv_rows(send, rows.data(), recv, rows.data(), row_bytes, Group::kEp); });
   device.release(send);
   device.release(recv);
-  return summarize(ms).median;
+  return ms;
+}
+
+double peer_copy_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
+                    size_t bytes_per_peer, int warmup, int iters) {
+  const int ep = comm.size(Group::kEp);
+  std::unique_ptr<PeerWindow> window = comm.open_window(bytes_per_peer * size_t(ep), Group::kEp);
+  void* send = device.alloc(bytes_per_peer);
+  const int me = window->rank();
+  const double ms =
+      slowest_rank_median_ms(device, world, timeout_s, "peer_copy", warmup, iters, [&] {
+        for (int r = 0; r < ep; ++r)
+          if (r != me) window->put(r, bytes_per_peer * size_t(me), send, bytes_per_peer);
+        window->barrier();
+      });
+  device.release(send);
+  return ms;
 }
 
 CalibrationSizes calibration_sizes(const std::string& backend) {

@@ -56,6 +56,12 @@ Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Com
 // and frees them.
 double equal_split_alltoall_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
                                int64_t rows_per_peer, size_t row_bytes, int warmup, int iters);
+// The same for plain copies of `bytes_per_peer` bytes into every other EP rank's memory through a
+// PeerWindow (comm/peer_window.h put: the copy engines over NVLink peer mappings on the CUDA
+// backend, one peer after another), then the window's barrier: the peer-to-peer copy bandwidth
+// the nvlink dispatcher's row moves are set against.
+double peer_copy_ms(Device& device, Comm& comm, MPI_Comm world, double timeout_s,
+                    size_t bytes_per_peer, int warmup, int iters);
 
 // One line for the log and the report: rate, sizes, bandwidths.
 std::string describe(const Calibration& c);

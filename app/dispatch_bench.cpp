@@ -154,6 +154,7 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   // The equal-split all-to-alls, one per distinct byte count (alltoall's four directions move
   // the same bytes).
   std::map<int64_t, double> alltoall_ms;
+  std::map<size_t, double> copy_ms;
   const size_t row_bytes = size_t(H) * device.storage_bytes();
   for (int dir = 0; dir < kNumDirs; ++dir) {
     DispatchBenchDirection& o = r.dirs[dir];
@@ -169,6 +170,13 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
     o.alltoall_ms = alltoall_ms[rows];
     o.alltoall_busbw_gbps =
         double(rows) * double(mesh.ep - 1) * double(row_bytes) / (o.alltoall_ms * 1e6);
+    if (w.dispatch != DispatchKind::kNvlink) continue;
+    const size_t per_peer = size_t(rows) * row_bytes;
+    if (!copy_ms.count(per_peer))
+      copy_ms[per_peer] =
+          peer_copy_ms(device, comm, world, timeout_s, per_peer, std::min(warmup, 3), iters);
+    o.peer_copy_ms = copy_ms[per_peer];
+    o.peer_copy_gbps = double(per_peer) * double(mesh.ep - 1) / (o.peer_copy_ms * 1e6);
   }
   return r;
 }

@@ -31,6 +31,10 @@ struct DispatchBenchDirection {
   // The equal-split all-to-all with the same bytes to others: its median ms and bus bandwidth.
   double alltoall_ms = 0;
   double alltoall_busbw_gbps = 0;
+  // dispatch nvlink only (0 elsewhere): plain copies of the same bytes into the other ranks'
+  // memory by the copy engines (peer_copy_ms), the bandwidth its row moves are set against.
+  double peer_copy_ms = 0;
+  double peer_copy_gbps = 0;
 };
 
 struct DispatchBenchResult {

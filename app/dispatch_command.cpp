@@ -105,9 +105,10 @@ void print_header(const Workload& w, const Mesh& mesh, const std::string& backen
   std::printf(
       "# ms: the whole direction; wire ms: its collective (layout: the counts "
       "exchange); MiB sent: to other EP ranks, per rank; busbw: MiB sent / wire ms; a2a: "
-      "the EP group's equal-split all-to-all sending the same bytes\n");
-  std::printf("# %-14s %7s  %-12s %9s %9s %10s %10s %9s %9s\n", "dispatcher", "tokens", "part",
-              "ms", "wire ms", "MiB sent", "busbw GB/s", "a2a ms", "a2a GB/s");
+      "the EP group's equal-split all-to-all sending the same bytes; p2p (nvlink): plain "
+      "copies of the same bytes into the other ranks' memory (copy engines on GPUs)\n");
+  std::printf("# %-14s %7s  %-12s %9s %9s %10s %10s %9s %9s %9s\n", "dispatcher", "tokens", "part",
+              "ms", "wire ms", "MiB sent", "busbw GB/s", "a2a ms", "a2a GB/s", "p2p GB/s");
 }
 
 void print_result(const DispatchBenchResult& r, int ep) {
@@ -122,6 +123,7 @@ void print_result(const DispatchBenchResult& r, int ep) {
     if (o.bytes_to_others > 0)
       std::printf(" %10.3f %10.1f %9.3f %9.1f", o.bytes_to_others / 1048576.0, o.busbw_gbps,
                   o.alltoall_ms, o.alltoall_busbw_gbps);
+    if (o.peer_copy_ms > 0) std::printf(" %9.1f", o.peer_copy_gbps);
     std::printf("\n");
   }
   std::fflush(stdout);
@@ -137,6 +139,10 @@ json result_json(const DispatchBenchResult& r) {
                                  {"busbw_gbps", o.busbw_gbps},
                                  {"alltoall_ms", o.alltoall_ms},
                                  {"alltoall_busbw_gbps", o.alltoall_busbw_gbps}};
+    if (o.peer_copy_ms > 0) {
+      dirs[direction_name(dir)]["peer_copy_ms"] = o.peer_copy_ms;
+      dirs[direction_name(dir)]["peer_copy_gbps"] = o.peer_copy_gbps;
+    }
   }
   return {{"dispatcher", r.dispatcher},         {"tokens_per_rank", r.tokens},
           {"layout_ms", r.layout_ms},           {"counts_exchange_ms", r.counts_ms},

@@ -110,14 +110,56 @@ __global__ void gather_chunk_rows_kernel(const int64_t* offsets, const int64_t* 
   }
 }
 
-// Pair i = (t, r) of rows_to_ranks: token t's row to rank r where it has a wire row there.
+// One row to up to kMaxWindowRanks places (nullptr: not there), as the nvlink dispatcher's row
+// moves need: the block reads the row once, kUnroll 16-byte vectors a thread at a time, and
+// stores each to every place. Loads in flight before the stores matter over NVLink, whose
+// stores wait longer than local ones; rows whose bytes or places do not take 16-byte moves go
+// byte by byte.
+constexpr int kRowMoveThreads = 128, kUnroll = 4;
+
+__device__ inline void copy_row_to(const uint8_t* __restrict__ src, int64_t row_bytes,
+                                   uint8_t* const* to, int n_to) {
+  bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  for (int r = 0; r < n_to; ++r) vec = vec && reinterpret_cast<uintptr_t>(to[r]) % 16 == 0;
+  if (!vec) {
+    for (int64_t j = threadIdx.x; j < row_bytes; j += blockDim.x) {
+      const uint8_t b = src[j];
+      for (int r = 0; r < n_to; ++r)
+        if (to[r]) to[r][j] = b;
+    }
+    return;
+  }
+  const int64_t n = row_bytes / 16;
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  for (int64_t j0 = threadIdx.x; j0 < n; j0 += int64_t(blockDim.x) * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = j0 + int64_t(u) * blockDim.x;
+      if (j < n) v[u] = __ldg(s + j);
+    }
+    for (int r = 0; r < n_to; ++r) {
+      if (!to[r]) continue;
+      uint4* d = reinterpret_cast<uint4*>(to[r]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = j0 + int64_t(u) * blockDim.x;
+        if (j < n) d[j] = v[u];
+      }
+    }
+  }
+}
+
+// Token t's row to every rank that takes some of its rows, read once.
 __global__ void rows_to_ranks_kernel(const uint8_t* src, int64_t row_bytes, const int32_t* wire_pos,
                                      int64_t T, int64_t ep, int64_t first_row, RankPointers to) {
-  for (int64_t i = blockIdx.x; i < T * ep; i += gridDim.x) {
-    if (wire_pos[i] < 0) continue;
-    const int64_t t = i / ep;
-    copy_row(static_cast<uint8_t*>(to.at[i % ep]) + (first_row + t) * row_bytes,
-             src + t * row_bytes, row_bytes);
+  for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+    uint8_t* at[kMaxWindowRanks];
+    for (int64_t r = 0; r < ep; ++r)
+      at[r] = wire_pos[t * ep + r] < 0
+                  ? nullptr
+                  : static_cast<uint8_t*>(to.at[r]) + (first_row + t) * row_bytes;
+    copy_row_to(src + t * row_bytes, row_bytes, at, int(ep));
   }
 }
 
@@ -127,8 +169,8 @@ __global__ void rows_to_sources_kernel(const uint8_t* src, int64_t row_bytes,
   for (int64_t g = blockIdx.x; g < ep * T; g += gridDim.x) {
     const int32_t row = wire_pos_all[g * ep + me];
     if (row < 0) continue;
-    copy_row(static_cast<uint8_t*>(to.at[g / T]) + int64_t(row) * row_bytes, src + g * row_bytes,
-             row_bytes);
+    uint8_t* at = static_cast<uint8_t*>(to.at[g / T]) + int64_t(row) * row_bytes;
+    copy_row_to(src + g * row_bytes, row_bytes, &at, 1);
   }
 }
 
@@ -192,7 +234,7 @@ void zero_expert_padding(const int32_t* rows, const int64_t* offsets, int64_t E_
 void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, int64_t T,
                    int64_t ep, int64_t first_row, const RankPointers& to, cudaStream_t stream) {
   if (T * ep == 0 || row_bytes == 0) return;
-  rows_to_ranks_kernel<<<row_grid(T * ep), 128, 0, stream>>>(
+  rows_to_ranks_kernel<<<row_grid(T), kRowMoveThreads, 0, stream>>>(
       static_cast<const uint8_t*>(src), int64_t(row_bytes), wire_pos, T, ep, first_row, to);
   CUDA_CHECK(cudaGetLastError());
 }
@@ -200,7 +242,7 @@ void rows_to_ranks(const void* src, size_t row_bytes, const int32_t* wire_pos, i
 void rows_to_sources(const void* src, size_t row_bytes, const int32_t* wire_pos_all, int64_t T,
                      int64_t ep, int64_t me, const RankPointers& to, cudaStream_t stream) {
   if (T * ep == 0 || row_bytes == 0) return;
-  rows_to_sources_kernel<<<row_grid(T * ep), 128, 0, stream>>>(
+  rows_to_sources_kernel<<<row_grid(T * ep), kRowMoveThreads, 0, stream>>>(
       static_cast<const uint8_t*>(src), int64_t(row_bytes), wire_pos_all, T, ep, me, to);
   CUDA_CHECK(cudaGetLastError());
 }

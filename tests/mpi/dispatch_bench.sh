@@ -47,6 +47,9 @@ for r in d["results"]:
         check(abs(o["busbw_gbps"] - o["bytes_to_others"] / (o["wire_ms"] * 1e6)) <= 1e-9 * o["busbw_gbps"],
               f"{name} {n}: busbw is not bytes / wire time")
         check(o["alltoall_ms"] > 0 and o["alltoall_busbw_gbps"] > 0, f"{name} {n}: no all-to-all")
+        # nvlink's row moves are set against plain copies of the same bytes into peer memory.
+        copy = o.get("peer_copy_gbps", 0)
+        check((copy > 0) == (r["dispatcher"] == "nvlink"), f"{name} {n}: peer copy {copy}")
 by = {(r["dispatcher"], r["tokens_per_rank"]): r for r in d["results"]}
 for t in (16, 32):
     check(by[("alltoall_dedup", t)]["rows_per_token"] <= by[("alltoall", t)]["rows_per_token"],
