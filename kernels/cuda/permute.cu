@@ -164,7 +164,8 @@ __global__ void rows_to_ranks_kernel(const uint8_t* src, int64_t row_bytes, cons
 }
 
 // Block b takes token b / ep of source b % ep: the blocks in flight write to every source at
-// once, not one peer's NVLink at a time (source by source ran at two thirds of the rate at ep 4).
+// once, not one peer's NVLink at a time (source by source, DeepSeek-V3's sums back at ep 4 ran at
+// 175-194 GB/s, interleaved at 281-317: results/2026-11-27-nvlink).
 __global__ void rows_to_sources_kernel(const uint8_t* src, int64_t row_bytes,
                                        const int32_t* wire_pos_all, int64_t T, int64_t ep,
                                        int64_t me, RankPointers to) {
