@@ -88,7 +88,9 @@ CudaIpcWindow::CudaIpcWindow(MPI_Comm group, CudaDevice& device, size_t bytes, d
                      "dispatch = nvlink: this rank cannot map EP rank "
                          << r << "'s GPU memory (cudaIpcOpenMemHandle: " << cudaGetErrorString(rc)
                          << "); it needs every GPU of an EP group in one host with peer access "
-                            "(NVLink or PCIe P2P): use another dispatch");
+                            "(NVLink or PCIe P2P), and each rank seeing the others' GPUs (not "
+                            "one GPU a rank through CUDA_VISIBLE_DEVICES or srun "
+                            "--gpus-per-task=1): launch so, or use another dispatch");
       opened_.push_back(base);
     }
     flags_[r] = static_cast<int64_t*>(base);

@@ -1,7 +1,6 @@
 #include "dispatch/allgather.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "core/buffer_plan.h"
 #include "core/error.h"
@@ -16,16 +15,9 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
     : DispatcherBase(d, mesh, device, ops, comm, timer, phases),
       dg_(d),
       blocks_(d, device, ops, buffers_, expert_rows_bound(d.ep, d.T, d.K, d.E_local, d.align)) {
-  const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
+  const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, ep = d_.ep;
   dg_.T = ep * T;
-  // Positions are int32, as the layout's send positions are.
-  const int64_t max_rows = ep * T * K + El * (d_.align - 1);
-  MOE_USER_CHECK(max_rows <= std::numeric_limits<int32_t>::max(),
-                 "dispatch = allgather: up to " << max_rows
-                                                << " expert-major rows per rank (mesh.ep x "
-                                                   "tokens_per_rank x model.topk) overflow int32 "
-                                                   "positions: lower tokens_per_rank or use "
-                                                   "dispatch = alltoall");
+  check_int32_positions("lower tokens_per_rank or use dispatch = alltoall");
   const size_t sb = device.storage_bytes();
   counts_ = buffers_.alloc<int32_t>(4 * E);
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/saturating.h"
 #include "dispatch/rank_spread.h"
@@ -34,14 +34,7 @@ AlltoallDedupDispatcher::AlltoallDedupDispatcher(const Dims& d, const Mesh& mesh
     return;
   }
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
-  // Positions and slots are int32, as the layout's send positions are.
-  const int64_t max_rows = ep * T * K + El * (d_.align - 1);
-  MOE_USER_CHECK(max_rows <= std::numeric_limits<int32_t>::max(),
-                 "dispatch = alltoall_dedup: up to "
-                     << max_rows
-                     << " expert-major rows per rank (mesh.ep x tokens_per_rank x model.topk) "
-                        "overflow int32 positions: lower tokens_per_rank or use dispatch = "
-                        "alltoall");
+  check_int32_positions("lower tokens_per_rank or use dispatch = alltoall");
   const int64_t wire_max = T * std::min(K, ep);
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   counts_host_.resize(E + ep * El + 2 * ep);
@@ -57,7 +50,8 @@ AlltoallDedupDispatcher::AlltoallDedupDispatcher(const Dims& d, const Mesh& mesh
   slots_ = buffers_.alloc<int32_t>(4 * wire_max * K);
   weights_ = buffers_.alloc<float>(4 * wire_max * K);
   dp_wire_ = buffers_.alloc<float>(4 * wire_max * K);
-  blocks_ = std::make_unique<ExpertBlocks>(d, device, ops, buffers_, max_rows);
+  blocks_ = std::make_unique<ExpertBlocks>(d, device, ops, buffers_,
+                                           expert_rows_bound(ep, T, K, El, d_.align));
   send_rows_.resize(ep);
   recv_rows_.resize(ep);
   recv_first_.assign(ep + 1, 0);
@@ -244,9 +238,7 @@ DispatchBytes AlltoallDedupDispatcher::bytes_for_rows(const Workload& w, const M
   if (mesh.ep == 1)
     return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   const double T = double(w.tokens_per_rank), K = double(w.model.topk), ep = double(mesh.ep);
-  // Wire rows per rank: the tokens times the ranks each reaches, fewer in proportion where the
-  // capacity drops rows.
-  const double wire = T * ranks_per_token(w, mesh.ep) * rows_per_rank / (T * K);
+  const double wire = wire_rows_per_rank(w, mesh.ep, rows_per_rank);
   const double row = double(w.model.hidden) * double(storage_bytes);
   DispatchBytes b;
   b.layout = 4.0 * (double(w.model.experts) + ep);

@@ -2,6 +2,9 @@
 // What every dispatch strategy works with: the step's sizes, this rank's EP position, the
 // backend's device, ops and comm, the phases of the caller's timer its collectives are timed as,
 // and the device memory it holds for its whole life.
+#include <cstdint>
+#include <limits>
+
 #include "core/dispatcher.h"
 #include "core/error.h"
 #include "dispatch/owned_buffers.h"
@@ -35,6 +38,18 @@ class DispatcherBase : public Dispatcher {
     return r;
   }
   size_t dispatched_row_bytes() const { return device_.storage_bytes() * size_t(dispatched_.H); }
+
+  // The dispatchers that place rows themselves index every row the EP group may route here, and
+  // each expert's padding, in int32 (as the layout's send positions are): a user error past that,
+  // naming `fix`.
+  void check_int32_positions(const char* fix) const {
+    const int64_t max_rows = d_.ep * d_.T * d_.K + d_.E_local * (d_.align - 1);
+    MOE_USER_CHECK(max_rows <= std::numeric_limits<int32_t>::max(),
+                   "dispatch = " << name() << ": up to " << max_rows
+                                 << " expert-major rows per rank (mesh.ep x tokens_per_rank x "
+                                    "model.topk) overflow int32 positions: "
+                                 << fix);
+  }
 
   Dims d_;
   int ep_rank_ = 0;

@@ -1,11 +1,11 @@
 #include "dispatch/nvlink.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/saturating.h"
+#include "dispatch/alltoall_dedup.h"
 #include "dispatch/rank_spread.h"
 
 namespace moe {
@@ -50,13 +50,7 @@ NvlinkDispatcher::NvlinkDispatcher(const Dims& d, const Mesh& mesh, Device& devi
   }
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
   dg_.T = ep * T;
-  // Positions are int32, as the layout's send positions are.
-  const int64_t max_rows = ep * T * K + El * (d_.align - 1);
-  MOE_USER_CHECK(max_rows <= std::numeric_limits<int32_t>::max(),
-                 "dispatch = nvlink: up to " << max_rows
-                                             << " expert-major rows per rank (mesh.ep x "
-                                                "tokens_per_rank x model.topk) overflow int32 "
-                                                "positions: lower tokens_per_rank");
+  check_int32_positions("lower tokens_per_rank");
   const size_t sb = device.storage_bytes();
   at_ = window_layout(d_, sb);
   window_ = comm.open_window(at_.bytes, Group::kEp);
@@ -208,27 +202,19 @@ StepTraffic NvlinkDispatcher::traffic() {
   return t;
 }
 
-// alltoall_dedup's rows, without their per-row metadata: each rank writes one row per (token,
-// rank reached) and, balanced, gets as many back, per direction; 1/ep of them stay on the rank.
-// dp returns K fp32 per wire row after the combine's backward (other). The layout writes every
-// rank's counts, wire rows per rank, send positions, p and wire_pos to every rank (an
-// all-gather's output). At ep 1 it is alltoall's.
+// alltoall_dedup's wire rows in every direction and dp's rows back, without the slots and weights
+// that its dispatch direction carries per row; the layout writes every rank's counts, wire rows
+// per rank, send positions, p and wire_pos to every rank (an all-gather's output), and a barrier
+// closes each of the six exchanges. At ep 1 it is alltoall's.
 DispatchBytes NvlinkDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
                                                size_t storage_bytes, double rows_per_rank) {
-  if (mesh.ep == 1)
-    return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
+  DispatchBytes b = AlltoallDedupDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
+  if (mesh.ep == 1) return b;
   const double T = double(w.tokens_per_rank), K = double(w.model.topk), ep = double(mesh.ep);
-  const double wire = T * ranks_per_token(w, mesh.ep) * rows_per_rank / (T * K);
-  const double row = double(w.model.hidden) * double(storage_bytes);
-  DispatchBytes b;
+  b.direction[kDirDispatchFwd] =
+      wire_rows_per_rank(w, mesh.ep, rows_per_rank) * double(dispatch_row_bytes(w, storage_bytes));
   b.layout = 4.0 * ep * (double(w.model.experts) + ep + 2 * T * K + T * ep);
-  b.direction[kDirDispatchFwd] = wire * double(dispatch_row_bytes(w, storage_bytes));
-  b.direction[kDirCombineFwd] = b.direction[kDirCombineBwd] = b.direction[kDirDispatchBwd] =
-      wire * row;
-  b.other = wire * K * 4;
-  // One barrier per direction, the layout's and dp's.
   b.collectives_per_step = kNumDirs + 2;
-  b.rows_per_token_to_others = wire / T * (ep - 1) / ep;
   return b;
 }
 

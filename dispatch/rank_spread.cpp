@@ -67,4 +67,9 @@ double ranks_per_token_random(int64_t E, int64_t K, int64_t ep, int64_t G, int64
   return reached;
 }
 
+double wire_rows_per_rank(const Workload& w, int64_t ep, double rows_per_rank) {
+  return double(w.tokens_per_rank) * ranks_per_token(w, ep) * rows_per_rank /
+         (double(w.tokens_per_rank) * double(w.model.topk));
+}
+
 }  // namespace moe

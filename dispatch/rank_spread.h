@@ -23,4 +23,9 @@ double ranks_per_token(const Workload& w, int64_t ep);
 double ranks_per_token_balanced(int64_t E, int64_t K, int64_t ep);
 double ranks_per_token_random(int64_t E, int64_t K, int64_t ep, int64_t G, int64_t Gk);
 
+// Wire rows a rank sends per step (one per token and rank reached: alltoall_dedup's and nvlink's)
+// when it routes rows_per_rank of its T * K rows (fewer in proportion where the capacity drops
+// some), on an EP group of ep.
+double wire_rows_per_rank(const Workload& w, int64_t ep, double rows_per_rank);
+
 }  // namespace moe
