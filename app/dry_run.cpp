@@ -231,7 +231,7 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
     if (equal) {
       std::printf(
           "# dispatch %s: %.1f MiB per rank per direction, %.1f MiB of it to other ranks; "
-          "%d per step",
+          "%d collectives per step",
           d["name"].get<std::string>().c_str(), first / (1 << 20),
           d["bytes_to_other_ranks"].get<double>() / (1 << 20),
           d["collectives_per_step"].get<int>());

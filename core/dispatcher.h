@@ -60,7 +60,7 @@ struct DispatchBytes {
   // Collectives outside those phases: the all-gather dispatcher's reduce-scatter of dp, which
   // follows the combine's backward.
   double other = 0;
-  int collectives_per_step = 0;
+  int collectives_per_step = 0;  // nvlink: its exchanges, each closed by a window barrier
   // Rows of one token that reach other ranks in the dispatch direction.
   double rows_per_token_to_others = 0;
   double per_step() const {
