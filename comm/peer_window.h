@@ -6,10 +6,9 @@
 #include <cstddef>
 #include <vector>
 
-namespace moe {
+#include "core/mesh.h"  // kMaxWindowRanks
 
-// The most ranks one window spans: the GPUs one NVLink switch joins in one host.
-constexpr int kMaxWindowRanks = 8;
+namespace moe {
 
 // Memory a window may hold ahead of its bytes (CudaIpcWindow's barrier flags), for estimates.
 constexpr size_t kWindowHeaderBytes = 256;

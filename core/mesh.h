@@ -15,4 +15,8 @@ struct Mesh {
 
 Mesh make_mesh(int world, int rank, int64_t ep, int64_t fsdp, int64_t experts);
 
+// The most ranks that write into each other's memory (comm/peer_window.h, dispatch nvlink): the
+// GPUs one NVLink switch joins in one host.
+constexpr int kMaxWindowRanks = 8;
+
 }  // namespace moe

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/peer_window.h"
 #include "core/grouped_gemm.h"
 #include "core/layout.h"
 #include "core/mesh.h"

@@ -11,6 +11,7 @@
 #include "core/buffer_plan.h"
 #include "core/dispatcher.h"
 #include "core/error.h"
+#include "core/mesh.h"
 #include "core/saturating.h"
 
 namespace moe {

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/peer_window.h"
+#include "core/mesh.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
