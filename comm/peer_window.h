@@ -18,7 +18,6 @@ class PeerWindow {
   virtual ~PeerWindow() = default;
   int ranks() const { return int(bases_.size()); }
   int rank() const { return rank_; }
-  size_t bytes() const { return bytes_; }
   // Rank r's memory, as this rank's kernels and copies address it: peer(rank()) is its own.
   void* peer(int r) const { return bases_.at(size_t(r)); }
 
