@@ -12,6 +12,7 @@
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/router.h"
+#include "kernels/cuda/router_grads.h"
 #include "kernels/cuda/shared_sum.h"
 #include "kernels/cuda/storage.cuh"
 
@@ -20,8 +21,7 @@ namespace {
 
 enum ScratchSlot {
   kRouterScratch,
-  kWGateF32,
-  kXF32,
+  kRouterGrads,
   kRegroupOffsets,
   kLayoutScratch,
   kFp8CodesA,
@@ -148,16 +148,10 @@ void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, 
                          void* dx, float* dw_gate) {
   cuda::router_bwd(logits, scores, idx, dp, global_stats, cfg, d.N, d.T, d.E, d.K, dlogits,
                    stream());
-  // The router's backward GEMMs run in fp32 (no TF32), as on the CPU: dlogits is fp32, so its
-  // partners are widened from storage first.
-  float* w_gate_f32 = static_cast<float*>(scratch(kWGateF32, 4 * d.H * d.E));
-  float* x_f32 = static_cast<float*>(scratch(kXF32, 4 * d.T * d.H));
-  cuda::storage_to_f32(w_gate, d.H * d.E, d.dtype, w_gate_f32, stream());
-  cuda::storage_to_f32(x, d.T * d.H, d.dtype, x_f32, stream());
-  gemm_->gemm(false, true, d.T, d.H, d.E, dlogits, w_gate_f32, dx_acc, true, DType::kFp32,
-              DType::kFp32, stream());
-  gemm_->gemm(true, false, d.H, d.E, d.T, x_f32, dlogits, dw_gate, false, DType::kFp32,
-              DType::kFp32, stream());
+  // The router's backward GEMMs in fp32 math (kernels/cuda/router_grads.h says how).
+  void* tmp = scratch(kRouterGrads, cuda::router_grads_scratch_bytes(d.T, d.H, d.E, d.dtype));
+  cuda::router_grads(*gemm_, dlogits, x, w_gate, d.T, d.H, d.E, d.dtype, dx_acc, dw_gate, tmp,
+                     stream());
   cuda::f32_to_storage(dx_acc, d.T * d.H, d.dtype, dx, stream());
 }
 
