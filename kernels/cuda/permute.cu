@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/layout.h"
+#include "kernels/cuda/block_scan.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/storage.cuh"
@@ -21,25 +22,25 @@ __global__ void permute_rows_kernel(const T* src, const int32_t* send_pos, int64
 
 // Block b = s*E_local + l: offsets[b] in source-rank-major order, offsets[nb + b] in
 // expert-major order; prefix sums over the same counts, each expert's rows rounded up to a
-// multiple of align, as in expert_major_offsets (core/layout.h).
+// multiple of align, as in expert_major_offsets (core/layout.h). One block of kThreads.
 __global__ void regroup_offsets_kernel(const int32_t* counts, int64_t ep, int64_t El, int64_t align,
                                        int64_t* offsets) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const int64_t nb = ep * El;
-  int64_t off = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    offsets[b] = off;
-    off += counts[b];
-  }
-  off = 0;
-  for (int64_t l = 0; l < El; ++l) {
-    const int64_t start = off;
+  block_exclusive_scan(
+      nb, [&](int64_t b) { return int64_t(counts[b]); },
+      [&](int64_t b, int64_t before) { offsets[b] = before; });
+  // Expert l's padded rows; then its sources' blocks one after another from its start.
+  auto rows_of = [&](int64_t l) {
+    int64_t n = 0;
+    for (int64_t s = 0; s < ep; ++s) n += counts[s * El + l];
+    return (n + align - 1) / align * align;
+  };
+  block_exclusive_scan(El, rows_of, [&](int64_t l, int64_t start) {
     for (int64_t s = 0; s < ep; ++s) {
-      offsets[nb + s * El + l] = off;
-      off += counts[s * El + l];
+      offsets[nb + s * El + l] = start;
+      start += counts[s * El + l];
     }
-    off = start + (off - start + align - 1) / align * align;
-  }
+  });
 }
 
 // Rows [begin, end) of dst [., H] zeroed by the blocks of one grid row: blockIdx.y's, then every
@@ -207,7 +208,7 @@ void regroup_rows(const void* src, const int32_t* counts, int64_t ep, int64_t E_
                   int64_t align, int64_t rows_bound, bool to_expert_major, DType dtype,
                   int64_t* block_offsets, void* dst, cudaStream_t stream) {
   MOE_CHECK(align >= 1, "regroup_rows: align " << align);
-  regroup_offsets_kernel<<<1, 32, 0, stream>>>(counts, ep, E_local, align, block_offsets);
+  regroup_offsets_kernel<<<1, kThreads, 0, stream>>>(counts, ep, E_local, align, block_offsets);
   CUDA_CHECK(cudaGetLastError());
   if (rows_bound == 0 || ep * E_local == 0) return;  // no rows: no padding either
   with_storage(dtype, [&](auto* tag) {

@@ -18,7 +18,7 @@ namespace moe::cuda {
 namespace {
 
 constexpr int64_t kMaxExperts = 1024;  // one thread per expert, at most one full block
-constexpr int64_t kStatsChunk = 32;    // tokens per block in the loss-statistics first pass
+constexpr int64_t kStatsChunk = 8;     // tokens per block in the loss-statistics first pass
 
 using Key = unsigned long long;
 

@@ -454,8 +454,9 @@ TEST(DispatchCudaExpertBlocks, TableAndPaddingMatchTheCpu) {
   MOE_REQUIRE_GPU();
   Stream stream;
   uint64_t seed = 395;
+  // 300 experts: more than one block-wide scan tile (kThreads 256) of the kernel.
   for (int64_t ep : {1, 2, 8})
-    for (int64_t El : {1, 3, 32})
+    for (int64_t El : {1, 3, 32, 300})
       for (int64_t first_experts : {0, 2})
         for (int64_t align : {1, 16}) {
           const int64_t first = first_experts * El, stride = first + El + 3, H = 24;
@@ -570,7 +571,7 @@ TEST(DispatchCudaRegroup, AlignedBothDirectionsMatchCpu) {
   for (DType dtype : kDTypes)
     for (int64_t align : {16, 128})
       for (int64_t ep : {1, 2, 8})
-        for (int64_t El : {1, 3, 32})
+        for (int64_t El : {1, 3, 32, 40})  // ep 8 x 40 blocks: two of the offsets' scan tiles
           for (int pattern = 0; pattern < 4; ++pattern)
             for (int64_t H : {40, 5}) {
               std::vector<int32_t> counts;
