@@ -14,6 +14,9 @@ namespace {
 // order at ep 1 (one rank) with align 1 (no padding rows): then there are no send-order buffers
 // and no regroup copies.
 bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && align == 1; }
+// At ep 1 with padding the rows go straight to their padded expert-major places instead (no
+// send-order buffers either): two regroup copies of every row saved.
+bool places_rows(int64_t ep, int64_t align) { return ep == 1 && align > 1; }
 
 }  // namespace
 
@@ -30,7 +33,12 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
   rows_bound_ = expert_rows_bound(d_.ep, T, K, El, d_.align);
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
-  if (!send_is_expert_major_) {
+  row_pos_ = send_pos_;
+  if (places_rows(d_.ep, d_.align)) {
+    pos_ = buffers_.alloc<int32_t>(4 * T * K);
+    row_pos_ = pos_;
+    local_blocks_ = std::make_unique<ExpertBlocks>(d, device, ops, buffers_, rows_bound_);
+  } else if (!send_is_expert_major_) {
     send_ = buffers_.alloc(sb * T * K * H);
     y_send_ = buffers_.alloc(sb * T * K * H);
     dy_send_ = buffers_.alloc(sb * T * K * H);
@@ -49,6 +57,14 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
   // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
   comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
+  if (local_blocks_) {
+    // The blocks' host copy is the one device-to-host copy (none in a sync-free step).
+    local_blocks_->plan(recv_counts_, d_.E_local, 0);
+    timer_.end(phases_.counts_exchange);
+    ops_.expert_major_positions(d_, send_pos_, local_blocks_->starts(0), local_blocks_->dest(0),
+                                pos_);
+    return;
+  }
   // The one device-to-host copy of the dispatch, where host-driven collectives need the split
   // sizes; a sync-free step leaves the counts where they are until traffic().
   if (!d_.sync_free)
@@ -80,8 +96,14 @@ void AlltoallDispatcher::plan_on_host() {
 }
 
 ExpertOffsets AlltoallDispatcher::expert_offsets() const {
+  if (local_blocks_) return local_blocks_->offsets();
   if (d_.sync_free) return {offsets_dev_, nullptr, rows_bound_};
   return {offsets_dev_, row_offsets_.data(), row_offsets_[d_.E_local]};
+}
+
+ChunkRows AlltoallDispatcher::rows_by_source() const {
+  return {recv_counts_, d_.E_local, local_blocks_ ? local_blocks_->offsets().device : offsets_dev_,
+          0};
 }
 
 int64_t AlltoallDispatcher::received_bound() const {
@@ -89,36 +111,38 @@ int64_t AlltoallDispatcher::received_bound() const {
 }
 
 void AlltoallDispatcher::dispatch_fwd(const void* x, void* xe) {
-  void* x_send = send_is_expert_major_ ? xe : send_;
-  ops_.permute(dispatched_, x, send_pos_, x_send);
-  if (!send_is_expert_major_) to_expert_major(dispatched_, x_send, xe, phases_.a2a_dispatch_fwd);
+  void* x_send = direct() ? xe : send_;
+  ops_.permute(dispatched_, x, row_pos_, x_send);
+  if (!direct()) to_expert_major(dispatched_, x_send, xe, phases_.a2a_dispatch_fwd);
+  if (local_blocks_) local_blocks_->zero_padding(xe, dispatched_);
 }
 
 void AlltoallDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
   const void* y_send = ye;
-  if (!send_is_expert_major_) {
+  if (!direct()) {
     to_send_order(ye, y_send_, phases_.a2a_combine_fwd);
     y_send = y_send_;
   }
-  ops_.combine_fwd(d_, y_send, send_pos_, p, out);
+  ops_.combine_fwd(d_, y_send, row_pos_, p, out);
   y_send_used_ = y_send;
 }
 
 void AlltoallDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
   MOE_CHECK(y_send_used_, "combine_bwd before combine_fwd");
-  void* dy_send = send_is_expert_major_ ? dye : dy_send_;
-  ops_.combine_bwd(d_, dout, y_send_used_, send_pos_, p, dy_send, dp);
-  if (!send_is_expert_major_) to_expert_major(d_, dy_send, dye, phases_.a2a_combine_bwd);
+  void* dy_send = direct() ? dye : dy_send_;
+  ops_.combine_bwd(d_, dout, y_send_used_, row_pos_, p, dy_send, dp);
+  if (!direct()) to_expert_major(d_, dy_send, dye, phases_.a2a_combine_bwd);
+  if (local_blocks_) local_blocks_->zero_padding(dye, d_);
 }
 
 void AlltoallDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
   // dx returns through x's send buffer, free since the forward's all-to-all.
   const void* dx_send = dxe;
-  if (!send_is_expert_major_) {
+  if (!direct()) {
     to_send_order(dxe, send_, phases_.a2a_dispatch_bwd);
     dx_send = send_;
   }
-  ops_.unpermute_sum(d_, dx_send, send_pos_, dx_acc);
+  ops_.unpermute_sum(d_, dx_send, row_pos_, dx_acc);
 }
 
 // At ep 1 the all-to-all would copy the send buffer to itself in the same order: the regroup
@@ -147,6 +171,14 @@ void AlltoallDispatcher::to_send_order(const void* expert_major, void* send_orde
 }
 
 StepTraffic AlltoallDispatcher::traffic() {
+  if (local_blocks_) {
+    // ep 1: every kept row stays on the rank.
+    StepTraffic t;
+    t.rows_received = local_blocks_->rows_received();
+    t.rows_padded = local_blocks_->rows_padded();
+    t.rows_dropped = d_.T * d_.K - t.rows_received;
+    return t;
+  }
   if (host_stale_) {
     device_.copy_to_host(counts_host_.data(), expert_counts_, 4 * counts_host_.size());
     host_stale_ = false;
@@ -195,7 +227,10 @@ int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_byte
   const int64_t rows = saturating_sum({saturating_product({T, K}), E_local * (w.align - 1)});
   int64_t bytes = saturating_sum(
       {saturating_product({4, T, K}), 4 * (E + w.mesh.ep * E_local), 8 * (E_local + 1)});
-  if (!send_order_is_expert_major(w.mesh.ep, w.align))
+  if (places_rows(w.mesh.ep, w.align))
+    bytes = saturating_sum(
+        {bytes, saturating_product({4, T, K}), ExpertBlocks::device_bytes(1, E_local)});
+  else if (!send_order_is_expert_major(w.mesh.ep, w.align))
     bytes = saturating_sum({bytes, saturating_product({3, T, K, H, S})});
   if (w.mesh.ep > 1) bytes = saturating_sum({bytes, grown_bytes(saturating_product({rows, H, S}))});
   return bytes;

@@ -3,6 +3,8 @@
 // writes rows in send order (by destination rank, then expert), one ragged all-to-all per
 // direction moves them, and a regroup turns the source-rank-major landing buffer into each local
 // expert's contiguous block (padded to align). Megatron-Core's all-to-all token dispatcher.
+// At ep 1 nothing crosses: the permute writes the experts' input order directly (send order with
+// align 1; the padded expert-major positions with align > 1), with no regroup.
 //
 // Sync-free (Dims::sync_free, graph: true) at ep 1 only: NCCL's ragged all-to-all takes its sizes
 // from the host. The counts then stay on the device through the step, and come to the host for
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "dispatch/dispatcher_base.h"
+#include "dispatch/expert_blocks.h"
 
 namespace moe {
 
@@ -24,7 +27,7 @@ class AlltoallDispatcher : public DispatcherBase {
   const char* name() const override { return "alltoall"; }
   void layout(const int32_t* idx, const float* p) override;
   ExpertOffsets expert_offsets() const override;
-  ChunkRows rows_by_source() const override { return {recv_counts_, d_.E_local, offsets_dev_, 0}; }
+  ChunkRows rows_by_source() const override;
   const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
@@ -50,6 +53,14 @@ class AlltoallDispatcher : public DispatcherBase {
   // the regroups would be plain copies: there are none, and the send-order views are the
   // caller's expert-major buffers.
   bool send_is_expert_major_ = false;
+  // At ep 1 with align > 1 the rows are placed straight into the padded expert-major order (the
+  // blocks' positions, pos_, and their padding zeroed), as the all-gather dispatcher does at ep 1.
+  std::unique_ptr<ExpertBlocks> local_blocks_;
+  int32_t* pos_ = nullptr;  // [T * K] expert-major positions (with local_blocks_)
+  // Where permute puts each routed row and the combines find it: send_pos_, or pos_.
+  const int32_t* row_pos_ = nullptr;
+  // No send-order buffers: the rows go straight between the tokens and the expert-major buffers.
+  bool direct() const { return send_is_expert_major_ || local_blocks_ != nullptr; }
 
   int32_t* send_pos_ = nullptr;  // [T * K]
   // [E] then [ep, E_local], adjacent so that one copy brings both to the host.

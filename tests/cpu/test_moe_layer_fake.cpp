@@ -345,21 +345,6 @@ TEST(MoeLayerFake, BuffersFlowFromPhaseToPhase) {
   EXPECT_EQ(fwd.offsets[4], 16);
 }
 
-TEST(MoeLayerFake, AlignPaddingRegroupsIntoPaddedBlocks) {
-  FakeStep f(R"(, "align": 16)");
-  const Recorder& r = f.step();
-  const Call& fwd = r.only("expert_ffn_fwd");
-  // Two regroups into expert order: x for the forward, dy for the backward.
-  const std::vector<size_t> in = r.at("regroup_to_experts");
-  ASSERT_EQ(in.size(), 2u);
-  EXPECT_EQ(r.calls[in[0]].buffers[0], r.only("permute").buffers[1]);
-  EXPECT_EQ(fwd.buffers[0], r.calls[in[0]].buffers[1]);  // xe from the regroup
-  EXPECT_EQ(r.calls[in[1]].buffers[0], r.only("combine_bwd").buffers[2]);
-  EXPECT_EQ(r.only("expert_ffn_bwd_data").buffers[0], r.calls[in[1]].buffers[1]);  // dye
-  for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;  // 4 rows padded to 16
-  EXPECT_EQ(r.at("regroup_to_send").size(), 2u);  // y for the combine, dx for the unpermute
-}
-
 TEST(MoeLayerFake, OverlapPutsTheDispatchBackwardOnTheSideLane) {
   FakeStep plain("");
   EXPECT_TRUE(plain.step().at("fork_side").empty());
@@ -373,16 +358,13 @@ TEST(MoeLayerFake, OverlapPutsTheDispatchBackwardOnTheSideLane) {
   EXPECT_TRUE(before(r, "join_side", "router_bwd"));
 }
 
-// dispatch allgather at ep 1: no collective; the positions come from the layout, one permute
-// brings x to the experts, two more write the padding rows of xe and dye, and the combines and
-// the unpermute read the experts' buffers directly.
-TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
-  FakeStep f(R"(, "dispatch": "allgather", "align": 16)");
-  const Recorder& r = f.step();
-  EXPECT_TRUE(r.at("allgather").empty());
-  EXPECT_TRUE(r.at("reduce_scatter").empty());
-  EXPECT_TRUE(r.at("alltoall_i32").empty());
+// At ep 1 with align > 1 (alltoall and allgather alike): the positions come from the layout, one
+// permute brings x to its padded expert-major places, two more calls write the padding rows of xe
+// and dye, the combines and the unpermute read the experts' buffers directly, and no regroup
+// copies a row.
+void expect_rows_placed_directly(const Recorder& r) {
   EXPECT_TRUE(r.at("regroup_to_experts").empty());
+  EXPECT_TRUE(r.at("regroup_to_send").empty());
   EXPECT_TRUE(before(r, "dispatch_layout", "expert_major_positions"));
   EXPECT_TRUE(before(r, "expert_blocks", "expert_major_positions"));
   const std::vector<size_t> padding = r.at("zero_expert_padding");
@@ -397,7 +379,22 @@ TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
   EXPECT_EQ(r.only("combine_bwd").buffers[2], bwd_data.buffers[0]);    // dye
   EXPECT_EQ(r.only("unpermute_sum").buffers[0], bwd_data.buffers[4]);  // dxe
   EXPECT_TRUE(r.at("combine_fwd_f32").empty());
-  for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;
+  for (int l = 0; l <= 4; ++l) EXPECT_EQ(fwd.offsets[l], 16 * l) << l;  // 4 rows padded to 16
+}
+
+TEST(MoeLayerFake, AlltoallAtEp1PlacesPaddedRowsDirectly) {
+  FakeStep f(R"(, "align": 16)");
+  expect_rows_placed_directly(f.step());
+}
+
+// dispatch allgather at ep 1: no collective at all.
+TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
+  FakeStep f(R"(, "dispatch": "allgather", "align": 16)");
+  const Recorder& r = f.step();
+  EXPECT_TRUE(r.at("allgather").empty());
+  EXPECT_TRUE(r.at("reduce_scatter").empty());
+  EXPECT_TRUE(r.at("alltoall_i32").empty());
+  expect_rows_placed_directly(r);
 }
 
 // dispatch alltoall_dedup at ep 1: nothing crosses a wire, and the step is alltoall's call for
