@@ -24,6 +24,7 @@ enum ScratchSlot {
   kRouterGrads,
   kRegroupOffsets,
   kLayoutScratch,
+  kDedupScratch,
   kFp8CodesA,
   kFp8CodesDyT,
   kFp8CodesDhT,
@@ -174,8 +175,9 @@ void CudaOps::expert_major_positions(const Dims& d, const int32_t* send_pos, con
 void CudaOps::dedup_layout(const Dims& d, const int32_t* idx, const float* p,
                            const int32_t* expert_counts, const int32_t* send_pos, int32_t* wire_pos,
                            int32_t* wire_counts, int32_t* slots, float* weights) {
+  void* tmp = scratch(kDedupScratch, cuda::dedup_layout_scratch_bytes(d.T, d.ep));
   cuda::dedup_layout(idx, p, expert_counts, send_pos, d.T, d.K, d.E, d.ep, wire_pos, wire_counts,
-                     slots, weights, stream());
+                     slots, weights, tmp, stream());
 }
 
 void CudaOps::pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -52,27 +53,25 @@ __device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
 }
 
 // Calls row(i, r) for each i in [0, n) that marked(i) holds for, r being its rank among those in
-// i order, tile by tile; the whole block must call it. Each thread takes kMarkedItems consecutive
-// i of a tile, so that a tile needs one block scan: one scan per kThreads rows made the layout's
-// block per expert scan its 32768 rows (4096 tokens, top-8) in 128 dependent steps (81 us).
-constexpr int kMarkedItems = 16;
-template <class Marked, class Row>
+// i order, tile by tile; the whole block must call it. Each thread takes kItems consecutive i of
+// a tile, so that a tile needs one block scan.
+template <int kItems, class Marked, class Row>
 __device__ void for_each_marked(int64_t n, Marked marked, Row row) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int seen;
   if (threadIdx.x == 0) seen = 0;
   __syncthreads();
-  for (int64_t start = 0; start < n; start += int64_t(kThreads) * kMarkedItems) {
-    const int64_t first = start + int64_t(threadIdx.x) * kMarkedItems;
+  for (int64_t start = 0; start < n; start += int64_t(kThreads) * kItems) {
+    const int64_t first = start + int64_t(threadIdx.x) * kItems;
     uint32_t bits = 0;
 #pragma unroll
-    for (int j = 0; j < kMarkedItems; ++j)
+    for (int j = 0; j < kItems; ++j)
       if (first + j < n && marked(first + j)) bits |= 1u << j;
     int before = 0, total = 0;
     Scan(tmp).ExclusiveSum(__popc(bits), before, total);
     int r = seen + before;
-    for (int j = 0; j < kMarkedItems; ++j)
+    for (int j = 0; j < kItems; ++j)
       if ((bits >> j) & 1u) row(int32_t(first + j), r++);
     __syncthreads();
     if (threadIdx.x == 0) seen += total;
@@ -81,10 +80,11 @@ __device__ void for_each_marked(int64_t n, Marked marked, Row row) {
 }
 
 // Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
-// order.
+// order. 16 rows a thread: one scan per kThreads rows made the layout's block per expert scan its
+// 32768 rows (4096 tokens, top-8) in 128 dependent steps (81 us on an H100).
 template <class Row>
 __device__ void for_each_expert_row(const int32_t* idx, int64_t n, int e, Row row) {
-  for_each_marked(
+  for_each_marked<16>(
       n, [&](int64_t i) { return idx[i] == e; }, row);
 }
 
@@ -266,9 +266,11 @@ __global__ void merge_chunk_layout_kernel(MergedChunks chunks, int64_t C, int64_
   for (int64_t b = threadIdx.x; b < n; b += blockDim.x) dst[b] += offsets[b / (ep * C)];
 }
 
-// ---- the deduplicated dispatcher's send plan: one block per destination EP rank scans the
-// tokens in order, so that wire rows follow token order inside each rank's block with no atomics,
-// as on the CPU. ----
+// ---- the deduplicated dispatcher's send plan: block (c, r) takes chunk c of kDedupChunk tokens
+// for destination EP rank r and scans them in order, so that wire rows follow token order inside
+// each rank's block with no atomics, as on the CPU. A block per rank over all T tokens took most of
+// the layout phase at EP 2 (two blocks on the whole GPU); chunks count first, then place. ----
+constexpr int64_t kDedupChunk = kThreads;  // one token a thread
 
 // Whether EP rank r's experts (El of them) take any of token t's kept rows.
 __device__ __forceinline__ bool rank_takes(const int32_t* idx, const int32_t* send_pos, int64_t t,
@@ -278,38 +280,44 @@ __device__ __forceinline__ bool rank_takes(const int32_t* idx, const int32_t* se
   return false;
 }
 
+// chunk_counts [ep, chunks]: the tokens of chunk c that rank r takes.
 __global__ void dedup_count_kernel(const int32_t* idx, const int32_t* send_pos, int64_t T,
-                                   int64_t K, int64_t El, int32_t* wire_counts) {
+                                   int64_t K, int64_t El, int32_t* chunk_counts) {
   using Reduce = cub::BlockReduce<int, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
-  const int64_t r = blockIdx.x;
-  int c = 0;
-  for (int64_t t = threadIdx.x; t < T; t += kThreads) c += rank_takes(idx, send_pos, t, K, El, r);
-  c = Reduce(tmp).Sum(c);
-  if (threadIdx.x == 0) wire_counts[r] = c;
+  const int64_t c = blockIdx.x, r = blockIdx.y;
+  const int64_t t = c * kDedupChunk + threadIdx.x;
+  const int n = Reduce(tmp).Sum(t < T && rank_takes(idx, send_pos, t, K, El, r) ? 1 : 0);
+  if (threadIdx.x == 0) chunk_counts[r * gridDim.x + c] = n;
 }
 
-// Rank r's wire rows start after the wire rows of ranks before it; its slots count send positions
-// from its first expert's block.
+// Rank r's wire rows start after the wire rows of ranks before it, chunk c's after the chunks
+// before it; its slots count send positions from its first expert's block. Chunk 0's block
+// writes the rank's wire rows.
 __global__ void dedup_position_kernel(const int32_t* idx, const float* p,
                                       const int32_t* expert_counts, const int32_t* send_pos,
-                                      int64_t T, int64_t K, int64_t El, const int32_t* wire_counts,
-                                      int64_t ep, int32_t* wire_pos, int32_t* slots,
-                                      float* weights) {
-  __shared__ int s_wire, s_rank_begin;
-  const int r = blockIdx.x;
-  const int wire0 = block_prefix(wire_counts, r);
+                                      int64_t T, int64_t K, int64_t El, const int32_t* chunk_counts,
+                                      int64_t ep, int32_t* wire_counts, int32_t* wire_pos,
+                                      int32_t* slots, float* weights) {
+  __shared__ int s_wire, s_rank_begin, s_rank_rows;
+  const int64_t c = blockIdx.x, r = blockIdx.y, chunks = gridDim.x;
+  const int wire0 = block_prefix(chunk_counts, int(r * chunks + c));
   const int rank_begin = block_prefix(expert_counts, int(r * El));
+  const int rank_rows = c == 0 ? block_prefix(chunk_counts + r * chunks, int(chunks)) : 0;
   if (threadIdx.x == 0) {
     s_wire = wire0;
     s_rank_begin = rank_begin;
+    s_rank_rows = rank_rows;
   }
   __syncthreads();
-  auto takes = [&](int64_t t) { return rank_takes(idx, send_pos, t, K, El, r); };
-  for (int64_t t = threadIdx.x; t < T; t += kThreads)
-    if (!takes(t)) wire_pos[t * ep + r] = -1;
-  for_each_marked(T, takes, [&](int32_t t, int n) {
-    const int32_t w = s_wire + n;
+  if (c == 0 && threadIdx.x == 0) wire_counts[r] = s_rank_rows;
+  const int64_t t0 = c * kDedupChunk, n = min(kDedupChunk, T - t0);
+  auto takes = [&](int64_t i) { return rank_takes(idx, send_pos, t0 + i, K, El, r); };
+  for (int64_t i = threadIdx.x; i < n; i += kThreads)
+    if (!takes(i)) wire_pos[(t0 + i) * ep + r] = -1;
+  for_each_marked<1>(n, takes, [&](int32_t i, int m) {
+    const int64_t t = t0 + i;
+    const int32_t w = s_wire + m;
     wire_pos[t * ep + r] = w;
     for (int64_t k = 0; k < K; ++k) {
       const int32_t sp = send_pos[t * K + k];
@@ -322,16 +330,25 @@ __global__ void dedup_position_kernel(const int32_t* idx, const float* p,
 
 }  // namespace
 
+size_t dedup_layout_scratch_bytes(int64_t T, int64_t ep) {
+  return sizeof(int32_t) * size_t(ep * std::max<int64_t>(1, (T + kDedupChunk - 1) / kDedupChunk));
+}
+
 void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
                   const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
                   int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights,
-                  cudaStream_t stream) {
+                  void* scratch, cudaStream_t stream) {
   MOE_CHECK(ep >= 1 && E % ep == 0, "dedup_layout: " << E << " experts over ep " << ep);
   MOE_CHECK(T * K < (int64_t(1) << 31), "dedup_layout: T*K = " << T * K << " overflows int32");
-  dedup_count_kernel<<<int(ep), kThreads, 0, stream>>>(idx, send_pos, T, K, E / ep, wire_counts);
+  MOE_CHECK(scratch, "dedup_layout: scratch of dedup_layout_scratch_bytes needed");
+  const dim3 grid(unsigned(std::max<int64_t>(1, (T + kDedupChunk - 1) / kDedupChunk)),
+                  unsigned(ep));
+  auto* chunk_counts = static_cast<int32_t*>(scratch);
+  dedup_count_kernel<<<grid, kThreads, 0, stream>>>(idx, send_pos, T, K, E / ep, chunk_counts);
   CUDA_CHECK(cudaGetLastError());
-  dedup_position_kernel<<<int(ep), kThreads, 0, stream>>>(
-      idx, p, expert_counts, send_pos, T, K, E / ep, wire_counts, ep, wire_pos, slots, weights);
+  dedup_position_kernel<<<grid, kThreads, 0, stream>>>(idx, p, expert_counts, send_pos, T, K,
+                                                       E / ep, chunk_counts, ep, wire_counts,
+                                                       wire_pos, slots, weights);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -47,9 +47,11 @@ void expert_major_positions(const int32_t* send_pos, const int32_t* starts, cons
 // The deduplicated dispatcher's send plan: wire_pos [T, ep], wire_counts [ep], slots [W, K] i32
 // and weights [W, K] fp32, the twin's contract; all inputs on the device (dispatch_layout's
 // expert_counts [E] and send_pos [T*K], idx [T, K], p [T, K]).
+// scratch: device memory of at least dedup_layout_scratch_bytes (the chunks' counts).
+size_t dedup_layout_scratch_bytes(int64_t T, int64_t ep);
 void dedup_layout(const int32_t* idx, const float* p, const int32_t* expert_counts,
                   const int32_t* send_pos, int64_t T, int64_t K, int64_t E, int64_t ep,
                   int32_t* wire_pos, int32_t* wire_counts, int32_t* slots, float* weights,
-                  cudaStream_t stream);
+                  void* scratch, cudaStream_t stream);
 
 }  // namespace moe::cuda

@@ -18,7 +18,10 @@ namespace moe::cuda {
 namespace {
 
 constexpr int64_t kMaxExperts = 1024;  // one thread per expert, at most one full block
-constexpr int64_t kStatsChunk = 8;     // tokens per block in the loss-statistics first pass
+// Tokens per block in the loss-statistics first pass: each token costs the block three dependent
+// reductions, so short chunks keep more blocks in flight (32 tokens a block took 55 us of a
+// 4096-token Qwen3-30B-A3B step on an H100).
+constexpr int64_t kStatsChunk = 8;
 
 using Key = unsigned long long;
 

@@ -67,7 +67,7 @@ TEST(DedupCuda, DedupLayoutMatchesCpu) {
   const std::pair<int64_t, int64_t> groups[] = {{1, 16}, {2, 3}, {4, 1}, {4, 16}, {8, 3}, {8, 1}};
   for (const auto& [ep, El] : groups)
     for (int64_t capacity : {0, 2})
-      for (int64_t T : {1, 37, 700}) {  // one block's tile, and several
+      for (int64_t T : {1, 37, 700}) {  // one chunk of 256 tokens, and several
         const int64_t E = ep * El, K = std::min<int64_t>(6, E);
         const std::string what = "ep " + std::to_string(ep) + " E_local " + std::to_string(El) +
                                  " capacity " + std::to_string(capacity) + " T " +
@@ -85,8 +85,9 @@ TEST(DedupCuda, DedupLayoutMatchesCpu) {
             d_wire(std::vector<int32_t>(ep, -9));
         DevBuf<int32_t> d_slots(std::vector<int32_t>(W * K, -7));
         DevBuf<float> d_weights(std::vector<float>(W * K, NAN));
+        DevBuf<uint8_t> scratch(cuda::dedup_layout_scratch_bytes(T, ep));
         cuda::dedup_layout(d_idx.ptr, d_p.ptr, d_counts.ptr, d_send_pos.ptr, T, K, E, ep, d_pos.ptr,
-                           d_wire.ptr, d_slots.ptr, d_weights.ptr, stream);
+                           d_wire.ptr, d_slots.ptr, d_weights.ptr, scratch.ptr, stream);
         EXPECT_EQ(differences(d_wire.host(), counts), 0) << what << ": wire counts";
         EXPECT_EQ(differences(d_pos.host(), pos), 0) << what << ": wire positions";
         EXPECT_EQ(differences(d_slots.host(), slots), 0) << what << ": slots";
