@@ -10,7 +10,8 @@
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
-same_digests_as_alltoall allgather "2 1 2 1" "2 2 1 8" "4 4 1 1" "4 2 2 16"
+# ep 1 with align 16: both place the rows straight into the padded expert-major order.
+same_digests_as_alltoall allgather "2 1 2 1" "2 1 2 16" "2 2 1 8" "4 4 1 1" "4 2 2 16"
 
 # The independent numpy float64 verifier on an allgather step at ep 2.
 mpi 2 "${args[@]}" --set mesh.ep=2 --set capacity_factor=null --set dispatch=allgather \
@@ -38,17 +39,21 @@ check(r["routing"]["rows_per_token_to_other_ranks"] == ep - 1, "rows per token")
 check(plan["rows_per_token_to_other_ranks"] == ep - 1, "predicted rows per token")
 sys.exit(0 if ok else 1)
 EOF
-# The memory estimate holds the gathered buffers: at ep 2 with balanced routing (no ragged
-# growth) the CPU device's high-water mark is the plan's step bytes exactly.
-mem=(--config "$TINY" --set mesh.ep=2 --set model.topk=4 --set routing.mode=balanced --set align=8
-  --set check=off --set roofline=false --set dispatch=allgather)
-mpi 2 run -q "${mem[@]}" --out "$WORK/mem.json" >/dev/null
-"$MOEBENCH" run "${mem[@]}" --dry-run --json --world 2 --backend cpu >"$WORK/mem_plan.json"
-/usr/bin/python3 - "$WORK/mem.json" "$WORK/mem_plan.json" <<'EOF'
+# The memory estimate holds the gathered buffers, and at ep 1 alltoall's positions and blocks
+# (align 8: its rows placed straight, as allgather's): with balanced routing (no ragged growth)
+# the CPU device's high-water mark is the plan's step bytes exactly.
+for spec in "allgather 2" "alltoall 1"; do
+  read -r dispatch np <<<"$spec"
+  mem=(--config "$TINY" --set mesh.ep="$np" --set model.topk=4 --set routing.mode=balanced
+    --set align=8 --set check=off --set roofline=false --set dispatch="$dispatch")
+  mpi "$np" run -q "${mem[@]}" --out "$WORK/mem.json" >/dev/null
+  "$MOEBENCH" run "${mem[@]}" --dry-run --json --world "$np" --backend cpu >"$WORK/mem_plan.json"
+  /usr/bin/python3 - "$WORK/mem.json" "$WORK/mem_plan.json" "$dispatch" <<'EOF'
 import json, sys
 held = json.load(open(sys.argv[1]))["memory"]["high_water_bytes"]
 planned = json.load(open(sys.argv[2]))["memory"]["step_bytes"]
-print(f"high-water {held} bytes, planned {planned}")
+print(f"{sys.argv[3]}: high-water {held} bytes, planned {planned}")
 sys.exit(0 if held == planned else 1)
 EOF
+done
 echo "allgather: PASS"
