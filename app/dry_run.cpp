@@ -56,6 +56,34 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
   return out;
 }
 
+// With FP8 each step quantizes every expert weight the rank holds (after the FSDP gather), both
+// ways round: 2 bytes read and 2 written per parameter (fp8_tensor reads them once more for the
+// amaxes), at the memory's rate whatever the rows, while the GEMMs' saving grows with the rows.
+// Measured on H100s: DeepSeek-V3's shapes lost in FP8 at 128 rows per expert (EP 1: fp8_block
+// 44.7 ms a step against bf16's 34.0, the weights' quantization alone 16.7 ms,
+// results/2026-11-27-small-kernels), at 256 (EP 2) and at 512 (EP 4, 2026-11-26-h100x4);
+// Mixtral-8x7B's 4096 won (1.35-1.40x).
+constexpr double kFp8MinRowsPerExpert = 512;
+
+std::vector<std::string> fp8_warnings(const Workload& w, const Mesh& m, double rows_per_expert) {
+  if (w.precision == Precision::kBf16 || rows_per_expert > kFp8MinRowsPerExpert) return {};
+  const double H = double(w.model.hidden);
+  const double params = double(m.experts_per_rank) * 3.0 * H * double(w.model.ffn) +
+                        double(w.model.shared_experts) * 3.0 * H * double(w.model.shared_ffn);
+  const double bytes = params * (w.precision == Precision::kFp8Tensor ? 6.0 : 4.0);
+  std::ostringstream os;
+  os << "precision " << name_of(w.precision) << " with about " << std::defaultfloat
+     << std::setprecision(3) << rows_per_expert
+     << " rows per expert at balanced routing: every step quantizes the rank's expert weights "
+        "anew (about "
+     << std::fixed << std::setprecision(1) << gib(bytes)
+     << " GiB read and written per rank), which cost more than FP8's faster GEMMs saved at "
+     << int64_t(kFp8MinRowsPerExpert)
+     << " rows per expert or fewer on H100s (results/2026-11-27-small-kernels); FP8 pays with "
+        "more rows per expert: raise tokens_per_rank or mesh.ep, or keep precision bf16";
+  return {os.str()};
+}
+
 // The dispatcher's predicted bytes per rank: the dispatch direction's (every direction's where
 // they are equal, as for alltoall), each direction's, and the step's in all.
 json dispatch_json(const Workload& w, const Mesh& m, const DispatchBytes& b) {
@@ -162,6 +190,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
     warnings.push_back(os.str());
   }
   for (std::string& s : shape_warnings(w, m, chunk_rows)) warnings.push_back(std::move(s));
+  for (std::string& s : fp8_warnings(w, m, rows_per_expert)) warnings.push_back(std::move(s));
   plan["warnings"] = warnings;
   return plan;
 }

@@ -1,5 +1,5 @@
-// The dry run's memory warnings: a cuda plan that outgrows the GPU it would run on is named, one
-// that fits is not, and the CPU plan never compares with a GPU.
+// The dry run's warnings: a cuda plan that outgrows the GPU it would run on is named, one that
+// fits is not, and the CPU plan never compares with a GPU; FP8 with few rows per expert.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -28,6 +28,41 @@ TEST(DryRun, WarnsWhereTheGpuIsTooSmall) {
   host.gpu_memory_bytes = int64_t(40) << 30;
   EXPECT_TRUE(mentions_gpu_memory(dry_run_plan(w, 1, "cuda", host)));
   EXPECT_FALSE(mentions_gpu_memory(dry_run_plan(w, 1, "cpu", host)));
+}
+
+bool mentions_fp8_quantization(const nlohmann::json& plan) {
+  for (const auto& w : plan["warnings"])
+    if (w.get<std::string>().find("quantizes the rank's expert weights") != std::string::npos)
+      return true;
+  return false;
+}
+
+Workload bench(const std::string& name, const std::string& precision, int64_t ep) {
+  Workload w = load_workload_file(std::string(MOE_SOURCE_DIR) + "/configs/bench/" + name);
+  w.precision = precision == "bf16"         ? Precision::kBf16
+                : precision == "fp8_tensor" ? Precision::kFp8Tensor
+                                            : Precision::kFp8Block;
+  w.align = 16;
+  w.mesh.ep = ep;
+  resolve_and_validate(w, int(ep));
+  return w;
+}
+
+// FP8 where the rows per expert are few (DeepSeek-V3: 128 at EP 1, 512 at EP 4) is named, with
+// the weights' bytes; bf16 there is not, nor FP8 with many rows (Mixtral-8x7B: 1024 at EP 1).
+TEST(DryRun, WarnsWhereFp8WeightQuantizationOutweighsItsGemms) {
+  PlanHost host;
+  const nlohmann::json few =
+      dry_run_plan(bench("deepseek_v3.json", "fp8_block", 1), 1, "cuda", host);
+  EXPECT_TRUE(mentions_fp8_quantization(few)) << few["warnings"].dump();
+  // 256 experts of 3 x 7168 x 2048 and one shared expert of 3 x 7168 x 2048: 4 bytes each.
+  EXPECT_NE(few["warnings"].dump().find("42.2 GiB"), std::string::npos) << few["warnings"].dump();
+  EXPECT_TRUE(mentions_fp8_quantization(
+      dry_run_plan(bench("deepseek_v3.json", "fp8_tensor", 4), 4, "cuda", host)));
+  EXPECT_FALSE(mentions_fp8_quantization(
+      dry_run_plan(bench("deepseek_v3.json", "bf16", 1), 1, "cuda", host)));
+  EXPECT_FALSE(mentions_fp8_quantization(
+      dry_run_plan(bench("mixtral_8x7b.json", "fp8_tensor", 1), 1, "cuda", host)));
 }
 
 }  // namespace
