@@ -61,7 +61,8 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
 // amaxes), at the memory's rate whatever the rows, while the GEMMs' saving grows with the rows.
 // Measured on H100s: DeepSeek-V3's shapes lost in FP8 at 128 rows per expert (EP 1: fp8_block
 // 44.7 ms a step against bf16's 34.0, the weights' quantization alone 16.7 ms,
-// results/2026-11-27-small-kernels), at 256 (EP 2) and at 512 (EP 4, 2026-11-26-h100x4);
+// results/2026-11-27-small-kernels), at 256 (EP 2, 2026-11-26-h100x2-ep2) and at 512 (EP 4,
+// 2026-11-26-h100x4);
 // Mixtral-8x7B's 4096 won (1.35-1.40x).
 constexpr double kFp8MinRowsPerExpert = 512;
 
