@@ -62,15 +62,12 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
 // Measured on H100s: DeepSeek-V3's shapes lost in FP8 at 128 rows per expert (EP 1: fp8_block
 // 44.7 ms a step against bf16's 34.0, the weights' quantization alone 16.7 ms,
 // results/2026-11-27-small-kernels), at 256 (EP 2, 2026-11-26-h100x2-ep2) and at 512 (EP 4,
-// 2026-11-26-h100x4);
-// Mixtral-8x7B's 4096 won (1.35-1.40x).
+// 2026-11-26-h100x4); Mixtral-8x7B's 4096 won (1.35-1.40x).
 constexpr double kFp8MinRowsPerExpert = 512;
 
 std::vector<std::string> fp8_warnings(const Workload& w, const Mesh& m, double rows_per_expert) {
   if (w.precision == Precision::kBf16 || rows_per_expert > kFp8MinRowsPerExpert) return {};
-  const double H = double(w.model.hidden);
-  const double params = double(m.experts_per_rank) * 3.0 * H * double(w.model.ffn) +
-                        double(w.model.shared_experts) * 3.0 * H * double(w.model.shared_ffn);
+  const double params = routed_weight_elems(w, m) + shared_weight_elems(w.model);
   const double bytes = params * (w.precision == Precision::kFp8Tensor ? 6.0 : 4.0);
   std::ostringstream os;
   os << "precision " << name_of(w.precision) << " with about " << std::defaultfloat

@@ -17,14 +17,19 @@ double shared_width(const ModelShape& m) {
   return m.shared_experts > 0 ? double(m.shared_experts) * double(m.shared_ffn) : 0.0;
 }
 
+double routed_weight_elems(const Workload& w, const Mesh& m) {
+  return double(m.experts_per_rank) * 3 * double(w.model.hidden) * double(w.model.ffn);
+}
+
+double shared_weight_elems(const ModelShape& m) { return 3 * double(m.hidden) * shared_width(m); }
+
 std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t storage_bytes,
                                    size_t grad_bytes, double rows_kept) {
   const double N = double(w.tokens_per_rank) * m.world, H = double(w.model.hidden),
                F = double(w.model.ffn), E = double(w.model.experts);
-  const double El = double(m.experts_per_rank), ep = m.ep, fsdp = m.fsdp,
-               sb = double(storage_bytes), gb = double(grad_bytes);
+  const double ep = m.ep, fsdp = m.fsdp, sb = double(storage_bytes), gb = double(grad_bytes);
   const double rows = rows_kept / m.world;  // per rank
-  const double weight_elems = El * 3 * H * F;
+  const double weight_elems = routed_weight_elems(w, m);
   std::vector<PhaseCost> c(kNumPhases);
   c[kRouterFwd].flops = 2 * N * H * E;
   c[kRouterBwd].flops = 4 * N * H * E;
@@ -38,7 +43,7 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   // The shared experts: every token of the rank through each, counted as the experts are (S x
   // F_sh is their total width: each token's rows in and out once per shared expert).
   const double SF = shared_width(w.model), S = double(w.model.shared_experts);
-  const double shared_elems = 3 * H * SF, T = double(w.tokens_per_rank);
+  const double shared_elems = shared_weight_elems(w.model), T = double(w.tokens_per_rank);
   if (SF > 0) {
     c[kSharedFwd].flops = 6 * N * H * SF;
     c[kSharedBwd].flops = 12 * N * H * SF;

@@ -20,6 +20,12 @@ struct PhaseCost {
   double mem_bytes = 0;
 };
 
+// Expert weight elements a rank's step holds and multiplies: its local routed experts' w_in and
+// w_out (3 H F each), and the shared experts' (3 H F_sh in all, on every rank). What the FSDP
+// gather moves, and what an FP8 step quantizes anew.
+double routed_weight_elems(const Workload& w, const Mesh& m);
+double shared_weight_elems(const ModelShape& m);
+
 // Costs per Phase (core/moe_layer.h), [kNumPhases]. rows_kept: (t, k) rows the experts process
 // per step over the world (N*K less capacity drops; align padding is not useful work);
 // storage_bytes, grad_bytes: per element of storage and of the expert weight gradients.

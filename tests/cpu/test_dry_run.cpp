@@ -39,11 +39,9 @@ bool mentions_fp8_quantization(const nlohmann::json& plan) {
 
 Workload bench(const std::string& name, const std::string& precision, int64_t ep) {
   Workload w = load_workload_file(std::string(MOE_SOURCE_DIR) + "/configs/bench/" + name);
-  w.precision = precision == "bf16"         ? Precision::kBf16
-                : precision == "fp8_tensor" ? Precision::kFp8Tensor
-                                            : Precision::kFp8Block;
-  w.align = 16;
-  w.mesh.ep = ep;
+  apply_override(w, "precision=" + precision);
+  apply_override(w, "align=16");
+  apply_override(w, "mesh.ep=" + std::to_string(ep));
   resolve_and_validate(w, int(ep));
   return w;
 }
