@@ -148,23 +148,10 @@ __global__ void layout_position_kernel(const int32_t* idx, const float* p, int64
   for_each_expert_row(idx, n, e, [&](int32_t i, int r) { seg[r] = i; });
   __syncthreads();  // seg is read by other threads below
   const uint64_t threshold = select_threshold(seg, m, p, limit);
-
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ int placed;
-  if (threadIdx.x == 0) placed = 0;
-  __syncthreads();
-  for (int start = 0; start < m; start += kThreads) {
-    const int r = start + threadIdx.x;
-    const int32_t i = r < m ? seg[r] : 0;
-    const int keep = (r < m && drop_key(p, i) >= threshold) ? 1 : 0;
-    int before = 0, total = 0;
-    Scan(tmp).ExclusiveSum(keep, before, total);
-    if (r < m) send_pos[i] = keep ? b0 + placed + before : -1;
-    __syncthreads();
-    if (threadIdx.x == 0) placed += total;
-    __syncthreads();
-  }
+  auto kept = [&](int64_t r) { return drop_key(p, seg[r]) >= threshold; };
+  for (int r = threadIdx.x; r < m; r += kThreads)
+    if (!kept(r)) send_pos[seg[r]] = -1;
+  for_each_marked<1>(m, kept, [&](int32_t r, int placed) { send_pos[seg[r]] = b0 + placed; });
 }
 
 // One thread per gathered row: a binary search over its source's E_local + 1 starts (the last
