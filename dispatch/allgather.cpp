@@ -16,37 +16,31 @@ AllgatherDispatcher::AllgatherDispatcher(const Dims& d, const Mesh& mesh, Device
       dg_(d),
       blocks_(d, device, ops, buffers_, expert_rows_bound(d.ep, d.T, d.K, d.E_local, d.align)) {
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, ep = d_.ep;
+  MOE_CHECK(ep > 1, "dispatch allgather at ep 1: make_dispatcher builds alltoall's");
   dg_.T = ep * T;
   check_int32_positions("lower tokens_per_rank or use dispatch = alltoall");
   const size_t sb = device.storage_bytes();
   counts_ = buffers_.alloc<int32_t>(4 * E);
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   pos_ = buffers_.alloc<int32_t>(4 * ep * T * K);
-  if (ep > 1) {
-    counts_all_ = buffers_.alloc<int32_t>(4 * ep * E);
-    send_pos_all_ = buffers_.alloc<int32_t>(4 * ep * T * K);
-    p_all_ = buffers_.alloc<float>(4 * ep * T * K);
-    rows_all_ = buffers_.alloc(sb * ep * T * H);
-    partial_ = buffers_.alloc<float>(4 * ep * T * H);
-    out_f32_ = buffers_.alloc<float>(4 * T * H);
-    dp_all_ = buffers_.alloc<float>(4 * ep * T * K);
-  } else {
-    counts_all_ = counts_;
-    send_pos_all_ = send_pos_;
-  }
+  counts_all_ = buffers_.alloc<int32_t>(4 * ep * E);
+  send_pos_all_ = buffers_.alloc<int32_t>(4 * ep * T * K);
+  p_all_ = buffers_.alloc<float>(4 * ep * T * K);
+  rows_all_ = buffers_.alloc(sb * ep * T * H);
+  partial_ = buffers_.alloc<float>(4 * ep * T * H);
+  out_f32_ = buffers_.alloc<float>(4 * T * H);
+  dp_all_ = buffers_.alloc<float>(4 * ep * T * K);
   counts_host_.resize(E);
 }
 
 void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
-  const int64_t T = d_.T, E = d_.E, K = d_.K, ep = d_.ep;
+  const int64_t T = d_.T, E = d_.E, K = d_.K;
   // Each rank decides its own rows' drops, as alltoall's layout does (capacity per source rank).
   ops_.dispatch_layout(d_, idx, p, counts_, send_pos_);
   timer_.begin(phases_.counts_exchange);
-  if (ep > 1) {
-    comm_.allgather(counts_, counts_all_, 4 * E, Group::kEp);
-    comm_.allgather(send_pos_, send_pos_all_, 4 * T * K, Group::kEp);
-    comm_.allgather(p, p_all_, 4 * T * K, Group::kEp);
-  }
+  comm_.allgather(counts_, counts_all_, 4 * E, Group::kEp);
+  comm_.allgather(send_pos_, send_pos_all_, 4 * T * K, Group::kEp);
+  comm_.allgather(p, p_all_, 4 * T * K, Group::kEp);
   // The blocks of this rank's experts in each source's send order; their host copy is the one
   // device-to-host copy of the dispatch (none in a sync-free step).
   blocks_.plan(counts_all_, E, ep_rank_ * d_.E_local);
@@ -55,23 +49,16 @@ void AllgatherDispatcher::layout(const int32_t* idx, const float* p) {
 }
 
 void AllgatherDispatcher::dispatch_fwd(const void* x, void* xe) {
-  if (d_.ep == 1) {
-    ops_.permute(dispatched_, x, pos_, xe);
-  } else {
-    timer_.begin(phases_.a2a_dispatch_fwd);
-    comm_.allgather(x, rows_all_, dispatched_row_bytes() * size_t(d_.T), Group::kEp);
-    timer_.end(phases_.a2a_dispatch_fwd);
-    ops_.permute(dispatched_rows(dg_, device_.storage_bytes()), rows_all_, pos_, xe);
-  }
+  timer_.begin(phases_.a2a_dispatch_fwd);
+  comm_.allgather(x, rows_all_, dispatched_row_bytes() * size_t(d_.T), Group::kEp);
+  timer_.end(phases_.a2a_dispatch_fwd);
+  ops_.permute(dispatched_rows(dg_, device_.storage_bytes()), rows_all_, pos_, xe);
   blocks_.zero_padding(xe, dispatched_);
 }
 
-void AllgatherDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
+void AllgatherDispatcher::combine_fwd(const void* ye, const float* /*p: layout()'s copy*/,
+                                      void* out) {
   ye_used_ = ye;
-  if (d_.ep == 1) {
-    ops_.combine_fwd(d_, ye, pos_, p, out);
-    return;
-  }
   ops_.combine_fwd_f32(dg_, ye, pos_, p_all_, partial_);
   timer_.begin(phases_.a2a_combine_fwd);
   comm_.reduce_scatter(partial_, out_f32_, size_t(d_.T * d_.H), DType::kFp32, Group::kEp);
@@ -79,26 +66,19 @@ void AllgatherDispatcher::combine_fwd(const void* ye, const float* p, void* out)
   ops_.to_storage(d_, out_f32_, d_.T * d_.H, out);
 }
 
-void AllgatherDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
+void AllgatherDispatcher::combine_bwd(const void* dout, const float* /*p: layout()'s copy*/,
+                                      void* dye, float* dp) {
   MOE_CHECK(ye_used_, "combine_bwd before combine_fwd");
-  if (d_.ep == 1) {
-    ops_.combine_bwd(d_, dout, ye_used_, pos_, p, dye, dp);
-  } else {
-    // dout lands where x did: the forward's permute has read x already.
-    timer_.begin(phases_.a2a_combine_bwd);
-    comm_.allgather(dout, rows_all_, device_.storage_bytes() * d_.T * d_.H, Group::kEp);
-    timer_.end(phases_.a2a_combine_bwd);
-    ops_.combine_bwd(dg_, rows_all_, ye_used_, pos_, p_all_, dye, dp_all_);
-    comm_.reduce_scatter(dp_all_, dp, size_t(d_.T * d_.K), DType::kFp32, Group::kEp);
-  }
+  // dout lands where x did: the forward's permute has read x already.
+  timer_.begin(phases_.a2a_combine_bwd);
+  comm_.allgather(dout, rows_all_, device_.storage_bytes() * d_.T * d_.H, Group::kEp);
+  timer_.end(phases_.a2a_combine_bwd);
+  ops_.combine_bwd(dg_, rows_all_, ye_used_, pos_, p_all_, dye, dp_all_);
+  comm_.reduce_scatter(dp_all_, dp, size_t(d_.T * d_.K), DType::kFp32, Group::kEp);
   blocks_.zero_padding(dye, d_);
 }
 
 void AllgatherDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
-  if (d_.ep == 1) {
-    ops_.unpermute_sum(d_, dxe, pos_, dx_acc);
-    return;
-  }
   // The partial sums reuse the combine's buffer, free since its reduce-scatter.
   ops_.unpermute_sum(dg_, dxe, pos_, partial_);
   timer_.begin(phases_.a2a_dispatch_bwd);
@@ -114,7 +94,6 @@ StepTraffic AllgatherDispatcher::traffic() {
   int64_t rows_kept = 0;
   for (int32_t c : counts_host_) rows_kept += c;
   t.rows_dropped = d_.T * d_.K - rows_kept;
-  if (d_.ep == 1) return t;
   // Each collective sends this rank's chunk (all-gather) or the other ranks' chunks of its
   // partial sums (reduce-scatter) to the ep - 1 other ranks, whatever the routing.
   const double others = double(d_.ep - 1), chunk = others * double(d_.T) * double(d_.H);
@@ -131,7 +110,6 @@ StepTraffic AllgatherDispatcher::traffic() {
 DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
                                                   size_t storage_bytes, double) {
   DispatchBytes b;
-  if (mesh.ep == 1) return b;
   const double ep = double(mesh.ep), T = double(w.tokens_per_rank), H = double(w.model.hidden),
                K = double(w.model.topk), E = double(w.model.experts);
   b.direction[kDirDispatchFwd] = ep * T * double(dispatch_row_bytes(w, storage_bytes));
@@ -145,19 +123,15 @@ DispatchBytes AllgatherDispatcher::bytes_for_rows(const Workload& w, const Mesh&
 }
 
 // As the constructor allocates: the rank's layout, the positions, the blocks (offsets and
-// table); at ep > 1 the gathered routing, rows, partial sums, out's sums and dp's partial
-// values.
+// table), the gathered routing, rows, partial sums, out's sums and dp's partial values.
 int64_t AllgatherDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, ep = w.mesh.ep, E_local = E / ep;
-  int64_t bytes = saturating_sum(
+  return saturating_sum(
       {saturating_product({4, saturating_sum({E, T * K, saturating_product({ep, T, K})})}),
-       ExpertBlocks::device_bytes(ep, E_local)});
-  if (ep > 1)
-    bytes = saturating_sum({bytes, 4 * ep * E, saturating_product({3 * 4, ep, T, K}),
-                            saturating_product({S, ep, T, H}), saturating_product({4, ep, T, H}),
-                            saturating_product({4, T, H})});
-  return bytes;
+       ExpertBlocks::device_bytes(ep, E_local), 4 * ep * E, saturating_product({3 * 4, ep, T, K}),
+       saturating_product({S, ep, T, H}), saturating_product({4, ep, T, H}),
+       saturating_product({4, T, H})});
 }
 
 }  // namespace moe

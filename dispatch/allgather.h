@@ -15,7 +15,7 @@
 // order row for row, so the experts see bitwise the same inputs (xe, dye) and produce the same h,
 // a, ye, dxe, dw_in, dw_out and dp (tests/mpi/allgather.sh compares the digests).
 //
-// The four directions, at ep > 1 (each timed as its a2a_* phase):
+// The four directions (each timed as its a2a_* phase):
 // - dispatch_fwd: all-gather x [T, H] -> [ep*T, H]; permute the gathered rows into expert-major
 //   order; padding rows zeroed.
 // - combine_fwd: each rank sums p * y over its experts' rows of all ep*T tokens in fp32
@@ -31,8 +31,7 @@
 //   DispatchBytes::other.
 // - dispatch_bwd: each rank sums its experts' dx rows per gathered token in fp32 (unpermute_sum),
 //   a reduce-scatter (fp32) gives dx_acc [T, H]. Like out, dx_acc is not bitwise alltoall's.
-// At ep 1 nothing is gathered or reduced: the permute and the combines work on the rank's own
-// tokens, and every result is bitwise alltoall's.
+// ep > 1 only: at ep 1 make_dispatcher builds alltoall's local path (dispatch/registry.cpp).
 #include <memory>
 #include <vector>
 
@@ -71,16 +70,15 @@ class AllgatherDispatcher : public DispatcherBase {
   // This rank's layout: counts per expert [E], send positions [T*K].
   int32_t* counts_ = nullptr;
   int32_t* send_pos_ = nullptr;
-  // The group's, gathered: counts [ep, E] and send positions [ep*T*K] (at ep 1 the rank's own),
-  // p [ep*T*K] (ep > 1 only).
+  // The group's, gathered: counts [ep, E], send positions and p [ep*T*K].
   int32_t* counts_all_ = nullptr;
   int32_t* send_pos_all_ = nullptr;
   float* p_all_ = nullptr;
   // [ep*T*K]: each gathered row's place in the expert-major buffer, -1 where not this rank's.
   int32_t* pos_ = nullptr;
   ExpertBlocks blocks_;
-  // ep > 1: gathered rows [ep*T, H] storage (x, later dout); fp32 partial sums [ep*T, H] (out,
-  // later dx); out's reduced sums [T, H] fp32; dp's partial values [ep*T*K] fp32.
+  // Gathered rows [ep*T, H] storage (x, later dout); fp32 partial sums [ep*T, H] (out, later
+  // dx); out's reduced sums [T, H] fp32; dp's partial values [ep*T*K] fp32.
   void* rows_all_ = nullptr;
   float* partial_ = nullptr;
   float* out_f32_ = nullptr;

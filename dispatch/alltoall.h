@@ -4,7 +4,8 @@
 // direction moves them, and a regroup turns the source-rank-major landing buffer into each local
 // expert's contiguous block (padded to align). Megatron-Core's all-to-all token dispatcher.
 // At ep 1 nothing crosses: the permute writes the experts' input order directly (send order with
-// align 1; the padded expert-major positions with align > 1), with no regroup.
+// align 1; the padded expert-major positions with align > 1), with no regroup. This local path is
+// every `dispatch` kind's at ep 1 (make_dispatcher, dispatch/registry.cpp).
 //
 // Sync-free (Dims::sync_free, graph: true) at ep 1 only: NCCL's ragged all-to-all takes its sizes
 // from the host. The counts then stay on the device through the step, and come to the host for
@@ -54,7 +55,7 @@ class AlltoallDispatcher : public DispatcherBase {
   // caller's expert-major buffers.
   bool send_is_expert_major_ = false;
   // At ep 1 with align > 1 the rows are placed straight into the padded expert-major order (the
-  // blocks' positions, pos_, and their padding zeroed), as the all-gather dispatcher does at ep 1.
+  // blocks' positions, pos_, and their padding zeroed).
   std::unique_ptr<ExpertBlocks> local_blocks_;
   int32_t* pos_ = nullptr;  // [T * K] expert-major positions (with local_blocks_)
   // Where permute puts each routed row and the combines find it: send_pos_, or pos_.

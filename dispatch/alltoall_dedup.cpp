@@ -29,10 +29,7 @@ AlltoallDedupDispatcher::AlltoallDedupDispatcher(const Dims& d, const Mesh& mesh
                                                  Ops& ops, Comm& comm, PhaseTimer& timer,
                                                  const DispatchPhases& phases, int64_t planned_rows)
     : DispatcherBase(d, mesh, device, ops, comm, timer, phases) {
-  if (d_.ep == 1) {
-    local_ = std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
-    return;
-  }
+  MOE_CHECK(d_.ep > 1, "dispatch " << name() << " at ep 1: make_dispatcher builds alltoall's");
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
   check_int32_positions("lower tokens_per_rank or use dispatch = alltoall");
   const int64_t wire_max = T * std::min(K, ep);
@@ -77,21 +74,11 @@ void AlltoallDedupDispatcher::release_received() {
   received_rows_ = 0;
 }
 
-ExpertOffsets AlltoallDedupDispatcher::expert_offsets() const {
-  return local_ ? local_->expert_offsets() : blocks_->offsets();
-}
-
 ChunkRows AlltoallDedupDispatcher::rows_by_source() const {
-  if (local_) return local_->rows_by_source();
   return {recv_counts_, d_.E_local, blocks_->offsets().device, 0};
 }
 
-const int32_t* AlltoallDedupDispatcher::send_pos() const {
-  return local_ ? local_->send_pos() : send_pos_;
-}
-
 void AlltoallDedupDispatcher::layout(const int32_t* idx, const float* p) {
-  if (local_) return local_->layout(idx, p);
   const int64_t E = d_.E, El = d_.E_local, ep = d_.ep;
   ops_.dispatch_layout(d_, idx, p, counts_, send_pos_);
   ops_.dedup_layout(d_, idx, p, counts_, send_pos_, wire_pos_, wire_counts_, slots_, weights_);
@@ -143,7 +130,6 @@ void AlltoallDedupDispatcher::to_tokens(const void* send, void* recv, size_t row
 }
 
 void AlltoallDedupDispatcher::dispatch_fwd(const void* x, void* xe) {
-  if (local_) return local_->dispatch_fwd(x, xe);
   const size_t meta = 4 * size_t(d_.K);
   ops_.permute(to_wire(dispatched_), x, wire_pos_, wire_);
   timer_.begin(phases_.a2a_dispatch_fwd);
@@ -165,8 +151,8 @@ void AlltoallDedupDispatcher::dispatch_fwd(const void* x, void* xe) {
   blocks_->zero_padding(xe, dispatched_);
 }
 
-void AlltoallDedupDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
-  if (local_) return local_->combine_fwd(ye, p, out);
+void AlltoallDedupDispatcher::combine_fwd(const void* ye, const float* /*p: layout()'s copy*/,
+                                          void* out) {
   ye_used_ = ye;
   // Each wire row's local expert outputs weighted by p, summed in fp32, stored: the partial sums
   // reuse the received rows' buffer, whose x the forward's permute has read.
@@ -177,8 +163,8 @@ void AlltoallDedupDispatcher::combine_fwd(const void* ye, const float* p, void* 
   ops_.unpermute_sum_storage(to_wire(d_), wire_, wire_pos_, out);
 }
 
-void AlltoallDedupDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
-  if (local_) return local_->combine_bwd(dout, p, dye, dp);
+void AlltoallDedupDispatcher::combine_bwd(const void* dout, const float* /*p: layout()'s copy*/,
+                                          void* dye, float* dp) {
   MOE_CHECK(ye_used_, "combine_bwd before combine_fwd");
   ops_.permute(to_wire(d_), dout, wire_pos_, wire_);
   timer_.begin(phases_.a2a_combine_bwd);
@@ -196,7 +182,6 @@ void AlltoallDedupDispatcher::combine_bwd(const void* dout, const float* p, void
 }
 
 void AlltoallDedupDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
-  if (local_) return local_->dispatch_bwd(dxe, dx_acc);
   // The partial sums reuse the received rows' buffer, whose dout the combine's backward has read.
   ops_.unpermute_sum_storage(received(d_), dxe, pos_, recv_);
   timer_.begin(phases_.a2a_dispatch_bwd);
@@ -206,7 +191,6 @@ void AlltoallDedupDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
 }
 
 StepTraffic AlltoallDedupDispatcher::traffic() {
-  if (local_) return local_->traffic();
   StepTraffic t;
   int64_t wire_rows = 0;
   for (int64_t r = 0; r < d_.ep; ++r) wire_rows += send_rows_[r];
@@ -232,11 +216,9 @@ int64_t AlltoallDedupDispatcher::planned_received_rows(const Workload& w) {
 // Each rank sends one wire row per (token, rank reached) and, balanced, receives as many, per
 // direction; 1/ep of them stay on the rank. The dispatch direction carries each row's metadata
 // too, and dp returns K fp32 per wire row after the combine's backward (other). The layout
-// exchanges the counts per expert and the wire rows per rank. At ep 1 it is alltoall's.
+// exchanges the counts per expert and the wire rows per rank.
 DispatchBytes AlltoallDedupDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
                                                       size_t storage_bytes, double rows_per_rank) {
-  if (mesh.ep == 1)
-    return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
   const double T = double(w.tokens_per_rank), K = double(w.model.topk), ep = double(mesh.ep);
   const double wire = wire_rows_per_rank(w, mesh.ep, rows_per_rank);
   const double row = double(w.model.hidden) * double(storage_bytes);
@@ -254,12 +236,11 @@ DispatchBytes AlltoallDedupDispatcher::bytes_for_rows(const Workload& w, const M
   return b;
 }
 
-// As the constructor allocates (alltoall's at ep 1): send positions, the counts, the wire rows'
+// As the constructor allocates: send positions, the counts, the wire rows'
 // places, the send side's rows, slots, weights and dp for T * min(K, ep) wire rows, the blocks'
 // table (and a zero row), and the receiving side grown for the planned rows.
 int64_t AlltoallDedupDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t ep = w.mesh.ep;
-  if (ep == 1) return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, E_local = E / ep, wire_max = T * std::min(K, ep);
   int64_t bytes =

@@ -12,7 +12,7 @@
 // of int32) and copied to the host, and each rank's expert-major layout (core/layout.h
 // block_layout, padded to align) is alltoall's.
 //
-// The four directions, at ep > 1 (each all-to-all timed as its a2a_* phase):
+// The four directions (each all-to-all timed as its a2a_* phase):
 // - dispatch_fwd: x into wire order (permute), all-to-alls of the wire rows, their slots and
 //   their weights; the receiving rank turns each source's slots into expert-major positions
 //   (expert_major_positions) and expands each wire row to its local experts' rows (permute).
@@ -33,12 +33,10 @@
 // - dispatch_bwd: the expert rank sums each wire row's local experts' dx rows in fp32, stores the
 //   sum in the storage dtype and returns one row per (token, rank); the source sums them in fp32
 //   into dx_acc (unpermute_sum).
-// At ep 1 nothing crosses a wire: the step is alltoall's, by an AlltoallDispatcher inside, and
-// every result is bitwise alltoall's.
+// ep > 1 only: at ep 1 make_dispatcher builds alltoall's local path (dispatch/registry.cpp).
 #include <memory>
 #include <vector>
 
-#include "dispatch/alltoall.h"
 #include "dispatch/dispatcher_base.h"
 #include "dispatch/expert_blocks.h"
 
@@ -55,9 +53,9 @@ class AlltoallDedupDispatcher : public DispatcherBase {
 
   const char* name() const override { return "alltoall_dedup"; }
   void layout(const int32_t* idx, const float* p) override;
-  ExpertOffsets expert_offsets() const override;
+  ExpertOffsets expert_offsets() const override { return blocks_->offsets(); }
   ChunkRows rows_by_source() const override;
-  const int32_t* send_pos() const override;
+  const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
   void combine_bwd(const void* dout, const float* p, void* dye, float* dp) override;
@@ -84,8 +82,6 @@ class AlltoallDedupDispatcher : public DispatcherBase {
   void to_experts(const void* send, void* recv, size_t row_bytes);
   void to_tokens(const void* send, void* recv, size_t row_bytes);
 
-  std::unique_ptr<AlltoallDispatcher> local_;  // ep 1: the whole dispatch
-
   // This rank's layout: send positions [T*K]; counts [E], then what arrives [ep, E_local], wire
   // rows to each rank [ep], wire rows from each [ep] (adjacent, one copy to the host).
   int32_t* send_pos_ = nullptr;
@@ -105,7 +101,7 @@ class AlltoallDedupDispatcher : public DispatcherBase {
   void* recv_ = nullptr;
   int32_t *recv_slots_ = nullptr, *pos_ = nullptr;
   float *recv_weights_ = nullptr, *recv_dp_ = nullptr;
-  std::unique_ptr<ExpertBlocks> blocks_;  // ep > 1
+  std::unique_ptr<ExpertBlocks> blocks_;
 
   std::vector<int32_t> counts_host_;  // as counts_ and what follows it
   int32_t *recv_counts_host_ = nullptr, *wire_counts_host_ = nullptr, *wire_recv_host_ = nullptr;

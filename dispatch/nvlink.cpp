@@ -44,10 +44,7 @@ NvlinkDispatcher::Window NvlinkDispatcher::window_layout(const Dims& d, size_t s
 NvlinkDispatcher::NvlinkDispatcher(const Dims& d, const Mesh& mesh, Device& device, Ops& ops,
                                    Comm& comm, PhaseTimer& timer, const DispatchPhases& phases)
     : DispatcherBase(d, mesh, device, ops, comm, timer, phases), dg_(d) {
-  if (d_.ep == 1) {
-    local_ = std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
-    return;
-  }
+  MOE_CHECK(d_.ep > 1, "dispatch " << name() << " at ep 1: make_dispatcher builds alltoall's");
   const int64_t T = d_.T, H = d_.H, E = d_.E, K = d_.K, El = d_.E_local, ep = d_.ep;
   dg_.T = ep * T;
   check_int32_positions("lower tokens_per_rank");
@@ -70,18 +67,9 @@ NvlinkDispatcher::NvlinkDispatcher(const Dims& d, const Mesh& mesh, Device& devi
   counts_host_.resize(ep * (E + ep));
 }
 
-ExpertOffsets NvlinkDispatcher::expert_offsets() const {
-  return local_ ? local_->expert_offsets() : blocks_->offsets();
-}
-
 ChunkRows NvlinkDispatcher::rows_by_source() const {
-  if (local_) return local_->rows_by_source();
   return {mine<int32_t>(at_.counts) + ep_rank_ * d_.E_local, d_.E + d_.ep,
           blocks_->offsets().device, 0};
-}
-
-const int32_t* NvlinkDispatcher::send_pos() const {
-  return local_ ? local_->send_pos() : send_pos_;
 }
 
 RankBases NvlinkDispatcher::at(size_t offset) const {
@@ -99,7 +87,6 @@ Dims NvlinkDispatcher::to_wire(const Dims& rows) const {
 }
 
 void NvlinkDispatcher::layout(const int32_t* idx, const float* p) {
-  if (local_) return local_->layout(idx, p);
   const int64_t T = d_.T, E = d_.E, K = d_.K, ep = d_.ep;
   ops_.dispatch_layout(d_, idx, p, counts_, send_pos_);
   ops_.dedup_layout(d_, idx, p, counts_, send_pos_, wire_pos_, counts_ + E, slots_, weights_);
@@ -123,7 +110,6 @@ void NvlinkDispatcher::layout(const int32_t* idx, const float* p) {
 }
 
 void NvlinkDispatcher::dispatch_fwd(const void* x, void* xe) {
-  if (local_) return local_->dispatch_fwd(x, xe);
   timer_.begin(phases_.a2a_dispatch_fwd);
   ops_.rows_to_ranks(d_, x, dispatched_row_bytes(), wire_pos_, ep_rank_ * d_.T, at(at_.rows));
   window_->barrier();
@@ -132,8 +118,7 @@ void NvlinkDispatcher::dispatch_fwd(const void* x, void* xe) {
   blocks_->zero_padding(xe, dispatched_);
 }
 
-void NvlinkDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
-  if (local_) return local_->combine_fwd(ye, p, out);
+void NvlinkDispatcher::combine_fwd(const void* ye, const float* /*p: layout()'s copy*/, void* out) {
   ye_used_ = ye;
   const size_t row = device_.storage_bytes() * size_t(d_.H);
   ops_.combine_fwd(dg_, ye, pos_, mine<float>(at_.p), partial_);
@@ -144,8 +129,8 @@ void NvlinkDispatcher::combine_fwd(const void* ye, const float* p, void* out) {
   ops_.unpermute_sum_storage(to_wire(d_), mine<void>(at_.returned), wire_pos_, out);
 }
 
-void NvlinkDispatcher::combine_bwd(const void* dout, const float* p, void* dye, float* dp) {
-  if (local_) return local_->combine_bwd(dout, p, dye, dp);
+void NvlinkDispatcher::combine_bwd(const void* dout, const float* /*p: layout()'s copy*/, void* dye,
+                                   float* dp) {
   MOE_CHECK(ye_used_, "combine_bwd before combine_fwd");
   timer_.begin(phases_.a2a_combine_bwd);
   ops_.rows_to_ranks(d_, dout, device_.storage_bytes() * size_t(d_.H), wire_pos_, ep_rank_ * d_.T,
@@ -166,7 +151,6 @@ void NvlinkDispatcher::combine_bwd(const void* dout, const float* p, void* dye, 
 }
 
 void NvlinkDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
-  if (local_) return local_->dispatch_bwd(dxe, dx_acc);
   // The partial sums reuse out's buffer, which the combine's row moves have read.
   ops_.unpermute_sum_storage(dg_, dxe, pos_, partial_);
   timer_.begin(phases_.a2a_dispatch_bwd);
@@ -178,7 +162,6 @@ void NvlinkDispatcher::dispatch_bwd(const void* dxe, float* dx_acc) {
 }
 
 StepTraffic NvlinkDispatcher::traffic() {
-  if (local_) return local_->traffic();
   const int64_t E = d_.E, ep = d_.ep, me = ep_rank_;
   StepTraffic t;
   t.rows_received = blocks_->rows_received();
@@ -205,11 +188,10 @@ StepTraffic NvlinkDispatcher::traffic() {
 // alltoall_dedup's wire rows in every direction and dp's rows back, without the slots and weights
 // that its dispatch direction carries per row; the layout writes every rank's counts, wire rows
 // per rank, send positions, p and wire_pos to every rank (an all-gather's output), and a barrier
-// closes each of the six exchanges. At ep 1 it is alltoall's.
+// closes each of the six exchanges.
 DispatchBytes NvlinkDispatcher::bytes_for_rows(const Workload& w, const Mesh& mesh,
                                                size_t storage_bytes, double rows_per_rank) {
   DispatchBytes b = AlltoallDedupDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
-  if (mesh.ep == 1) return b;
   const double T = double(w.tokens_per_rank), K = double(w.model.topk), ep = double(mesh.ep);
   b.direction[kDirDispatchFwd] =
       wire_rows_per_rank(w, mesh.ep, rows_per_rank) * double(dispatch_row_bytes(w, storage_bytes));
@@ -218,12 +200,11 @@ DispatchBytes NvlinkDispatcher::bytes_for_rows(const Workload& w, const Mesh& me
   return b;
 }
 
-// As the constructor allocates (alltoall's at ep 1): the rank's layout (counts, send positions,
+// As the constructor allocates: the rank's layout (counts, send positions,
 // wire rows' places, dedup_layout's slots and weights), the group's positions, partial sums and
 // dp, the blocks' table, and the window.
 int64_t NvlinkDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t ep = w.mesh.ep;
-  if (ep == 1) return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
   const int64_t E = w.model.experts, E_local = E / ep;
   Dims d;

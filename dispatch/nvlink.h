@@ -13,7 +13,7 @@
 // each rank plans its experts' blocks and positions as allgather does (expert_major_positions),
 // so that inside an expert the rows come by source rank, then t*K + k: alltoall's order.
 //
-// The four directions, at ep > 1 (each timed with its barrier as its a2a_* phase):
+// The four directions (each timed with its barrier as its a2a_* phase):
 // - dispatch_fwd: rows_to_ranks writes x's row t into each rank r that takes some of t's rows,
 //   at row (source, t) of r's landing rows [ep * T]; a barrier; each rank permutes its landed
 //   rows into expert-major order. xe is alltoall's, bitwise.
@@ -33,11 +33,10 @@
 // the previous direction's barrier, which every rank reaches only after consuming that region's
 // last contents; consecutive directions use different regions (metadata, landing rows, returned
 // rows, landing rows, dp, returned rows), and the metadata is read only before the step's last
-// barrier. At ep 1 nothing crosses: the step is alltoall's, by an AlltoallDispatcher inside.
+// barrier. ep > 1 only: at ep 1 make_dispatcher builds alltoall's local path.
 #include <memory>
 #include <vector>
 
-#include "dispatch/alltoall.h"
 #include "dispatch/dispatcher_base.h"
 #include "dispatch/expert_blocks.h"
 
@@ -52,9 +51,9 @@ class NvlinkDispatcher : public DispatcherBase {
 
   const char* name() const override { return "nvlink"; }
   void layout(const int32_t* idx, const float* p) override;
-  ExpertOffsets expert_offsets() const override;
+  ExpertOffsets expert_offsets() const override { return blocks_->offsets(); }
   ChunkRows rows_by_source() const override;
-  const int32_t* send_pos() const override;
+  const int32_t* send_pos() const override { return send_pos_; }
   void dispatch_fwd(const void* x, void* xe) override;
   void combine_fwd(const void* ye, const float* p, void* out) override;
   void combine_bwd(const void* dout, const float* p, void* dye, float* dp) override;
@@ -84,8 +83,7 @@ class NvlinkDispatcher : public DispatcherBase {
     return reinterpret_cast<T*>(static_cast<char*>(window_->peer(ep_rank_)) + offset);
   }
 
-  std::unique_ptr<AlltoallDispatcher> local_;  // ep 1: the whole dispatch
-  Dims dg_;                                    // the EP group's tokens: T = ep * d_.T
+  Dims dg_;  // the EP group's tokens: T = ep * d_.T
   std::unique_ptr<PeerWindow> window_;
   Window at_;
 

@@ -16,10 +16,20 @@ const char* direction_name(int dir) {
   return dir >= 0 && dir < kNumDirs ? kNames[dir] : "?";
 }
 
+namespace {
+
+// At ep 1 no row leaves the rank and every strategy reduces to one local permute and combine:
+// alltoall's, whatever `dispatch` says (the other classes hold only their ep > 1 paths).
+DispatchKind dispatch_at(const Workload& w, int64_t ep) {
+  return ep == 1 ? DispatchKind::kAlltoall : w.dispatch;
+}
+
+}  // namespace
+
 std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh, const Dims& d,
                                             Device& device, Ops& ops, Comm& comm, PhaseTimer& timer,
                                             const DispatchPhases& phases) {
-  switch (w.dispatch) {
+  switch (dispatch_at(w, d.ep)) {
     case DispatchKind::kAlltoall:
       return std::make_unique<AlltoallDispatcher>(d, mesh, device, ops, comm, timer, phases);
     case DispatchKind::kAllgather:
@@ -27,7 +37,7 @@ std::unique_ptr<Dispatcher> make_dispatcher(const Workload& w, const Mesh& mesh,
     case DispatchKind::kAlltoallDedup:
       return std::make_unique<AlltoallDedupDispatcher>(
           d, mesh, device, ops, comm, timer, phases,
-          mesh.ep > 1 ? AlltoallDedupDispatcher::planned_received_rows(w) : 0);
+          AlltoallDedupDispatcher::planned_received_rows(w));
     case DispatchKind::kNvlink:
       return std::make_unique<NvlinkDispatcher>(d, mesh, device, ops, comm, timer, phases);
   }
@@ -45,7 +55,7 @@ size_t dispatch_row_bytes(const Workload& w, size_t storage_bytes) {
 
 DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
                                       double rows_per_rank) {
-  switch (w.dispatch) {
+  switch (dispatch_at(w, mesh.ep)) {
     case DispatchKind::kAlltoall:
       return AlltoallDispatcher::bytes_for_rows(w, mesh, storage_bytes, rows_per_rank);
     case DispatchKind::kAllgather:
@@ -59,7 +69,7 @@ DispatchBytes dispatch_bytes_for_rows(const Workload& w, const Mesh& mesh, size_
 }
 
 int64_t dispatch_buffer_bytes(const Workload& w, int64_t storage_bytes) {
-  switch (w.dispatch) {
+  switch (dispatch_at(w, w.mesh.ep)) {
     case DispatchKind::kAlltoall:
       return AlltoallDispatcher::buffer_bytes(w, storage_bytes);
     case DispatchKind::kAllgather:

@@ -387,29 +387,25 @@ TEST(MoeLayerFake, AlltoallAtEp1PlacesPaddedRowsDirectly) {
   expect_rows_placed_directly(f.step());
 }
 
-// dispatch allgather at ep 1: no collective at all.
-TEST(MoeLayerFake, AllgatherAtEp1IsLocal) {
-  FakeStep f(R"(, "dispatch": "allgather", "align": 16)");
-  const Recorder& r = f.step();
-  EXPECT_TRUE(r.at("allgather").empty());
-  EXPECT_TRUE(r.at("reduce_scatter").empty());
-  EXPECT_TRUE(r.at("alltoall_i32").empty());
-  expect_rows_placed_directly(r);
-}
-
-// dispatch alltoall_dedup at ep 1: nothing crosses a wire, and the step is alltoall's call for
-// call (so every result is alltoall's, bitwise).
-TEST(MoeLayerFake, AlltoallDedupAtEp1IsAlltoall) {
+// Every dispatch kind at ep 1 is alltoall's local path, call for call (so every result is
+// alltoall's, bitwise): no gather, reduce-scatter, wire layout or window.
+TEST(MoeLayerFake, EveryDispatchAtEp1IsAlltoall) {
+  auto names = [](const Recorder& r) {
+    std::vector<std::string> out;
+    for (const Call& c : r.calls) out.push_back(c.name);
+    return out;
+  };
   for (const std::string align : {"", R"(, "align": 16)"}) {
-    FakeStep a2a(align), dedup(R"(, "dispatch": "alltoall_dedup")" + align);
-    auto names = [](const Recorder& r) {
-      std::vector<std::string> out;
-      for (const Call& c : r.calls) out.push_back(c.name);
-      return out;
-    };
-    const std::vector<std::string> want = names(a2a.step());
-    EXPECT_EQ(names(dedup.step()), want) << align;
-    EXPECT_TRUE(std::find(want.begin(), want.end(), "dedup_layout") == want.end());
+    FakeStep a2a(align);
+    const Recorder& r = a2a.step();
+    const std::vector<std::string> want = names(r);
+    for (const char* absent : {"allgather", "reduce_scatter", "dedup_layout"})
+      EXPECT_TRUE(std::find(want.begin(), want.end(), absent) == want.end()) << absent;
+    if (!align.empty()) expect_rows_placed_directly(r);
+    for (const char* kind : {"allgather", "alltoall_dedup", "nvlink"}) {
+      FakeStep other(std::string(R"(, "dispatch": ")") + kind + "\"" + align);
+      EXPECT_EQ(names(other.step()), want) << kind << align;
+    }
   }
 }
 

@@ -3,14 +3,13 @@
 # the same order under both (dispatch/allgather.h), so the digests of idx, dw_gate, dw_in and
 # dw_out are bitwise equal on every mesh, with capacity drops and align padding; out and dx sum
 # per-rank partials in another order and may differ in the last bits at ep > 1 (each run's own
-# check against float64 must pass), while at ep 1, where nothing is gathered, every digest is
-# equal. Then the bytes: what each rank sent per a2a_* phase is what --dry-run predicts (to other
+# check against float64 must pass), while at ep 1, where every dispatch is alltoall's local path
+# (dispatch/registry.cpp), every digest is equal. Then the bytes: what each rank sent per a2a_* phase is what --dry-run predicts (to other
 # ranks), each token reaching the ep - 1 other ranks once; and the memory estimate is what it
 # holds; and the numpy verifier passes an allgather dump.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
-# ep 1 with align 16: both place the rows straight into the padded expert-major order.
 same_digests_as_alltoall allgather "2 1 2 1" "2 1 2 16" "2 2 1 8" "4 4 1 1" "4 2 2 16"
 
 # The independent numpy float64 verifier on an allgather step at ep 2.
@@ -40,7 +39,7 @@ check(plan["rows_per_token_to_other_ranks"] == ep - 1, "predicted rows per token
 sys.exit(0 if ok else 1)
 EOF
 # The memory estimate holds the gathered buffers, and at ep 1 alltoall's positions and blocks
-# (align 8: its rows placed straight, as allgather's): with balanced routing (no ragged growth)
+# (align 8: its rows placed straight): with balanced routing (no ragged growth)
 # the CPU device's high-water mark is the plan's step bytes exactly.
 for spec in "allgather 2" "alltoall 1"; do
   read -r dispatch np <<<"$spec"
