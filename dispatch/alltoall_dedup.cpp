@@ -236,9 +236,9 @@ DispatchBytes AlltoallDedupDispatcher::bytes_for_rows(const Workload& w, const M
   return b;
 }
 
-// As the constructor allocates: send positions, the counts, the wire rows'
-// places, the send side's rows, slots, weights and dp for T * min(K, ep) wire rows, the blocks'
-// table (and a zero row), and the receiving side grown for the planned rows.
+// As the constructor allocates: send positions, the counts, the wire rows' places, the send
+// side's rows, slots, weights and dp for T * min(K, ep) wire rows, the blocks' table (and a zero
+// row), and the receiving side grown for the planned rows.
 int64_t AlltoallDedupDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t ep = w.mesh.ep;
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;

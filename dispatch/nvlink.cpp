@@ -200,9 +200,9 @@ DispatchBytes NvlinkDispatcher::bytes_for_rows(const Workload& w, const Mesh& me
   return b;
 }
 
-// As the constructor allocates: the rank's layout (counts, send positions,
-// wire rows' places, dedup_layout's slots and weights), the group's positions, partial sums and
-// dp, the blocks' table, and the window.
+// As the constructor allocates: the rank's layout (counts, send positions, wire rows' places,
+// dedup_layout's slots and weights), the group's positions, partial sums and dp, the blocks'
+// table, and the window.
 int64_t NvlinkDispatcher::buffer_bytes(const Workload& w, int64_t storage_bytes) {
   const int64_t ep = w.mesh.ep;
   const int64_t T = w.tokens_per_rank, K = w.model.topk, H = w.model.hidden, S = storage_bytes;
