@@ -1,7 +1,7 @@
 // The dispatchers' predicted bytes against each other (core/dispatcher.h DispatchBytes), on
 // published models' routing shapes: alltoall_dedup never sends more rows than alltoall (one per
 // rank reached, at most min(K, ep) a token, against K), only its metadata more; it moves fewer
-// bytes than allgather; and at ep 1 it is alltoall.
+// bytes than allgather; and at ep 1 every kind is alltoall.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +60,32 @@ TEST(DispatchBytes, DedupSendsNoMoreRowsThanAlltoallAndFewerBytesThanAllgather) 
       EXPECT_DOUBLE_EQ(dedup.direction[kDirDispatchFwd], wire * (4096.0 * 2 + 8 * s.K));
       EXPECT_DOUBLE_EQ(dedup.other, wire * 4 * s.K);
       EXPECT_LT(dedup.per_step(), ag.per_step());
+    }
+}
+
+// At ep 1 every dispatch kind runs alltoall's local path (dispatch/registry.cpp): its predicted
+// bytes and its buffers are alltoall's, field for field, whatever the kind's own formulas say.
+TEST(DispatchBytes, EveryKindAtEp1IsAlltoalls) {
+  for (const char* d : {"allgather", "alltoall_dedup", "nvlink"})
+    for (int64_t align : {1, 16}) {
+      SCOPED_TRACE(std::string(d) + " align " + std::to_string(align));
+      const Mesh m = make_mesh(1, 0, 1, 1, 256);
+      auto plan = [&](const char* kind) {
+        Workload w = model(256, 8, 8, 4, kind);
+        w.mesh.ep = 1;
+        w.mesh.fsdp = 1;
+        w.align = align;
+        return std::make_pair(dispatch_bytes_for_rows(w, m, 2, 4096.0 * 8),
+                              dispatch_buffer_bytes(w, 2));
+      };
+      const auto [got, got_buffers] = plan(d);
+      const auto [want, want_buffers] = plan("alltoall");
+      for (int dir = 0; dir < kNumDirs; ++dir) EXPECT_EQ(got.direction[dir], want.direction[dir]);
+      EXPECT_EQ(got.layout, want.layout);
+      EXPECT_GT(got.layout, 0);  // alltoall's counts exchange, which no other kind predicts at ep 1
+      EXPECT_EQ(got.other, want.other);
+      EXPECT_EQ(got.collectives_per_step, want.collectives_per_step);
+      EXPECT_EQ(got_buffers, want_buffers);
     }
 }
 
