@@ -248,7 +248,8 @@ const std::vector<KeySpec>& schema() {
                "dispatcher; with bf16 fewer bytes than alltoall where mesh.ep < 2/3 "
                "model.topk); nvlink moves alltoall_dedup's rows with our own kernels straight "
                "into the other ranks' GPU memory (CUDA IPC over NVLink, one host, mesh.ep <= 8; "
-               "MPI shared memory on the CPU backend), no NCCL call and no host sync; "
+               "MPI shared memory on the CPU backend), no NCCL call and no host sync; at "
+               "mesh.ep 1 every value runs alltoall's local path (nothing crosses a wire); "
                "docs/layer.md compares them"),
       optional_number_key("capacity_factor", MOE_FIELD(capacity_factor),
                           "rows each source rank may send an expert: ceil(capacity_factor * T * "
