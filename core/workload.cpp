@@ -257,19 +257,17 @@ void resolve_and_validate(Workload& w, int world_size) {
                                                            "dispatch");
 
   // A sync-free step needs every size without the counts: NCCL's ragged all-to-all and the host
-  // plans of alltoall_dedup take them from the host.
+  // plans of alltoall_dedup take them from the host. At ep 1 every dispatch is alltoall's local
+  // path, which keeps its counts on the device.
   if (w.graph) {
-    MOE_USER_CHECK(w.dispatch != DispatchKind::kAlltoallDedup,
-                   "graph = true needs a step with no host sync, and dispatch = "
-                   "\"alltoall_dedup\" sizes its all-to-all from counts on the host: set "
-                   "dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), or "
-                   "graph=false");
-    MOE_USER_CHECK(ep == 1 || w.dispatch != DispatchKind::kAlltoall,
+    const bool host_sized =
+        w.dispatch == DispatchKind::kAlltoall || w.dispatch == DispatchKind::kAlltoallDedup;
+    MOE_USER_CHECK(ep == 1 || !host_sized,
                    "graph = true needs a step with no host sync, and at mesh.ep = "
-                       << ep
-                       << " dispatch = \"alltoall\" takes its all-to-all's sizes from counts on "
-                          "the host: set dispatch=nvlink or allgather (fixed sizes), or "
-                          "mesh.ep=1, or graph=false");
+                       << ep << " dispatch = \"" << name_of(w.dispatch)
+                       << "\" takes its all-to-all's sizes from counts on the host: set "
+                          "dispatch=nvlink or allgather (fixed sizes), or mesh.ep=1, or "
+                          "graph=false");
     MOE_USER_CHECK(w.warmup >= 2,
                    "graph = true captures the step in the last warm-up step, "
                    "after at least one run as issued (which sizes every buffer): "

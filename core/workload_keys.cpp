@@ -323,15 +323,14 @@ const std::vector<KeySpec>& schema() {
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "
           "bucket one heuristic query per bucket of row counts, exact one per shape")),
-      how(plain_key(
-          "graph", Kind::kBool, MOE_FIELD(graph),
-          "a sync-free step (the counts never reach the host: buffers hold the most "
-          "rows any routing gives, the expert GEMMs read device offsets) captured in "
-          "one CUDA graph in the last warm-up step and replayed in the timed ones "
-          "(bitwise equal to graph false); needs dispatch nvlink or allgather (any "
-          "mesh.ep) or alltoall (mesh.ep 1), warmup >= 2 and, on the CUDA backend, gemm.method "
-          "grouped_sm90 or auto with bf16; the CPU backend runs the sync-free step as "
-          "issued")),
+      how(plain_key("graph", Kind::kBool, MOE_FIELD(graph),
+                    "a sync-free step (the counts never reach the host: buffers hold the most "
+                    "rows any routing gives, the expert GEMMs read device offsets) captured in "
+                    "one CUDA graph in the last warm-up step and replayed in the timed ones "
+                    "(bitwise equal to graph false); needs dispatch nvlink or allgather (any "
+                    "mesh.ep) or any dispatch at mesh.ep 1, warmup >= 2 and, on the CUDA "
+                    "backend, gemm.method grouped_sm90 or auto with bf16; the CPU backend runs "
+                    "the sync-free step as issued")),
       run(int_key("steps", MOE_FIELD(steps), "timed steps")),
       run(int_key("warmup", MOE_FIELD(warmup),
                   "untimed steps before timing (with gemm.method auto on the CUDA backend, steps "

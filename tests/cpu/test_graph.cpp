@@ -122,11 +122,15 @@ TEST(Graph, RefusalsNameTheKeyAndTheFix) {
   w.mesh.fsdp = 2;
   w.dispatch = DispatchKind::kAlltoall;
   EXPECT_NO_THROW(resolve_and_validate(w, 2));
-  w = workload({"graph=true"});
+  // alltoall_dedup sizes its all-to-all on the host at ep > 1; at ep 1 it is alltoall's path.
   w.dispatch = DispatchKind::kAlltoallDedup;
-  msg = user_error_of([&] { resolve_and_validate(w, 1); });
-  EXPECT_NE(msg.find("set dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), "
-                     "or graph=false"),
+  EXPECT_NO_THROW(resolve_and_validate(w, 2));
+  w.mesh.ep = 2;
+  w.mesh.fsdp = 1;
+  msg = user_error_of([&] { resolve_and_validate(w, 2); });
+  EXPECT_NE(msg.find("dispatch = \"alltoall_dedup\" takes its all-to-all's sizes from counts on "
+                     "the host: set dispatch=nvlink or allgather (fixed sizes), or mesh.ep=1, or "
+                     "graph=false"),
             std::string::npos)
       << msg;
   w = workload({"graph=true"});

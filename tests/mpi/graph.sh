@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# graph=true (CPU backend: the sync-free step, issued) with alltoall on 1 rank and on ep 1 x
-# fsdp 2, with allgather on ep 2 and ep 2 x fsdp 2: every run passes its float64 check, its digests are graph=false's, its report and result JSON say the
+# graph=true (CPU backend: the sync-free step, issued) with alltoall (and alltoall_dedup, which
+# is alltoall at ep 1) on 1 rank and on ep 1 x fsdp 2, with allgather on ep 2 and ep 2 x fsdp 2: every run passes its float64 check, its digests are graph=false's, its report and result JSON say the
 # steps ran sync-free with 0 host waits (graph=false: one per dispatcher and step, and with chunks
 # one for the weight gradients' merged layout), and the
 # combinations it cannot run are refused on every rank with exit status 2, naming the fix.
@@ -8,7 +8,9 @@ source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --steps 2 --warmup 2 --set router.aux_coeff=0.01)
 for mesh in "1 1 1" "2 1 2" "2 2 1" "4 2 2"; do
   read -r np ep fsdp <<<"$mesh"
-  extras=("" "--set overlap=pipeline --set overlap_chunks=4 --set align=8")
+  # At ep 1 every dispatch is alltoall's local path, alltoall_dedup's too.
+  extras=("" "--set overlap=pipeline --set overlap_chunks=4 --set align=8"
+    "--set dispatch=alltoall_dedup")
   # At ep > 1 only the all-gather dispatcher's collectives have fixed sizes.
   [ "$ep" -gt 1 ] && extras=("--set dispatch=allgather"
     "--set dispatch=allgather --set overlap=pipeline --set align=8 --set capacity_factor=0.75")
@@ -48,7 +50,7 @@ PY
 done
 
 for bad in "--set mesh.ep=2|set dispatch=nvlink or allgather (fixed sizes), or mesh.ep=1, or graph=false" \
-  "--set mesh.ep=1 --set dispatch=alltoall_dedup|set dispatch=nvlink or allgather (any mesh.ep) or alltoall (mesh.ep 1), or graph=false" \
+  "--set mesh.ep=2 --set dispatch=alltoall_dedup|dispatch = \"alltoall_dedup\" takes its all-to-all's sizes from counts on the host" \
   "--set mesh.ep=1 --warmup 1|set warmup to 2 or more (got 1)"; do
   set="${bad%%|*}" want="${bad#*|}"
   rc=0
