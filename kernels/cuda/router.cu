@@ -20,8 +20,8 @@ namespace {
 constexpr int64_t kMaxExperts = 1024;  // one thread per expert, at most one full block
 // Tokens per block in the loss-statistics first pass: each token costs the block three dependent
 // reductions, so short chunks keep more blocks in flight. On DeepSeek-V3 at 4096 tokens (H100)
-// 8 took the first pass from 73 to 22 us and the second, which then sums 4x the chunks one thread
-// per value, from 17 to 60 us: 90 -> 82 us in all (results/2026-11-27-small-kernels, call 7).
+// 8 took the first pass from 73 to 22 us (results/2026-11-27-small-kernels, call 7); the second
+// pass sums the 512 chunks in 5 us (results/2026-11-27-wgrad-bounds, call 1).
 constexpr int64_t kStatsChunk = 8;
 
 using Key = unsigned long long;

@@ -4,9 +4,9 @@
 # dw_out are bitwise equal on every mesh, with capacity drops and align padding; out and dx sum
 # per-rank partials in another order and may differ in the last bits at ep > 1 (each run's own
 # check against float64 must pass), while at ep 1, where every dispatch is alltoall's local path
-# (dispatch/registry.cpp), every digest is equal. Then the bytes: what each rank sent per a2a_* phase is what --dry-run predicts (to other
-# ranks), each token reaching the ep - 1 other ranks once; and the memory estimate is what it
-# holds; and the numpy verifier passes an allgather dump.
+# (dispatch/registry.cpp), every digest is equal. Then the bytes: what each rank sent per a2a_*
+# phase is what --dry-run predicts (to other ranks), each token reaching the ep - 1 other ranks
+# once; and the memory estimate is what it holds; and the numpy verifier passes an allgather dump.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" -q --backend cpu --set model.topk=4 --set router.aux_coeff=0.01
   --set capacity_factor=1.0)
@@ -38,9 +38,9 @@ check(r["routing"]["rows_per_token_to_other_ranks"] == ep - 1, "rows per token")
 check(plan["rows_per_token_to_other_ranks"] == ep - 1, "predicted rows per token")
 sys.exit(0 if ok else 1)
 EOF
-# The memory estimate holds the gathered buffers, and at ep 1 alltoall's positions and blocks
-# (align 8: its rows placed straight): with balanced routing (no ragged growth)
-# the CPU device's high-water mark is the plan's step bytes exactly.
+# The memory estimate holds the gathered buffers, and at ep 1 (every dispatch's plan there)
+# alltoall's positions and blocks (align 8: its rows placed straight): with balanced routing (no
+# ragged growth) the CPU device's high-water mark is the plan's step bytes exactly.
 for spec in "allgather 2" "alltoall 1"; do
   read -r dispatch np <<<"$spec"
   mem=(--config "$TINY" --set mesh.ep="$np" --set model.topk=4 --set routing.mode=balanced
