@@ -170,15 +170,37 @@ std::pair<int64_t, int64_t> checked_local_experts(const Mesh& mesh) {
   return {El * mesh.fsdp_rank / mesh.fsdp, El * (mesh.fsdp_rank + 1) / mesh.fsdp};
 }
 
-// The backend's outputs against one reference result: every tensor's check, in report order.
+// This rank's sums of the expert weight gradients' comparison, added to as the reference hands
+// over each checked expert's (ReferenceInputs::expert_grads).
+struct ExpertGradSums {
+  TensorSums in, out;
+};
+
+// A sink that compares each expert's reference gradients, as they come, with the backend's in o
+// (which hold local experts from o.grad_expert_begin on), adding to sums.
+ExpertGradSink compare_expert_grads(const Workload& w, const Mesh& mesh, const StepOutputs& o,
+                                    ExpertGradSums& sums) {
+  const int64_t H = w.model.hidden, F = w.model.ffn;
+  return [&o, &sums, H, F, first = mesh.experts_begin + o.grad_expert_begin](
+             int64_t e, const double* dw_in, const double* dw_out) {
+    const int64_t at = e - first;
+    MOE_CHECK(at >= 0 && (at + 1) * H * 2 * F <= int64_t(o.dw_in.size()),
+              "check: expert " << e << "'s gradients were not downloaded");
+    sums.in.add(o.dw_in.data() + at * H * 2 * F, dw_in, H * 2 * F);
+    sums.out.add(o.dw_out.data() + at * F * H, dw_out, F * H);
+  };
+}
+
+// The backend's outputs against one reference result (whose expert weight gradients were
+// compared as they came, into dw): every tensor's check, in report order.
 std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MPI_Comm world,
                                          const StepOutputs& o, const ReferenceResult& ref,
-                                         int64_t part, int64_t E_part, double timeout_s) {
+                                         const ExpertGradSums& dw, int64_t E_part,
+                                         double timeout_s) {
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk;
   // Replicated tensors are counted once: dw_gate on rank 0, each expert's grads on one fsdp rank.
   const int64_t n_gate = mesh.rank == 0 ? H * E : 0;
-  const int64_t n_in = E_part * H * 2 * F, n_out = E_part * F * H;
   const std::vector<double> ref_p = ref_p_in_backend_order(o.idx, ref, T, K);
   const double tol_act = tolerance_for("out", w.dtype);
   std::vector<TensorCheck> c;
@@ -188,15 +210,12 @@ std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MP
                              world, timeout_s));
   c.push_back(compare_tensor("dw_gate", o.dw_gate.data(), ref.dw_gate.data(), n_gate,
                              tolerance_for("dw_gate", w.dtype), world, timeout_s));
-  MOE_CHECK(o.grad_expert_begin <= part &&
-                int64_t(o.dw_in.size()) >= (part - o.grad_expert_begin + E_part) * H * 2 * F,
-            "check: the downloaded gradients do not cover local experts [" << part << ", "
-                                                                           << part + E_part << ")");
-  const int64_t at = part - o.grad_expert_begin;
-  c.push_back(compare_tensor("dw_in", o.dw_in.data() + at * H * 2 * F, ref.dw_in.data(), n_in,
-                             tolerance_for("dw_in", w.dtype), world, timeout_s));
-  c.push_back(compare_tensor("dw_out", o.dw_out.data() + at * F * H, ref.dw_out.data(), n_out,
-                             tolerance_for("dw_out", w.dtype), world, timeout_s));
+  // Every checked expert handed over once: a reference that skipped one must not pass.
+  MOE_CHECK(dw.in.count == E_part * H * 2 * F && dw.out.count == E_part * F * H,
+            "check: the reference handed over " << dw.in.count / (H * 2 * F) << " of " << E_part
+                                                << " experts' gradients");
+  c.push_back(finish_compare("dw_in", dw.in, tolerance_for("dw_in", w.dtype), world, timeout_s));
+  c.push_back(finish_compare("dw_out", dw.out, tolerance_for("dw_out", w.dtype), world, timeout_s));
   if (w.model.shared_experts > 0) {
     c.push_back(compare_replicated("dw_sh_in", o.dw_sh_in, ref.dw_sh_in,
                                    tolerance_for("dw_sh_in", w.dtype), world, timeout_s));
@@ -227,8 +246,12 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
   in.expert_begin = mesh.experts_begin + checked_begin;
   in.expert_end = mesh.experts_begin + checked_end;
-  const int64_t part = in.expert_begin - mesh.experts_begin,
-                E_part = in.expert_end - in.expert_begin;
+  const int64_t E_part = in.expert_end - in.expert_begin;
+  MOE_CHECK(o.grad_expert_begin <= checked_begin,
+            "check: the downloaded gradients start at local expert "
+                << o.grad_expert_begin << ", after " << checked_begin);
+  ExpertGradSums dw;
+  in.expert_grads = compare_expert_grads(w, mesh, o, dw);
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
@@ -238,14 +261,16 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   c.step = step;
   c.reference = ref.math;
   c.reference_seconds = seconds;
-  c.tensors = compare_outputs(w, mesh, world, o, ref, part, E_part, timeout_s);
+  c.tensors = compare_outputs(w, mesh, world, o, ref, dw, E_part, timeout_s);
   if (w.precision != Precision::kBf16) {
     // For information: how far FP8 lands from the same step without quantization.
     Workload unquantized = w;
     unquantized.precision = Precision::kBf16;
+    ExpertGradSums plain_dw;
+    in.expert_grads = compare_expert_grads(w, mesh, o, plain_dw);
     const ReferenceResult plain = compute_reference(unquantized, mesh, world, in, make_math);
     const std::vector<TensorCheck> u =
-        compare_outputs(w, mesh, world, o, plain, part, E_part, timeout_s);
+        compare_outputs(w, mesh, world, o, plain, plain_dw, E_part, timeout_s);
     for (size_t i = 0; i < u.size(); ++i) c.tensors[i].rel_l2_unquantized = u[i].rel_l2;
   }
   c.routing.tokens = w.tokens_per_rank * mesh.world;

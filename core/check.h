@@ -46,9 +46,24 @@ struct CheckResult {
 // ("dw_*"); fp32 data 1e-5 for all.
 double tolerance_for(const std::string& tensor_name, DType dtype);
 
+// One rank's part of a comparison, added to piece by piece: a tensor too large to hold whole in
+// float64 (the reference's expert weight gradients) is compared one expert at a time.
+struct TensorSums {
+  double diff_sq = 0;     // sum (got - ref)^2 over finite pairs
+  double ref_sq = 0;      // sum ref^2 over finite pairs
+  double max_abs = 0;     // max |got - ref| over finite pairs
+  int64_t nonfinite = 0;  // pairs with NaN or Inf on either side (left out of the sums)
+  int64_t count = 0;      // pairs seen
+  void add(const float* got, const double* ref, int64_t n);
+};
+
+// The world's verdict from every rank's sums. Collective over `comm`; its reductions wait at most
+// timeout_s for the other ranks (core/bounded_wait.h).
+TensorCheck finish_compare(const std::string& name, const TensorSums& mine, double tol,
+                           MPI_Comm comm, double timeout_s = kDefaultWaitBoundS);
+
 // Every rank passes its local part (n may differ per rank); the result is the world's, identical
 // on every rank. Collective over `comm`.
-// Its reductions over comm wait at most timeout_s for the other ranks (core/bounded_wait.h).
 TensorCheck compare_tensor(const std::string& name, const float* got, const double* ref, int64_t n,
                            double tol, MPI_Comm comm, double timeout_s = kDefaultWaitBoundS);
 // For a tensor every rank holds whole (the same n values on every rank): each rank compares its

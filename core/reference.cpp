@@ -223,9 +223,6 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
   auto along_rows = [&](const std::vector<float>& v, int64_t cols) {
     return quantized(v, [&](float* q) { fp8_quantize_along_rows(q, n, cols, recipe); });
   };
-  auto down_columns = [&](const std::vector<float>& v, int64_t cols) {
-    return quantized(v, [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
-  };
   std::vector<float> x(n * H), a(n * F);
   for (int64_t b = 0; b < n; ++b) std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]);
   const std::vector<double> xq = along_rows(x, H);
@@ -339,7 +336,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
   const bool fp8 = prob.precision != Precision::kBf16;
   BlockScratch scratch(H, F);
   std::vector<Pair> pairs;
-  std::vector<int64_t> tokens;  // each pair's token
+  std::vector<int64_t> tokens;            // each pair's token
+  std::vector<double> sink_in, sink_out;  // one expert's gradients for ps.expert_grads
   // FP8: the operands that hold an own token's rows.
   std::vector<uint8_t> wanted;
   if (fp8)
@@ -369,19 +367,27 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
         tokens.push_back(t);
       }
     }
-    double* dw_in = local && ps.backward ? ps.dw_in + (e - ps.expert_begin) * H * 2 * F : nullptr;
-    double* dw_out = local && ps.backward ? ps.dw_out + (e - ps.expert_begin) * F * H : nullptr;
+    double *dw_in = nullptr, *dw_out = nullptr;
+    if (local && ps.backward && ps.expert_grads) {
+      sink_in.assign(H * 2 * F, 0.0);
+      sink_out.assign(F * H, 0.0);
+      dw_in = sink_in.data();
+      dw_out = sink_out.data();
+    } else if (local && ps.backward) {
+      dw_in = ps.dw_in + (e - ps.expert_begin) * H * 2 * F;
+      dw_out = ps.dw_out + (e - ps.expert_begin) * F * H;
+    }
     const double* w_in = &prob.w_in[e * H * 2 * F];
     const double* w_out = &prob.w_out[e * F * H];
-    if (fp8) {
-      if (!pairs.empty())
-        experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand, w_in,
-                               w_out, F, prob.dispatch_fp8, ps.backward, dw_in, dw_out);
-      continue;
+    if (fp8 && !pairs.empty()) {
+      experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand, w_in,
+                             w_out, F, prob.dispatch_fp8, ps.backward, dw_in, dw_out);
+    } else if (!fp8) {
+      for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
+        expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
+                     ps.backward, dw_in, dw_out, scratch);
     }
-    for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
-      expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
-                   ps.backward, dw_in, dw_out, scratch);
+    if (dw_in && ps.expert_grads) ps.expert_grads(e, dw_in, dw_out);
   }
 }
 
@@ -594,7 +600,7 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
 ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
                                const int32_t* got_idx, const uint8_t* got_dropped,
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end) {
+                               int64_t expert_end, const ExpertGradSink& expert_grads) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
@@ -648,8 +654,10 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   const int64_t T = token_end - token_begin, E_local = expert_end - expert_begin;
   res.out.assign(T * H, 0.0);
   res.dx.assign(T * H, 0.0);
-  res.dw_in.assign(E_local * H * 2 * F, 0.0);
-  res.dw_out.assign(E_local * F * H, 0.0);
+  if (!expert_grads) {
+    res.dw_in.assign(E_local * H * 2 * F, 0.0);
+    res.dw_out.assign(E_local * F * H, 0.0);
+  }
   std::vector<double> dp(T * K, 0.0);
   ExpertsPass pass;
   pass.token_begin = token_begin;
@@ -660,9 +668,11 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   pass.out = res.out.data();
   pass.dp = dp.data();
   pass.dx = res.dx.data();
-  pass.dw_in = res.dw_in.data();
-  pass.dw_out = res.dw_out.data();
+  pass.dw_in = expert_grads ? nullptr : res.dw_in.data();
+  pass.dw_out = expert_grads ? nullptr : res.dw_out.data();
+  pass.expert_grads = expert_grads;
   math.experts(idx.data(), dropped.data(), p.data(), pass);
+  pass.expert_grads = nullptr;
   if (prob.model.shared_experts > 0) {
     const int64_t S = prob.model.shared_experts, Fs = prob.model.shared_ffn;
     res.dw_sh_in.assign(S * H * 2 * Fs, 0.0);
@@ -817,7 +827,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   ReferenceResult res =
       reference_step(prob, *math, got.empty() ? nullptr : got.data(),
                      got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
-                     int64_t(rank + 1) * T, expert_begin, expert_end);
+                     int64_t(rank + 1) * T, expert_begin, expert_end, in.expert_grads);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,

@@ -16,6 +16,11 @@
 
 namespace moe {
 
+// Hands over one local expert's finished weight gradients, dw_in [H, 2F] and dw_out [F, H], by
+// its global expert id.
+using ExpertGradSink =
+    std::function<void(int64_t expert, const double* dw_in, const double* dw_out)>;
+
 struct ReferenceInputs {
   const float* x = nullptr;          // [T, H] this rank's tokens, values as stored by the backend
   const float* dout = nullptr;       // [T, H]
@@ -25,6 +30,11 @@ struct ReferenceInputs {
   // The local experts whose weight gradients to compute, a part of this rank's [experts_begin,
   // experts_end) (FSDP ranks hold the same experts and split this work); -1: all of them.
   int64_t expert_begin = -1, expert_end = -1;
+  // Set: those experts' weight gradients go here one expert at a time, in expert order, and
+  // ReferenceResult's dw_in and dw_out stay empty. The check compares each as it comes, so that
+  // the float64 gradients of all of a rank's experts (90 GB for DeepSeek-V3 at EP 1) are never
+  // held at once.
+  ExpertGradSink expert_grads;
   // The longest its collectives wait for the other ranks (core/bounded_wait.h).
   double timeout_s = kDefaultWaitBoundS;
 };
@@ -34,7 +44,7 @@ struct ReferenceResult {
   std::vector<double> dx;       // [T, H]
   std::vector<double> dw_gate;  // [H, E] summed over the world's tokens
   std::vector<double> dw_in;    // [E_part, H, 2F] the asked experts, over the world's tokens
-  std::vector<double> dw_out;   // [E_part, F, H]
+  std::vector<double> dw_out;   // [E_part, F, H]  (both empty with an ExpertGradSink)
   // The shared experts' gradients [S, H, 2F_sh] and [S, F_sh, H] (empty without them): over the
   // world's tokens from compute_reference, over the own tokens from reference_step.
   std::vector<double> dw_sh_in, dw_sh_out;
@@ -108,7 +118,9 @@ struct ReferenceProblem {
 // (t, k) of a routing that are not dropped. Every row of an own token [token_begin, token_end)
 // gives out [T, H] (+= p * y), dp [T, K] (= <y, dout>) and, backward, dx [T, H] (+= the expert
 // path's gradient); every row of a local expert [expert_begin, expert_end), own token or not,
-// adds to dw_in [E_local, H, 2F] and dw_out [E_local, F, H]. Null outputs are not computed.
+// adds to dw_in [E_local, H, 2F] and dw_out [E_local, F, H], or with expert_grads set (dw_in and
+// dw_out null) goes to it once per local expert in expert order, zeros for one without rows. Null
+// outputs are not computed.
 struct ExpertsPass {
   int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
   bool backward = false;
@@ -117,6 +129,7 @@ struct ExpertsPass {
   double* dx = nullptr;
   double* dw_in = nullptr;
   double* dw_out = nullptr;
+  ExpertGradSink expert_grads;
 };
 
 // The reference's dense arithmetic, where almost all of its time goes: the router GEMMs and the
@@ -138,8 +151,8 @@ class ReferenceMath {
                                double* dx, double* dw_gate) = 0;
   // The shared experts (MATH.md "Shared experts") for the own tokens of `pass`: every one through
   // every shared expert with weight 1, out [T, H] += y and, backward, dx [T, H] += its gradient and
-  // dw_in [S, H, 2F_sh], dw_out [S, F_sh, H] += the own tokens' gradients. Its expert range and dp
-  // are not read.
+  // dw_in [S, H, 2F_sh], dw_out [S, F_sh, H] += the own tokens' gradients. Its expert range, dp
+  // and expert_grads are not read.
   virtual void shared_experts(const ExpertsPass& pass) = 0;
 };
 
@@ -153,7 +166,8 @@ std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob);
 // the <out, dout> part of `loss` cover only the own tokens (loss = that part + aux + z): a caller
 // that splits the tokens over ranks sums them. With all tokens and experts own, the result is the
 // whole step. got_dropped ([N, K] or nullptr) is the backend's capacity drops, adopted only at near
-// ties.
+// ties. With expert_grads set, the local experts' dw_in and dw_out go to it (ExpertsPass) and the
+// result's stay empty.
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
                                const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
                                int64_t expert_begin, int64_t expert_end);
@@ -161,7 +175,7 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
 ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
                                const int32_t* got_idx, const uint8_t* got_dropped,
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end);
+                               int64_t expert_end, const ExpertGradSink& expert_grads = {});
 
 // L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx
 // [N, K] (the counts c_e come from idx) and the rows in dropped ([N, K] or nullptr) left out. p is

@@ -331,7 +331,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   add(b.host, {W, T, K, 16});                 // the world's routing: idx, p, the backend's idx
   add(b.host, {W, T, E, 8});                  // the world's logits
   add(b.host, {2, T, H, 8});                  // out, dx
-  add(b.host, {P, 8});                        // dw_in, dw_out of this rank's experts
+  add(b.host, {3, H, F, 12});                 // one expert's dw_in, dw_out, float and float64
   add(b.host, {shared, 8});                   // dw_sh_in, dw_sh_out
   add(b.host, {H, E, 8});                     // dw_gate
   // The backend's results copied to the host as floats for the comparison (MoeLayer::
@@ -350,7 +350,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
     const int64_t rows = std::max(prod({w.mesh.ep, T}) / step_chunks(w), T);
     add(b.host, {3, H, Fmax, 8});
     add(b.host, {rows, sum({prod({6, H}), prod({12, Fmax})}), 8});
-    add(b.host, {sum({prod({2, T, H}), P, shared, prod({H, E})}), 8});
+    add(b.host, {sum({prod({2, T, H}), shared, prod({H, E})}), 8});
   }
   if (on_gpu) {
     add(b.device, {2, W, T, H, 4});        // the world's x and dout, fp32

@@ -233,11 +233,17 @@ class GpuMath : public ReferenceMath {
     CUDA_CHECK(cudaMemsetAsync(dp.ptr, 0, T * K * 4, stream_));
     CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0, T * H * 4, stream_));
 
-    std::vector<float> dw_host;
     for (int64_t e = 0; e < E_; ++e) {
       const int64_t rows = int64_t(tok[e].size());
       const bool local = e >= ps.expert_begin && e < ps.expert_end && ps.backward;
-      if (rows == 0) continue;  // a local expert without rows keeps its zero gradients
+      if (rows == 0) {  // a local expert without rows keeps its zero gradients
+        if (local && ps.expert_grads) {
+          grad_in64_.assign(H * 2 * F, 0.0);
+          grad_out64_.assign(F * H, 0.0);
+          ps.expert_grads(e, grad_in64_.data(), grad_out64_.data());
+        }
+        continue;
+      }
       generate_weights(w_in_rule_, e * H * 2 * F, H * 2 * F, w_in_.ptr, stream_);
       generate_weights(w_out_rule_, e * F * H, F * H, w_out_.ptr, stream_);
       if (local) {
@@ -249,13 +255,7 @@ class GpuMath : public ReferenceMath {
         run_chunk(F, K, &tok[e][r0], &slot[e][r0], &pr[e][r0], n, local, ps.backward, out.ptr,
                   dp.ptr, dx.ptr);
       }
-      if (local) {
-        const int64_t el = e - ps.expert_begin;
-        dw_host = download_f(dw_in_.ptr, H * 2 * F);
-        add_to(dw_host, ps.dw_in + el * H * 2 * F);
-        dw_host = download_f(dw_out_.ptr, F * H);
-        add_to(dw_host, ps.dw_out + el * F * H);
-      }
+      if (local) hand_over_grads(e, ps);
     }
     if (ps.out) add_to(download_f(out.ptr, T * H), ps.out);
     if (ps.dp) {
@@ -263,6 +263,25 @@ class GpuMath : public ReferenceMath {
       for (int64_t i = 0; i < T * K; ++i) ps.dp[i] = v[i];
     }
     if (ps.backward && ps.dx) add_to(download_f(dx.ptr, T * H), ps.dx);
+  }
+
+  // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
+  // or to its sink.
+  // The host copies are members, kept across experts: a fresh vector of 100-350 MB (DeepSeek-V3's
+  // shapes) per expert cost its page faults every time, more than the copy itself.
+  void hand_over_grads(int64_t e, const ExpertsPass& ps) {
+    const int64_t H = H_, F = F_;
+    download_into(grad_in_, dw_in_.ptr, H * 2 * F);
+    download_into(grad_out_, dw_out_.ptr, F * H);
+    if (!ps.expert_grads) {
+      const int64_t el = e - ps.expert_begin;
+      add_to(grad_in_, ps.dw_in + el * H * 2 * F);
+      add_to(grad_out_, ps.dw_out + el * F * H);
+      return;
+    }
+    grad_in64_.assign(grad_in_.begin(), grad_in_.end());
+    grad_out64_.assign(grad_out_.begin(), grad_out_.end());
+    ps.expert_grads(e, grad_in64_.data(), grad_out64_.data());
   }
 
   void router_backward(int64_t token_begin, int64_t token_end, const double* dlogits, double* dx,
@@ -387,10 +406,14 @@ class GpuMath : public ReferenceMath {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   std::vector<float> download_f(const float* src, int64_t n) {
-    std::vector<float> v(n);
+    std::vector<float> v;
+    download_into(v, src, n);
+    return v;
+  }
+  void download_into(std::vector<float>& v, const float* src, int64_t n) {
+    v.resize(n);
     CUDA_CHECK(cudaMemcpyAsync(v.data(), src, n * 4, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return v;
   }
   std::vector<double> download(const float* src, int64_t n) {
     const std::vector<float> v = download_f(src, n);
@@ -408,6 +431,8 @@ class GpuMath : public ReferenceMath {
   DeviceBuffer xr_, dr_, yr_, hr_, dhr_, ar_, dar_;
   DeviceArray<int32_t> rows_tok_, rows_slot_;
   DeviceBuffer rows_p_;
+  std::vector<float> grad_in_, grad_out_;  // one expert's gradients on the host (hand_over_grads)
+  std::vector<double> grad_in64_, grad_out64_;
 };
 
 }  // namespace

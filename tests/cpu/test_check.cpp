@@ -28,6 +28,28 @@ TEST(CheckTensor, KnownVectors) {
   EXPECT_FALSE(c.pass);
 }
 
+// The check's expert gradients come one expert at a time: sums added piece by piece, a NaN in
+// one piece included, give the verdict of the whole.
+TEST(CheckTensor, SumsAddedInPiecesAreTheWhole) {
+  const std::vector<float> got = {1.0f, 2.0f, std::nanf(""), 3.0f, -4.5f, 0.5f};
+  const std::vector<double> ref = {1.0, 2.5, 7.0, 4.0, -4.0, 0.0};
+  const TensorCheck whole = compare_tensor("dw_in", got.data(), ref.data(), 6, 0.5, MPI_COMM_WORLD);
+  TensorSums sums;
+  sums.add(got.data(), ref.data(), 2);
+  sums.add(got.data() + 2, ref.data() + 2, 0);
+  sums.add(got.data() + 2, ref.data() + 2, 3);
+  sums.add(got.data() + 5, ref.data() + 5, 1);
+  const TensorCheck pieces = finish_compare("dw_in", sums, 0.5, MPI_COMM_WORLD);
+  EXPECT_EQ(pieces.count, 6);
+  EXPECT_EQ(pieces.nonfinite, 1);
+  EXPECT_EQ(pieces.count, whole.count);
+  EXPECT_EQ(pieces.nonfinite, whole.nonfinite);
+  EXPECT_DOUBLE_EQ(pieces.rel_l2, whole.rel_l2);
+  EXPECT_DOUBLE_EQ(pieces.max_abs, 1.0);
+  EXPECT_DOUBLE_EQ(pieces.max_abs, whole.max_abs);
+  EXPECT_FALSE(pieces.pass);  // the NaN
+}
+
 TEST(CheckTensor, ExactMatchPasses) {
   const std::vector<float> got = {0.5f, -0.25f};
   const std::vector<double> ref = {0.5, -0.25};

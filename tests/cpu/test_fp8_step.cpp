@@ -101,8 +101,11 @@ TEST_P(Fp8Step, PipelineChunksAreOperandsUpToTheWeightGradients) {
     EXPECT_EQ(o.dw_out, whole.dw_out);
     return;
   }
-  for (const auto& [name, e] : errors(o, reference_of(fp8_workload(precision), o)))
-    if (name == "out" || name == "dx") EXPECT_GT(e, tolerance_for(name, w.dtype)) << name;
+  for (const auto& [name, e] : errors(o, reference_of(fp8_workload(precision), o))) {
+    if (name == "out" || name == "dx") {
+      EXPECT_GT(e, tolerance_for(name, w.dtype)) << name;
+    }
+  }
 }
 
 // dispatch_dtype fp8: x reaches the experts as its 1 x 128 quantization, which the up projection

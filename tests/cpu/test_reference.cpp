@@ -500,6 +500,42 @@ TEST(ReferenceSplit, PartsSumToWhole) {
   EXPECT_NEAR(dot + whole.aux + whole.z, whole.loss, 1e-12);
 }
 
+// The check's way: each local expert's gradients handed over as it is finished, once, in expert
+// order, equal to those written whole; an expert no row reaches gets zeros; the rest unchanged.
+TEST(ReferenceSplit, ExpertGradSinkGivesEachLocalExpertOnce) {
+  RouterConfig rc;
+  const int64_t N = 4, H = 8, F = 6, E = 16, K = 2;  // 8 rows: some experts get none
+  const ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 12);
+  const int64_t eb = 3, ee = 14;
+  const ReferenceResult whole = reference_step(prob, nullptr, nullptr, 0, N, eb, ee);
+  std::vector<int64_t> seen;
+  int64_t empty = 0;
+  auto sink = [&](int64_t e, const double* dw_in, const double* dw_out) {
+    seen.push_back(e);
+    const int64_t el = e - eb;
+    bool zero = true;
+    for (int64_t i = 0; i < H * 2 * F; ++i) {
+      EXPECT_EQ(dw_in[i], whole.dw_in[el * H * 2 * F + i]) << "expert " << e << " at " << i;
+      zero = zero && dw_in[i] == 0.0;
+    }
+    for (int64_t i = 0; i < F * H; ++i)
+      EXPECT_EQ(dw_out[i], whole.dw_out[el * F * H + i]) << "expert " << e << " at " << i;
+    empty += zero;
+  };
+  auto math = cpu_reference_math(prob);
+  const ReferenceResult sunk = reference_step(prob, *math, nullptr, nullptr, 0, N, eb, ee, sink);
+  std::vector<int64_t> expected(ee - eb);
+  for (int64_t e = eb; e < ee; ++e) expected[e - eb] = e;
+  EXPECT_EQ(seen, expected);
+  EXPECT_GT(empty, 0) << "the problem should leave some local expert without rows";
+  EXPECT_TRUE(sunk.dw_in.empty());
+  EXPECT_TRUE(sunk.dw_out.empty());
+  EXPECT_EQ(sunk.out, whole.out);
+  EXPECT_EQ(sunk.dx, whole.dx);
+  EXPECT_EQ(sunk.dw_gate, whole.dw_gate);
+  EXPECT_EQ(sunk.loss, whole.loss);
+}
+
 bool all_finite(const std::vector<double>& v) {
   for (double x : v)
     if (!std::isfinite(x)) return false;

@@ -743,7 +743,8 @@ TEST(WorkloadEstimate, ReferenceMatchesItsFormulaOnASmallCase) {
   const int64_t step = estimate_rank_bytes(w, 1);
   w.check = CheckMode::kFirst;
   const int64_t reference = E * 3 * H * F * 8 + 2 * T * H * 8 + T * K * 16 + T * E * 8 +
-                            2 * T * H * 8 + P * 8 + H * E * 8 +
+                            // one expert's gradients at a time, float and float64
+                            2 * T * H * 8 + 3 * H * F * 12 + H * E * 8 +
                             // the results' host copies: grads, tokens, gate, routing
                             P * 4 + 4 * T * H * 4 + 2 * H * E * 4 + T * K * 9;
   EXPECT_EQ(estimate_rank_bytes(w, 1), step + reference);

@@ -166,5 +166,48 @@ TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
   }
 }
 
+// The check's way: each local expert's gradients handed to a sink as it is finished, in expert
+// order, bit for bit those the GPU math writes whole, zeros for experts no row reaches (3 tokens
+// of top-2 reach at most 6 of 16).
+TEST(ReferenceCuda, ExpertGradSinkGivesTheWholeGradients) {
+  MOE_REQUIRE_GPU();
+  const int64_t N = 3, H = 72, F = 40, E = 16, K = 2;
+  Workload w = small_workload(DType::kBf16, H, F, E, K);
+  w.router = make_cfg("softmax", false, false, 1.0, 1, 1, 0.01, 0.001);
+  ReferenceProblem prob;
+  prob.tokens = N;
+  prob.model = w.model;
+  prob.router = w.router;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  prob.x.resize(N * H);
+  prob.dout.resize(N * H);
+  for (double& v : prob.x) v = g(rng);
+  for (double& v : prob.dout) v = g(rng);
+  auto gpu = cuda::gpu_reference_math(w, prob);
+  const ReferenceResult whole = reference_step(prob, *gpu, nullptr, nullptr, 0, N, 0, E);
+  std::vector<int64_t> seen;
+  std::vector<double> dw_in, dw_out;
+  int64_t empty = 0;
+  auto sink = [&](int64_t e, const double* in, const double* out) {
+    seen.push_back(e);
+    dw_in.insert(dw_in.end(), in, in + H * 2 * F);
+    dw_out.insert(dw_out.end(), out, out + F * H);
+    bool zero = true;
+    for (int64_t i = 0; i < H * 2 * F; ++i) zero = zero && in[i] == 0.0;
+    empty += zero;
+  };
+  const ReferenceResult sunk = reference_step(prob, *gpu, nullptr, nullptr, 0, N, 0, E, sink);
+  std::vector<int64_t> expected(E);
+  for (int64_t e = 0; e < E; ++e) expected[e] = e;
+  EXPECT_EQ(seen, expected);
+  EXPECT_GE(empty, E - N * K);
+  EXPECT_EQ(dw_in, whole.dw_in);
+  EXPECT_EQ(dw_out, whole.dw_out);
+  EXPECT_TRUE(sunk.dw_in.empty());
+  EXPECT_EQ(sunk.out, whole.out);
+  EXPECT_EQ(sunk.dx, whole.dx);
+}
+
 }  // namespace
 }  // namespace moe::test
