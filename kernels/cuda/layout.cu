@@ -53,10 +53,11 @@ __device__ __forceinline__ uint64_t drop_key(const float* p, int32_t i) {
 }
 
 // Calls row(i, r) for each i in [0, n) that marked(i) holds for, r being its rank among those in
-// i order, tile by tile; the whole block must call it. Each thread takes kItems consecutive i of
-// a tile, so that a tile needs one block scan.
-template <int kItems, class Marked, class Row>
-__device__ void for_each_marked(int64_t n, Marked marked, Row row) {
+// i order, and unmarked(i) for the others, tile by tile; the whole block must call it. Each
+// thread takes kItems consecutive i of a tile, so that a tile needs one block scan; marked(i) is
+// evaluated once per i.
+template <int kItems, class Marked, class Row, class Unmarked>
+__device__ void for_each_marked(int64_t n, Marked marked, Row row, Unmarked unmarked) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int seen;
@@ -71,12 +72,21 @@ __device__ void for_each_marked(int64_t n, Marked marked, Row row) {
     int before = 0, total = 0;
     Scan(tmp).ExclusiveSum(__popc(bits), before, total);
     int r = seen + before;
-    for (int j = 0; j < kItems; ++j)
-      if ((bits >> j) & 1u) row(int32_t(first + j), r++);
+    for (int j = 0; j < kItems; ++j) {
+      if ((bits >> j) & 1u)
+        row(int32_t(first + j), r++);
+      else if (first + j < n)
+        unmarked(int32_t(first + j));
+    }
     __syncthreads();
     if (threadIdx.x == 0) seen += total;
     __syncthreads();
   }
+}
+
+template <int kItems, class Marked, class Row>
+__device__ void for_each_marked(int64_t n, Marked marked, Row row) {
+  for_each_marked<kItems>(n, marked, row, [](int32_t) {});
 }
 
 // Calls row(i, r) for each row i routed to expert e, r being its rank among them in t*K + k
@@ -148,10 +158,10 @@ __global__ void layout_position_kernel(const int32_t* idx, const float* p, int64
   for_each_expert_row(idx, n, e, [&](int32_t i, int r) { seg[r] = i; });
   __syncthreads();  // seg is read by other threads below
   const uint64_t threshold = select_threshold(seg, m, p, limit);
-  auto kept = [&](int64_t r) { return drop_key(p, seg[r]) >= threshold; };
-  for (int r = threadIdx.x; r < m; r += kThreads)
-    if (!kept(r)) send_pos[seg[r]] = -1;
-  for_each_marked<1>(m, kept, [&](int32_t r, int placed) { send_pos[seg[r]] = b0 + placed; });
+  for_each_marked<1>(
+      m, [&](int64_t r) { return drop_key(p, seg[r]) >= threshold; },
+      [&](int32_t r, int placed) { send_pos[seg[r]] = b0 + placed; },
+      [&](int32_t r) { send_pos[seg[r]] = -1; });
 }
 
 // One thread per gathered row: a binary search over its source's E_local + 1 starts (the last
@@ -299,20 +309,20 @@ __global__ void dedup_position_kernel(const int32_t* idx, const float* p,
   __syncthreads();
   if (c == 0 && threadIdx.x == 0) wire_counts[r] = s_rank_rows;
   const int64_t t0 = c * kDedupChunk, n = min(kDedupChunk, T - t0);
-  auto takes = [&](int64_t i) { return rank_takes(idx, send_pos, t0 + i, K, El, r); };
-  for (int64_t i = threadIdx.x; i < n; i += kThreads)
-    if (!takes(i)) wire_pos[(t0 + i) * ep + r] = -1;
-  for_each_marked<1>(n, takes, [&](int32_t i, int m) {
-    const int64_t t = t0 + i;
-    const int32_t w = s_wire + m;
-    wire_pos[t * ep + r] = w;
-    for (int64_t k = 0; k < K; ++k) {
-      const int32_t sp = send_pos[t * K + k];
-      const bool ours = sp >= 0 && idx[t * K + k] / El == r;
-      slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
-      weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
-    }
-  });
+  for_each_marked<1>(
+      n, [&](int64_t i) { return rank_takes(idx, send_pos, t0 + i, K, El, r); },
+      [&](int32_t i, int m) {
+        const int64_t t = t0 + i;
+        const int32_t w = s_wire + m;
+        wire_pos[t * ep + r] = w;
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t sp = send_pos[t * K + k];
+          const bool ours = sp >= 0 && idx[t * K + k] / El == r;
+          slots[int64_t(w) * K + k] = ours ? sp - s_rank_begin : -1;
+          weights[int64_t(w) * K + k] = ours ? p[t * K + k] : 0.0f;
+        }
+      },
+      [&](int32_t i) { wire_pos[(t0 + i) * ep + r] = -1; });
 }
 
 }  // namespace
