@@ -129,6 +129,9 @@ struct RunResult {
   std::vector<CheckResult> checks;             // empty when check is off
   std::map<std::string, std::string> digests;  // tensor -> hex digest over the world (last step)
   std::string digest_function;                 // core/digest.h's kDigestFunction
+  // fp8_weights cached: one quantization of the weights, timed alone (median, max over ranks);
+  // -1 where the steps quantize their own (per_step).
+  double fp8_weight_quantize_ms = -1;
   bool pass() const;
 };
 

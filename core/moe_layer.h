@@ -105,6 +105,10 @@ class MoeLayer {
   void capture_next_step() { capture_next_ = true; }
   // Whether run_step replays a captured graph.
   bool replaying() const { return replaying_; }
+  // fp8_weights cached: the median ms, over `reps` runs timed alone (device synced around each),
+  // of quantizing the weights as a step does (routed and shared experts), which the timed steps
+  // leave out. Call after a step has gathered the weights.
+  double time_weight_quantization(int reps);
   // The host's side of the last step: ms from its start until all of its work was issued (the
   // launch overhead a graph removes), and how often it waited for the device in that time.
   double host_issue_ms() const { return host_issue_ms_; }
@@ -207,6 +211,9 @@ class MoeLayer {
   std::vector<int64_t> merged_offsets_host_;
   int64_t merged_rows_bound_ = 0;
   bool capture_next_ = false, replaying_ = false;
+  // fp8_weights: whether this step quantizes the weights (per_step: every step; cached: the
+  // first), and whether any step has.
+  bool quantize_weights_ = true, weights_quantized_ = false;
   double host_issue_ms_ = 0;
   int64_t host_waits_ = 0;
   std::unique_ptr<SharedExperts> shared_;  // null without shared experts

@@ -79,10 +79,14 @@ void SharedExperts::gather() {
   comm_.allgather(w_out_shard_, w_out_full_, sb * plan_.shard_out_elems, Group::kFsdp);
 }
 
-void SharedExperts::forward(const void* x) {
+void SharedExperts::quantize_weights() {
+  ops_.prepare_expert_weights(d_, S_, w_in_full_, w_out_full_);
+}
+
+void SharedExperts::forward(const void* x, bool quantize) {
   const int64_t T = d_.T, H = d_.H, F = d_.F;
   const size_t sb = device_.storage_bytes();
-  ops_.prepare_expert_weights(d_, S_, w_in_full_, w_out_full_);
+  if (quantize) quantize_weights();
   for (int64_t s = 0; s < S_; ++s)
     ops_.expert_ffn_fwd(d_, x, at(w_in_full_, s, H * 2 * F, sb), at(w_out_full_, s, F * H, sb),
                         offsets_, at(h_, s, T * 2 * F, sb), at(a_, s, T * F, sb),

@@ -33,8 +33,11 @@ class SharedExperts {
 
   // The FSDP all-gather of the weights (nothing at fsdp 1).
   void gather();
-  // h, a and y of every shared expert for x [T, H] storage.
-  void forward(const void* x);
+  // h, a and y of every shared expert for x [T, H] storage; first, with quantize_weights, the
+  // weights' FP8 codes (Ops::prepare_expert_weights).
+  void forward(const void* x, bool quantize_weights);
+  // The weights' FP8 codes alone (MoeLayer::time_weight_quantization).
+  void quantize_weights();
   // out [T, H] storage = out + sum_s y[s]: after the routed combine has written out.
   void add_to_out(void* out);
   // The backward for dout [T, H] (each shared expert's dy, its weight being 1): the data

@@ -79,6 +79,14 @@ void resolve_and_validate(Workload& w, int world_size) {
                      << "\": FP8 rows on the wire carry DeepSeek-V3's 1 x 128 scales, which only "
                         "the fp8_block recipe multiplies as they are (MATH.md); set precision to "
                         "\"fp8_block\" or dispatch_dtype to \"bf16\"");
+  MOE_USER_CHECK(w.fp8_weights == Fp8Weights::kPerStep || w.precision != Precision::kBf16,
+                 "fp8_weights = \"cached\" with precision = \"bf16\": only an FP8 step "
+                 "quantizes its weights; set precision to \"fp8_tensor\" or \"fp8_block\", "
+                 "or fp8_weights to \"per_step\"");
+  MOE_USER_CHECK(w.fp8_weights == Fp8Weights::kPerStep || w.warmup >= 1,
+                 "fp8_weights = \"cached\" with warmup = 0: the weights are quantized in the "
+                 "first step, which must be a warm-up step to stay out of the timings; set "
+                 "warmup to 1 or more, or fp8_weights to \"per_step\"");
   MOE_USER_CHECK(w.dispatch_dtype == DispatchDtype::kBf16 || m.hidden % 16 == 0,
                  "dispatch_dtype = \"fp8\" with model.hidden = "
                      << m.hidden

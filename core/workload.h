@@ -23,6 +23,9 @@ enum class Precision { kBf16, kFp8Tensor, kFp8Block };
 // e4m3 codes with their 1 x 128 scales, which the up projection multiplies as they are (MATH.md,
 // `dispatch_dtype: fp8`; fp8_block only).
 enum class DispatchDtype { kBf16, kFp8 };
+// When an FP8 step quantizes its expert weights: in every step, or once (the first step's codes
+// reused, as over the microbatches of one optimizer step).
+enum class Fp8Weights { kPerStep, kCached };
 enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
@@ -52,6 +55,7 @@ enum class Sm90Schedule { kCooperative, kPingpong };
 const char* name_of(DType value);
 const char* name_of(Precision value);
 const char* name_of(DispatchDtype value);
+const char* name_of(Fp8Weights value);
 const char* name_of(RouterScore value);
 const char* name_of(RoutingMode value);
 const char* name_of(DropPolicy value);
@@ -134,6 +138,7 @@ struct Workload {
   DType expert_grad_dtype = DType::kFp32;
   Precision precision = Precision::kBf16;
   DispatchDtype dispatch_dtype = DispatchDtype::kBf16;
+  Fp8Weights fp8_weights = Fp8Weights::kPerStep;
   DispatchKind dispatch = DispatchKind::kAlltoall;
   double capacity_factor = 0.0;  // 0 (JSON null) = dropless
   DropPolicy drop_policy = DropPolicy::kProbability;

@@ -36,6 +36,7 @@ const std::vector<std::string>& names_of();
 MOE_ENUM_NAMES(DType, "bf16", "fp32")
 MOE_ENUM_NAMES(Precision, "bf16", "fp8_tensor", "fp8_block")
 MOE_ENUM_NAMES(DispatchDtype, "bf16", "fp8")
+MOE_ENUM_NAMES(Fp8Weights, "per_step", "cached")
 MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
@@ -323,6 +324,15 @@ const std::vector<KeySpec>& schema() {
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "
           "bucket one heuristic query per bucket of row counts, exact one per shape")),
+      listed_when_set(how(
+          enum_key("fp8_weights", MOE_FIELD(fp8_weights),
+                   "when an FP8 step quantizes the expert weights (routed and shared, both ways "
+                   "round): per_step in every step, inside experts_fwd, as one training step per "
+                   "optimizer step does; cached once, in the first warm-up step, the timed steps "
+                   "reusing the codes, as TransformerEngine does over the microbatches of one "
+                   "optimizer step (the weights change only there): the report then gives one "
+                   "quantization's time beside the step, to spread over your microbatches; cached "
+                   "needs an fp8 precision and warmup >= 1"))),
       how(plain_key("graph", Kind::kBool, MOE_FIELD(graph),
                     "a sync-free step (the counts never reach the host: buffers hold the most "
                     "rows any routing gives, the expert GEMMs read device offsets) captured in "

@@ -124,6 +124,9 @@ class FakeOps : public Ops {
                   float* dx_acc, void* dx, float*) override {
     r_.add("router_bwd", {x, dp, dx_acc, dx});
   }
+  void prepare_expert_weights(const Dims&, int64_t, const void* w_in, const void* w_out) override {
+    r_.add("prepare_expert_weights", {w_in, w_out});
+  }
   void dispatch_layout(const Dims& d, const int32_t*, const float*, int32_t* counts,
                        int32_t* send_pos) override {
     r_.add("dispatch_layout");
@@ -405,6 +408,27 @@ TEST(MoeLayerFake, EveryDispatchAtEp1IsAlltoall) {
       EXPECT_EQ(names(other.step()), want) << kind << align;
     }
   }
+}
+
+// fp8_weights: per_step quantizes the routed and the shared experts' weights in every step, before
+// their first FFN call; cached in the first step only, the later steps reusing the codes.
+TEST(MoeLayerFake, Fp8WeightsPerStepOrCachedOnce) {
+  for (const char* when : {"per_step", "cached"}) {
+    SCOPED_TRACE(when);
+    FakeStep f(std::string(R"(, "precision": "fp8_block", "fp8_weights": ")") + when + "\"", 1);
+    for (int64_t s = 0; s < 3; ++s) {
+      const Recorder& r = f.step(s);
+      const size_t quantized = r.at("prepare_expert_weights").size();
+      if (s == 0 || std::string(when) == "per_step") {
+        ASSERT_EQ(quantized, 2u) << "step " << s;  // the routed experts', the shared expert's
+        EXPECT_TRUE(before(r, "prepare_expert_weights", "expert_ffn_fwd")) << "step " << s;
+      } else {
+        EXPECT_EQ(quantized, 0u) << "step " << s;
+      }
+    }
+  }
+  FakeStep bf16("", 1);  // bf16 steps call it too; the backend decides there is nothing to do
+  EXPECT_EQ(bf16.step().at("prepare_expert_weights").size(), 2u);
 }
 
 // The shared experts' calls: one "expert" per Ops call, whose rows are the rank's 8 tokens (the

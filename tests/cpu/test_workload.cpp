@@ -478,6 +478,27 @@ TEST(WorkloadOverride, DispatchDtypeFp8NeedsTheBlockRecipeAndAlignedRows) {
                               {"'dispatch_dtype'", "\"bf16\", \"fp8\""}));
 }
 
+// fp8_weights cached: only FP8 quantizes weights, and the first step, which quantizes them, must
+// be a warm-up step; each refusal names the keys and the fix.
+TEST(WorkloadValidate, Fp8WeightsCachedNeedsFp8AndAWarmup) {
+  Workload w = minimal();
+  apply_override(w, "fp8_weights=cached");
+  EXPECT_EQ(workload_to_json(w).at("fp8_weights"), "cached");
+  EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                              {"fp8_weights = \"cached\"", "precision = \"bf16\"",
+                               "set precision to \"fp8_tensor\" or \"fp8_block\""}));
+  apply_override(w, "precision=fp8_tensor");
+  apply_override(w, "warmup=0");
+  EXPECT_TRUE(ThrowsUserError([&] { resolve_and_validate(w, 1); },
+                              {"fp8_weights = \"cached\"", "warmup = 0", "set warmup to 1"}));
+  apply_override(w, "warmup=1");
+  resolve_and_validate(w, 1);
+  EXPECT_NE(describe_how_keys(w).find("fp8_weights=cached"), std::string::npos);
+  EXPECT_EQ(describe_how_keys(minimal()).find("fp8_weights"), std::string::npos);
+  EXPECT_TRUE(ThrowsUserError([&] { apply_override(w, "fp8_weights=always"); },
+                              {"'fp8_weights'", "\"per_step\", \"cached\""}));
+}
+
 TEST(WorkloadOverride, FailedOverrideLeavesWorkloadUnchanged) {
   Workload w = minimal();
   apply_override(w, "steps=9");

@@ -6,7 +6,9 @@
 # from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend without
 # align 16, or with the GPU reference, is refused naming the key (printed once, every rank
 # exiting non-zero). dispatch_dtype fp8 changes only the wire's dispatched rows and w_in's gradient,
-# and is refused without fp8_block.
+# and is refused without fp8_block. fp8_weights cached (on EP 2 x FSDP 2, the weights gathered
+# each step) gives per_step's results bit for bit, the report and JSON giving the quantization's
+# time, and is refused with bf16 (printed once).
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" --set mesh.ep=2 --steps 2 --warmup 1 --set model.hidden=256
   --set model.ffn=160 --set tokens_per_rank=256)
@@ -27,6 +29,25 @@ grep -q "precision fp8_block, dispatch_dtype fp8" "$WORK/fp8_dispatch.txt" ||
   fail "fp8 dispatch: the report header does not name it"
 grep -q "a dispatched row is 272 bytes (e4m3 codes and 1 x 128 scales) against 512 in bf16, 46.9% fewer" \
   "$WORK/fp8_dispatch.txt" || { cat "$WORK/fp8_dispatch.txt"; fail "fp8 dispatch: the report does not show the bytes saved"; }
+
+# fp8_weights: the CPU backend quantizes inside its GEMMs, so cached changes no bit there either;
+# its plumbing (the step skipping the quantization, the time taken alone) is what runs.
+fsdp=(--set mesh.ep=2 --set mesh.fsdp=2 --set precision=fp8_block --set model.shared_experts=1
+  --set model.shared_ffn=96)
+for when in per_step cached; do
+  mpi 4 "${args[@]}" "${fsdp[@]}" --set fp8_weights=$when --out "$WORK/weights_$when.json" \
+    >"$WORK/weights_$when.txt" 2>&1 || { cat "$WORK/weights_$when.txt"; fail "fp8_weights $when: the run failed"; }
+  grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/weights_$when.txt" ||
+    { cat "$WORK/weights_$when.txt"; fail "fp8_weights $when: no PASS"; }
+done
+grep -q "^# fp8_weights cached: the CPU backend quantizes the weights inside each GEMM" "$WORK/weights_cached.txt" ||
+  { cat "$WORK/weights_cached.txt"; fail "fp8_weights cached: the report does not say the CPU caches nothing"; }
+grep -q "fp8_weights=cached" "$WORK/weights_cached.txt" || fail "fp8_weights cached: not among the report's knobs"
+grep -q "fp8_weights" "$WORK/weights_per_step.txt" && fail "fp8_weights per_step: the report mentions the default"
+mpi 2 "${args[@]}" --set fp8_weights=cached >"$WORK/bad_weights.txt" 2>&1 &&
+  fail "fp8_weights cached with bf16 was accepted"
+[ "$(grep -c 'fp8_weights = "cached" with precision = "bf16"' "$WORK/bad_weights.txt")" -eq 1 ] ||
+  { cat "$WORK/bad_weights.txt"; fail "the fp8_weights refusal is not printed once"; }
 
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
@@ -65,6 +86,12 @@ ratio = sent(q, "a2a_dispatch_fwd") / sent(b, "a2a_dispatch_fwd")
 check(abs(ratio - 272 / 1024) < 1e-9, f"fp8 dispatch: dispatch bytes ratio {ratio}, not 272/1024")
 for phase in ("a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"):
     check(sent(q, phase) == sent(b, phase), f"fp8 dispatch: {phase} bytes changed")
+per_step, cached = (json.load(open(f"{work}/weights_{n}.json")) for n in ("per_step", "cached"))
+check(per_step["digests"] == cached["digests"], "fp8_weights cached changed the results")
+check(per_step["timing"]["fp8_weight_quantize_ms"] is None, "per_step reports a quantization time")
+q_ms = cached["timing"]["fp8_weight_quantize_ms"]
+check(isinstance(q_ms, float) and q_ms >= 0, f"cached: quantization time {q_ms}")
+check(cached["config"]["fp8_weights"] == "cached", "config does not record fp8_weights")
 old = json.load(open(f"{work}/bf16.json")); del old["config"]["precision"]
 json.dump(old, open(f"{work}/old.json", "w"))
 PY
