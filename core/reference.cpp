@@ -215,7 +215,8 @@ struct WgradRows {
 void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
                         const std::vector<size_t>& at, const std::vector<double>& w_in_q,
                         const std::vector<double>& w_out_q, Fp8Recipe recipe, bool x_dispatched_fp8,
-                        bool backward, WgradRows& wg) {
+                        bool backward, const Fp8Arithmetic& arith, WgradRows& wg) {
+  const auto& matmul = arith.matmul;
   const int64_t n = int64_t(at.size());
   std::vector<Pair> pairs;
   for (size_t i : at) pairs.push_back(all[i]);
@@ -274,7 +275,8 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
 // The weight gradients of one FP8 operand, the pairs `at` of wg: they reduce over the rows, so
 // their operands are quantized in 128 x 1 blocks down them.
 void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp8Recipe recipe,
-                          double* dw_in, double* dw_out) {
+                          const Fp8Arithmetic& arith, double* dw_in, double* dw_out) {
+  const auto& add_rows_t_times_rows = arith.add_t_times;
   const int64_t n = int64_t(at.size()), H = wg.H, F = wg.F, F2 = 2 * F;
   auto rows = [&](const std::vector<float>& v, int64_t cols) {
     std::vector<float> out(n * cols);
@@ -308,7 +310,7 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
                             const std::vector<int32_t>& wgrad_operand, const double* w_in,
                             const double* w_out, int64_t F, bool x_dispatched_fp8, bool backward,
-                            double* dw_in, double* dw_out) {
+                            const Fp8Arithmetic& arith, double* dw_in, double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
   const std::vector<double> w_in_q = quantized_weight(w_in, H, 2 * F, recipe);
@@ -320,17 +322,34 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
   }
   WgradRows wg(H, F, pairs.size());
   for (const std::vector<size_t>& at : pairs_by_id(ids))
-    expert_operand_fp8(H, F, pairs, at, w_in_q, w_out_q, recipe, x_dispatched_fp8, backward, wg);
+    expert_operand_fp8(H, F, pairs, at, w_in_q, w_out_q, recipe, x_dispatched_fp8, backward, arith,
+                       wg);
   if (!backward || (!dw_in && !dw_out)) return;
   for (const std::vector<size_t>& at : pairs_by_id(wgrad_ids))
-    weight_gradients_fp8(wg, at, recipe, dw_in, dw_out);
+    weight_gradients_fp8(wg, at, recipe, arith, dw_in, dw_out);
+}
+
+// The CPU math's FP8 arithmetic: the float64 loops over prob's weights.
+Fp8Arithmetic float64_arithmetic(const ReferenceProblem& prob) {
+  Fp8Arithmetic a;
+  a.matmul = matmul;
+  a.add_t_times = add_rows_t_times_rows;
+  a.weights = [&prob](bool shared, int64_t e, std::vector<double>& w_in,
+                      std::vector<double>& w_out) {
+    const int64_t H = prob.model.hidden, F = shared ? prob.model.shared_ffn : prob.model.ffn;
+    const std::vector<double>& in = shared ? prob.w_sh_in : prob.w_in;
+    const std::vector<double>& out = shared ? prob.w_sh_out : prob.w_out;
+    w_in.assign(in.begin() + e * H * 2 * F, in.begin() + (e + 1) * H * 2 * F);
+    w_out.assign(out.begin() + e * F * H, out.begin() + (e + 1) * F * H);
+  };
+  return a;
 }
 
 // The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass). With FP8,
 // every row of an operand that holds an own token's row or feeds a local expert's gradient takes
 // part: the operand's scales depend on all of its rows.
 void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
-                 const double* p, const ExpertsPass& ps) {
+                 const double* p, const ExpertsPass& ps, const Fp8Arithmetic* arith = nullptr) {
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
   const int64_t E = prob.model.experts, K = prob.model.topk;
   const bool fp8 = prob.precision != Precision::kBf16;
@@ -338,6 +357,9 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
   std::vector<Pair> pairs;
   std::vector<int64_t> tokens;            // each pair's token
   std::vector<double> sink_in, sink_out;  // one expert's gradients for ps.expert_grads
+  const Fp8Arithmetic own_arith = fp8 && !arith ? float64_arithmetic(prob) : Fp8Arithmetic{};
+  if (fp8 && !arith) arith = &own_arith;
+  std::vector<double> fp8_w_in, fp8_w_out;  // an expert's weights from arith
   // FP8: the operands that hold an own token's rows.
   std::vector<uint8_t> wanted;
   if (fp8)
@@ -377,12 +399,14 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       dw_in = ps.dw_in + (e - ps.expert_begin) * H * 2 * F;
       dw_out = ps.dw_out + (e - ps.expert_begin) * F * H;
     }
-    const double* w_in = &prob.w_in[e * H * 2 * F];
-    const double* w_out = &prob.w_out[e * F * H];
     if (fp8 && !pairs.empty()) {
-      experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand, w_in,
-                             w_out, F, prob.dispatch_fp8, ps.backward, dw_in, dw_out);
+      arith->weights(false, e, fp8_w_in, fp8_w_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand,
+                             fp8_w_in.data(), fp8_w_out.data(), F, prob.dispatch_fp8, ps.backward,
+                             *arith, dw_in, dw_out);
     } else if (!fp8) {
+      const double* w_in = &prob.w_in[e * H * 2 * F];
+      const double* w_out = &prob.w_out[e * F * H];
       for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
         expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
                      ps.backward, dw_in, dw_out, scratch);
@@ -394,7 +418,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
 // The shared experts for the own tokens of ps (ReferenceMath::shared_experts): each own token is
 // a pair of weight 1 with every shared expert; with FP8, the own tokens' operands
 // (shared_operand) are quantized as wholes.
-void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
+void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
+                const Fp8Arithmetic* arith = nullptr) {
   const int64_t H = prob.model.hidden, F = prob.model.shared_ffn, S = prob.model.shared_experts;
   BlockScratch scratch(H, F);
   std::vector<Pair> pairs;
@@ -408,13 +433,17 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps) {
   for (int64_t s = 0; s < S; ++s) {
     double* dw_in = ps.backward && ps.dw_in ? ps.dw_in + s * H * 2 * F : nullptr;
     double* dw_out = ps.backward && ps.dw_out ? ps.dw_out + s * F * H : nullptr;
-    const double* w_in = &prob.w_sh_in[s * H * 2 * F];
-    const double* w_out = &prob.w_sh_out[s * F * H];
     if (prob.precision != Precision::kBf16) {
-      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, w_in, w_out, F, false,
-                             ps.backward, dw_in, dw_out);
+      const Fp8Arithmetic own = arith ? Fp8Arithmetic{} : float64_arithmetic(prob);
+      const Fp8Arithmetic& a = arith ? *arith : own;
+      std::vector<double> w_in, w_out;
+      a.weights(true, s, w_in, w_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, w_in.data(),
+                             w_out.data(), F, false, ps.backward, a, dw_in, dw_out);
       continue;
     }
+    const double* w_in = &prob.w_sh_in[s * H * 2 * F];
+    const double* w_out = &prob.w_sh_out[s * F * H];
     for (int64_t b0 = 0; b0 < int64_t(pairs.size()); b0 += kBlock)
       expert_block(H, F, &pairs[b0], std::min(kBlock, int64_t(pairs.size()) - b0), w_in, w_out,
                    ps.backward, dw_in, dw_out, scratch);
@@ -584,6 +613,18 @@ std::vector<uint8_t> capacity_drops(const ReferenceProblem& prob, const int32_t*
 }
 
 }  // namespace
+
+void fp8_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
+                 const double* p, const ExpertsPass& pass, const Fp8Arithmetic& arith) {
+  MOE_CHECK(prob.precision != Precision::kBf16, "fp8_experts with precision bf16");
+  run_experts(prob, idx, dropped, p, pass, &arith);
+}
+
+void fp8_shared_experts(const ReferenceProblem& prob, const ExpertsPass& pass,
+                        const Fp8Arithmetic& arith) {
+  MOE_CHECK(prob.precision != Precision::kBf16, "fp8_shared_experts with precision bf16");
+  run_shared(prob, pass, &arith);
+}
 
 std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob) {
   return std::make_unique<CpuMath>(prob);

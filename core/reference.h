@@ -159,6 +159,31 @@ class ReferenceMath {
 // The float64 loops over prob's own weights (which must be filled), pair by pair.
 std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob);
 
+// What the FP8 expert FFNs multiply with: the dense products and each expert's weights. The CPU
+// math's are float64 loops over prob's weights; the GPU reference gives its fp32 GEMMs and weights
+// made from the seed, one expert at a time.
+struct Fp8Arithmetic {
+  // C [n, N] = A [n, K] @ B, B [K, N] or, with trans_b, [N, K].
+  std::function<std::vector<double>(const std::vector<double>& A, const std::vector<double>& B,
+                                    int64_t n, int64_t K, int64_t N, bool trans_b)>
+      matmul;
+  // C [M, N] += A [n, M]^T @ B [n, N].
+  std::function<void(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
+                     int64_t M, int64_t N, double* C)>
+      add_t_times;
+  // w_in [H, 2F] and w_out [F, H] of routed expert e, or with `shared` of shared expert e.
+  std::function<void(bool shared, int64_t e, std::vector<double>& w_in, std::vector<double>& w_out)>
+      weights;
+};
+
+// ReferenceMath::experts and shared_experts with FP8 precision (MATH.md "FP8 expert GEMMs"): the
+// operands' quantization, their bf16 roundings and which rows form one operand on the host, as the
+// CPU math does them, around arith's products and weights. The GPU reference's FP8 path.
+void fp8_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
+                 const double* p, const ExpertsPass& pass, const Fp8Arithmetic& arith);
+void fp8_shared_experts(const ReferenceProblem& prob, const ExpertsPass& pass,
+                        const Fp8Arithmetic& arith);
+
 // The step for "own" tokens [token_begin, token_end) and "local" experts [expert_begin,
 // expert_end). Routing, the near-tie handling against got_idx ([N, K], or nullptr: no comparison),
 // the routing counts, aux and z cover all N tokens. out, dx, idx and p are the own tokens'; dw_in

@@ -359,6 +359,12 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
     add(b.host, {3, H, Fmax, 8});
     add(b.host, {rows, sum({prod({6, H}), prod({12, Fmax})}), 8});
     add(b.host, {sum({prod({2, T, H}), shared, prod({H, E})}), 8});
+    if (on_gpu) {
+      // The GPU reference makes one expert's weights on the host (float64, through floats)
+      // and multiplies one product at a time on the device (kernels/cuda/reference.cu fp8()).
+      add(b.host, {3, H, Fmax, 12});
+      add(b.device, {sum({prod({4, H, Fmax}), prod({2, rows, std::max(H, 2 * Fmax)})}), 4});
+    }
   }
   if (on_gpu) {
     add(b.device, {2, W, T, H, 4});        // the world's x and dout, fp32

@@ -230,7 +230,7 @@ const std::vector<KeySpec>& schema() {
                "needs dtype bf16, and on the CUDA backend (cuBLASLt's FP8 matmul per expert, "
                "or the grouped sm90 kernel) align a multiple of 16 and gemm.method auto, "
                "lt_multistream or grouped_sm90 (the grouped kernel with graph true); checked "
-               "by the float64 reference (README, FP8)"),
+               "by a reference that quantizes the same operands (README, FP8)"),
       enum_key("dispatch_dtype", MOE_FIELD(dispatch_dtype),
                "the rows dispatched to the experts, on the wire (every dispatcher): bf16 as "
                "stored, or fp8 (with precision fp8_block): each token's row quantized once on its "
@@ -354,7 +354,8 @@ const std::vector<KeySpec>& schema() {
       run(enum_key(
           "reference", MOE_FIELD(reference),
           "where the reference's dense arithmetic runs: float64 on the host, or fp32 on the "
-          "GPU (cuda backend only); auto = the backend's device (README, Correctness)")),
+          "GPU (cuda backend only; FP8's quantization stays on the host either way); auto = "
+          "the backend's device (README, Correctness)")),
       run(plain_key(
           "roofline", Kind::kBool, MOE_FIELD(roofline),
           "measure the dense GEMM rate and the EP all-to-all bandwidth at start-up, for the "

@@ -166,12 +166,11 @@ struct DeviceArray {
 };
 using DeviceBuffer = DeviceArray<float>;
 
-std::vector<float> to_float(const double* v, int64_t n) { return std::vector<float>(v, v + n); }
-
 class GpuMath : public ReferenceMath {
  public:
   GpuMath(const Workload& w, const ReferenceProblem& prob)
-      : N_(prob.tokens),
+      : prob_(prob),
+        N_(prob.tokens),
         H_(w.model.hidden),
         F_(w.model.ffn),
         E_(w.model.experts),
@@ -207,6 +206,7 @@ class GpuMath : public ReferenceMath {
 
   void experts(const int32_t* idx, const uint8_t* dropped, const double* p,
                const ExpertsPass& ps) override {
+    if (prob_.precision != Precision::kBf16) return fp8_experts(prob_, idx, dropped, p, ps, fp8());
     const int64_t H = H_, F = F_, K = K_, T = ps.token_end - ps.token_begin;
     // Per expert, the rows that matter: those of own tokens, and all of a local expert's.
     std::vector<std::vector<int32_t>> tok(E_), slot(E_);
@@ -267,6 +267,50 @@ class GpuMath : public ReferenceMath {
 
   // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
   // or to its sink.
+  // FP8: the host quantizes as the CPU math does (core/reference.cpp), around these fp32 GEMMs
+  // and weights made from the seed on the host, one expert at a time (their FP8 blocks are cut
+  // there); a GEMM's operands are fp32 values exactly (scale times an e4m3 code).
+  Fp8Arithmetic fp8() {
+    Fp8Arithmetic a;
+    a.matmul = [this](const std::vector<double>& A, const std::vector<double>& B, int64_t n,
+                      int64_t K, int64_t N, bool trans_b) {
+      if (n == 0 || N == 0) return std::vector<double>(n * N, 0.0);
+      mm_a_.ensure(n * K, "FP8 operands");
+      mm_b_.ensure(K * N, "FP8 operands");
+      mm_c_.ensure(n * N, "FP8 products");
+      upload(A.data(), n * K, mm_a_.ptr);
+      upload(B.data(), K * N, mm_b_.ptr);
+      reference_sgemm(false, trans_b, n, N, K, mm_a_.ptr, K, mm_b_.ptr, trans_b ? K : N, false,
+                      mm_c_.ptr, N, stream_);
+      return download(mm_c_.ptr, n * N);
+    };
+    a.add_t_times = [this](const std::vector<double>& A, const std::vector<double>& B, int64_t n,
+                           int64_t M, int64_t N, double* C) {
+      if (n == 0 || M == 0 || N == 0) return;
+      mm_a_.ensure(n * M, "FP8 operands");
+      mm_b_.ensure(n * N, "FP8 operands");
+      mm_c_.ensure(M * N, "FP8 products");
+      upload(A.data(), n * M, mm_a_.ptr);
+      upload(B.data(), n * N, mm_b_.ptr);
+      reference_sgemm(true, false, M, N, n, mm_a_.ptr, M, mm_b_.ptr, N, false, mm_c_.ptr, N,
+                      stream_);
+      download_into(grad_in_, mm_c_.ptr, M * N);
+      add_to(grad_in_, C);
+    };
+    a.weights = [this](bool shared, int64_t e, std::vector<double>& w_in,
+                       std::vector<double>& w_out) {
+      const int64_t H = H_, F = shared ? Fs_ : F_;
+      weights_from_seed(shared ? w_sh_in_rule_ : w_in_rule_, e * H * 2 * F, H * 2 * F, w_in);
+      weights_from_seed(shared ? w_sh_out_rule_ : w_out_rule_, e * F * H, F * H, w_out);
+    };
+    return a;
+  }
+  void weights_from_seed(const InitRule& rule, int64_t begin, int64_t n, std::vector<double>& out) {
+    stage_.resize(n);
+    init_range(rule, begin, begin + n, stage_.data());
+    out.assign(stage_.begin(), stage_.end());
+  }
+
   // The host copies are members, kept across experts: a fresh vector of 100-350 MB (DeepSeek-V3's
   // shapes) per expert cost its page faults every time, more than the copy itself.
   void hand_over_grads(int64_t e, const ExpertsPass& ps) {
@@ -304,6 +348,7 @@ class GpuMath : public ReferenceMath {
   void shared_experts(const ExpertsPass& ps) override {
     const int64_t H = H_, F = Fs_, T = ps.token_end - ps.token_begin;
     if (S_ == 0 || T == 0) return;
+    if (prob_.precision != Precision::kBf16) return fp8_shared_experts(prob_, ps, fp8());
     // Every own token is a row of weight 1 of each shared expert: out[slot] += y, as a routed
     // row's with K = 1.
     std::vector<int32_t> tok(T), slot(T);
@@ -401,8 +446,8 @@ class GpuMath : public ReferenceMath {
   }
 
   void upload(const double* v, int64_t n, float* dst) {
-    const std::vector<float> f = to_float(v, n);
-    CUDA_CHECK(cudaMemcpyAsync(dst, f.data(), n * 4, cudaMemcpyHostToDevice, stream_));
+    stage_.assign(v, v + n);
+    CUDA_CHECK(cudaMemcpyAsync(dst, stage_.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   std::vector<float> download_f(const float* src, int64_t n) {
@@ -423,6 +468,7 @@ class GpuMath : public ReferenceMath {
     for (size_t i = 0; i < v.size(); ++i) dst[i] += v[i];
   }
 
+  const ReferenceProblem& prob_;  // outlives the math (compute_reference's)
   int64_t N_, H_, F_, E_, K_, S_, Fs_;
   InitRule w_in_rule_, w_out_rule_, w_sh_in_rule_, w_sh_out_rule_;
   cudaStream_t stream_ = nullptr;
@@ -433,6 +479,8 @@ class GpuMath : public ReferenceMath {
   DeviceBuffer rows_p_;
   std::vector<float> grad_in_, grad_out_;  // one expert's gradients on the host (hand_over_grads)
   std::vector<double> grad_in64_, grad_out64_;
+  std::vector<float> stage_;         // uploads and weights made on the host, kept across calls
+  DeviceBuffer mm_a_, mm_b_, mm_c_;  // FP8: one product's operands and result
 };
 
 }  // namespace
@@ -467,10 +515,6 @@ void reference_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 }
 
 std::unique_ptr<ReferenceMath> gpu_reference_math(const Workload& w, ReferenceProblem& prob) {
-  MOE_USER_CHECK(prob.precision == Precision::kBf16,
-                 "reference = \"gpu\" has no FP8 quantization yet: set reference=cpu for "
-                 "precision "
-                     << name_of(prob.precision));
   return std::make_unique<GpuMath>(w, prob);
 }
 

@@ -2,10 +2,12 @@
 // core/reference.cpp: the seeded weights bit for bit, the SGEMM in every transpose, and whole
 // reference steps (routing variants, capacity drops, shared experts, own tokens and local experts a
 // strict subset) within fp32 rounding.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -163,6 +165,89 @@ TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
     double norm = 0;
     for (double v : a.dw_in) norm += v * v;
     EXPECT_GT(norm, 0) << "local experts should have received rows";
+  }
+}
+
+// FP8: the GPU math quantizes on the host as the CPU math does, around its fp32 GEMMs. Both
+// recipes, operands of two EP groups' rows (and a pipelined step's wider weight-gradient
+// operands), a shared expert, FP8 dispatch; 128-blocks cut ragged (H 160, F 96). They differ by
+// fp32 against float64 products only, and where that moves a bf16 rounding, by an e4m3 step of
+// that value: far below the check's 1e-2.
+TEST(ReferenceCuda, Fp8StepMatchesCpuMath) {
+  MOE_REQUIRE_GPU();
+  struct Fp8Case {
+    const char* name;
+    Precision precision;
+    bool dispatch_fp8, pipelined;
+    int64_t shared_experts;
+  };
+  const std::vector<Fp8Case> cases = {
+      {"tensor", Precision::kFp8Tensor, false, false, 0},
+      {"block", Precision::kFp8Block, false, false, 0},
+      {"block_shared_pipelined", Precision::kFp8Block, false, true, 1},
+      {"block_dispatch_fp8", Precision::kFp8Block, true, false, 0},
+      {"tensor_shared", Precision::kFp8Tensor, false, false, 2},
+  };
+  const int64_t N = 64, H = 160, F = 96, E = 8, K = 2;
+  for (const Fp8Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Workload w = small_workload(DType::kBf16, H, F, E, K);
+    w.router = make_cfg("softmax", false, true, 1.0, 1, 1, 0.01, 0.001);
+    w.model.shared_experts = c.shared_experts;
+    w.model.shared_ffn = 48;
+    ReferenceProblem prob;
+    prob.tokens = N;
+    prob.model = w.model;
+    prob.router = w.router;
+    prob.precision = c.precision;
+    prob.dispatch_fp8 = c.dispatch_fp8;
+    // Four ranks of 16 tokens in two EP groups; pipelined: two chunks a rank, the weight
+    // gradients over both.
+    prob.gemm_operand.resize(N);
+    prob.shared_operand.resize(N);
+    for (int64_t t = 0; t < N; ++t) {
+      prob.gemm_operand[t] = int32_t(c.pipelined ? (t / 32) * 2 + (t % 16) / 8 : t / 32);
+      prob.shared_operand[t] = int32_t(t / 16);
+    }
+    if (c.pipelined) {
+      prob.wgrad_operand.resize(N);
+      for (int64_t t = 0; t < N; ++t) prob.wgrad_operand[t] = int32_t(t / 32);
+    }
+    std::mt19937 rng(21);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    prob.x.resize(N * H);
+    prob.dout.resize(N * H);
+    for (double& v : prob.x) v = double(__bfloat162float(__float2bfloat16_rn(g(rng))));
+    for (double& v : prob.dout) v = double(__bfloat162float(__float2bfloat16_rn(g(rng))));
+    ReferenceProblem gpu_prob = prob;
+    auto cpu = cpu_reference_math_from_seed(w, prob);
+    auto gpu = cuda::gpu_reference_math(w, gpu_prob);
+    const int64_t tb = 16, te = 32, eb = 2, ee = 6;
+    const ReferenceResult a = reference_step(prob, *cpu, nullptr, nullptr, tb, te, eb, ee);
+    const ReferenceResult b = reference_step(gpu_prob, *gpu, nullptr, nullptr, tb, te, eb, ee);
+    EXPECT_EQ(a.idx, b.idx);
+    const double out = rel_l2_d(b.out, a.out), dx = rel_l2_d(b.dx, a.dx);
+    const double dw_in = rel_l2_d(b.dw_in, a.dw_in), dw_out = rel_l2_d(b.dw_out, a.dw_out);
+    std::printf("  %-24s out %.2e dx %.2e dw_in %.2e dw_out %.2e", c.name, out, dx, dw_in, dw_out);
+    EXPECT_LT(out, 2e-3);
+    EXPECT_LT(dx, 2e-3);
+    EXPECT_LT(dw_in, 2e-3);
+    EXPECT_LT(dw_out, 2e-3);
+    EXPECT_LT(rel_l2_d(b.dw_gate, a.dw_gate), 2e-3);
+    if (c.shared_experts > 0) {
+      const double sh_in = rel_l2_d(b.dw_sh_in, a.dw_sh_in);
+      std::printf(" dw_sh_in %.2e", sh_in);
+      EXPECT_LT(sh_in, 2e-3);
+      EXPECT_LT(rel_l2_d(b.dw_sh_out, a.dw_sh_out), 2e-3);
+    }
+    std::printf("\n");
+    // Not the unquantized step: the quantization happened.
+    ReferenceProblem plain = gpu_prob;
+    plain.precision = Precision::kBf16;
+    plain.dispatch_fp8 = false;
+    auto bf16 = cuda::gpu_reference_math(w, plain);
+    const ReferenceResult u = reference_step(plain, *bf16, nullptr, nullptr, tb, te, eb, ee);
+    EXPECT_GT(rel_l2_d(b.out, u.out), 1e-2) << "the GPU math did not quantize";
   }
 }
 
