@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace moe {
 
@@ -86,16 +88,36 @@ void quantize_block(float* X, int64_t ld, int64_t r0, int64_t r1, int64_t c0, in
 }
 
 // Blocks of block_rows x block_cols from X's first row and column (a last partial block is a
-// block), or, per tensor, X whole as one block.
+// block), or, per tensor, X whole as one block. Large tensors (a model's expert weights, which
+// the GPU reference quantizes on the host: DeepSeek-V3's 256 experts hold 11 G values) are cut
+// into parts of whole row blocks, one a thread: each block's values and scale are the same
+// however it is cut (the per-tensor amax is a max).
 void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int64_t block_rows,
                      int64_t block_cols) {
+  constexpr int64_t kPerPart = int64_t(1) << 20;
   if (recipe == Fp8Recipe::kTensor) {
-    quantize_block(X, cols, 0, rows, 0, cols);
+    const int parts =
+        int(std::min<int64_t>(part_count(rows * cols, kPerPart), std::max<int64_t>(rows, 1)));
+    std::vector<float> amax(parts, 0.0f);
+    for_each_part(rows, parts, [&](int part, int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * cols; i < r1 * cols; ++i)
+        amax[part] = std::max(amax[part], std::fabs(X[i]));
+    });
+    const float scale = fp8_scale(*std::max_element(amax.begin(), amax.end()));
+    for_each_part(rows, parts, [&](int, int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * cols; i < r1 * cols; ++i) X[i] = fp8_quantize(X[i], scale);
+    });
     return;
   }
-  for (int64_t r = 0; r < rows; r += block_rows)
-    for (int64_t c = 0; c < cols; c += block_cols)
-      quantize_block(X, cols, r, std::min(rows, r + block_rows), c, std::min(cols, c + block_cols));
+  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  const int parts =
+      int(std::min<int64_t>(part_count(rows * cols, kPerPart), std::max<int64_t>(row_blocks, 1)));
+  for_each_part(row_blocks, parts, [&](int, int64_t b0, int64_t b1) {
+    for (int64_t r = b0 * block_rows; r < std::min(rows, b1 * block_rows); r += block_rows)
+      for (int64_t c = 0; c < cols; c += block_cols)
+        quantize_block(X, cols, r, std::min(rows, r + block_rows), c,
+                       std::min(cols, c + block_cols));
+  });
 }
 
 }  // namespace

@@ -187,11 +187,21 @@ void add_rows_t_times_rows(const std::vector<double>& A, const std::vector<doubl
 
 // One expert's weights [rows, cols] as its FP8 GEMMs see them (128 x 128 blocks or one scale;
 // the data gradients multiply the transpose, whose blocks are the same).
-std::vector<double> quantized_weight(const double* w, int64_t rows, int64_t cols,
-                                     Fp8Recipe recipe) {
-  return quantized(std::vector<float>(w, w + rows * cols),
-                   [&](float* v) { fp8_quantize_weight(v, rows, cols, recipe); });
+// Into out, through the float scratch: both kept by the caller across experts, since fresh
+// buffers of a model's weights (hundreds of MB an expert) cost more in page faults than the
+// quantization itself.
+void quantize_weight_into(const double* w, int64_t rows, int64_t cols, Fp8Recipe recipe,
+                          std::vector<float>& scratch, std::vector<double>& out) {
+  scratch.assign(w, w + rows * cols);
+  fp8_quantize_weight(scratch.data(), rows, cols, recipe);
+  out.assign(scratch.begin(), scratch.end());
 }
+
+// One expert's quantized weights, kept across experts (quantize_weight_into).
+struct Fp8WeightBuffers {
+  std::vector<float> scratch;
+  std::vector<double> w_in_q, w_out_q;
+};
 
 // One expert's rows of the weight gradients' operands, as the backends store them (bf16 values),
 // a row per pair: x as w_in's gradient takes it [n, H], a [n, F], dy [n, H], dh [n, 2F].
@@ -310,11 +320,13 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
                             const std::vector<int32_t>& wgrad_operand, const double* w_in,
                             const double* w_out, int64_t F, bool x_dispatched_fp8, bool backward,
-                            const Fp8Arithmetic& arith, double* dw_in, double* dw_out) {
+                            const Fp8Arithmetic& arith, Fp8WeightBuffers& wb, double* dw_in,
+                            double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
-  const std::vector<double> w_in_q = quantized_weight(w_in, H, 2 * F, recipe);
-  const std::vector<double> w_out_q = quantized_weight(w_out, F, H, recipe);
+  quantize_weight_into(w_in, H, 2 * F, recipe, wb.scratch, wb.w_in_q);
+  quantize_weight_into(w_out, F, H, recipe, wb.scratch, wb.w_out_q);
+  const std::vector<double>&w_in_q = wb.w_in_q, &w_out_q = wb.w_out_q;
   std::vector<int32_t> ids, wgrad_ids;
   for (int64_t t : tokens) {
     ids.push_back(operand.empty() ? 0 : operand[t]);
@@ -360,6 +372,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
   const Fp8Arithmetic own_arith = fp8 && !arith ? float64_arithmetic(prob) : Fp8Arithmetic{};
   if (fp8 && !arith) arith = &own_arith;
   std::vector<double> fp8_w_in, fp8_w_out;  // an expert's weights from arith
+  Fp8WeightBuffers fp8_buffers;
   // FP8: the operands that hold an own token's rows.
   std::vector<uint8_t> wanted;
   if (fp8)
@@ -403,7 +416,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       arith->weights(false, e, fp8_w_in, fp8_w_out);
       experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand,
                              fp8_w_in.data(), fp8_w_out.data(), F, prob.dispatch_fp8, ps.backward,
-                             *arith, dw_in, dw_out);
+                             *arith, fp8_buffers, dw_in, dw_out);
     } else if (!fp8) {
       const double* w_in = &prob.w_in[e * H * 2 * F];
       const double* w_out = &prob.w_out[e * F * H];
@@ -437,9 +450,10 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
       const Fp8Arithmetic own = arith ? Fp8Arithmetic{} : float64_arithmetic(prob);
       const Fp8Arithmetic& a = arith ? *arith : own;
       std::vector<double> w_in, w_out;
+      Fp8WeightBuffers buffers;
       a.weights(true, s, w_in, w_out);
       experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, w_in.data(),
-                             w_out.data(), F, false, ps.backward, a, dw_in, dw_out);
+                             w_out.data(), F, false, ps.backward, a, buffers, dw_in, dw_out);
       continue;
     }
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];
