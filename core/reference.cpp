@@ -359,7 +359,8 @@ Fp8Arithmetic float64_arithmetic(const ReferenceProblem& prob) {
 
 // The expert FFNs of the routing idx / p [N, K], expert by expert (see ExpertsPass). With FP8,
 // every row of an operand that holds an own token's row or feeds a local expert's gradient takes
-// part: the operand's scales depend on all of its rows.
+// part: the operand's scales depend on all of its rows; arith gives its weights and products
+// (null: the float64 loops over prob's weights).
 void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
                  const double* p, const ExpertsPass& ps, const Fp8Arithmetic* arith = nullptr) {
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;

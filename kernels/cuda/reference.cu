@@ -265,8 +265,6 @@ class GpuMath : public ReferenceMath {
     if (ps.backward && ps.dx) add_to(download_f(dx.ptr, T * H), ps.dx);
   }
 
-  // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
-  // or to its sink.
   // FP8: the host quantizes as the CPU math does (core/reference.cpp), around these fp32 GEMMs
   // and weights made from the seed on the host, one expert at a time (their FP8 blocks are cut
   // there); a GEMM's operands are fp32 values exactly (scale times an e4m3 code).
@@ -311,8 +309,9 @@ class GpuMath : public ReferenceMath {
     out.assign(stage_.begin(), stage_.end());
   }
 
-  // The host copies are members, kept across experts: a fresh vector of 100-350 MB (DeepSeek-V3's
-  // shapes) per expert cost its page faults every time, more than the copy itself.
+  // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
+  // or to its sink. The host copies are members, kept across experts: a fresh vector of 100-350
+  // MB (DeepSeek-V3's shapes) per expert cost its page faults every time, more than the copy.
   void hand_over_grads(int64_t e, const ExpertsPass& ps) {
     const int64_t H = H_, F = F_;
     download_into(grad_in_, dw_in_.ptr, H * 2 * F);
