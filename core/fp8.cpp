@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -19,12 +20,21 @@ float e4m3_round(float v) {
   const float a = std::fabs(v);
   if (!(a < kE4m3Max)) return std::copysign(kE4m3Max, v);  // saturate (NaN too: never produced)
   // The grid's spacing at a: 2^(e - 3) for a in [2^e, 2^(e + 1)) with e >= -6 (normals), 2^-9
-  // below 2^-6 (subnormals). Scaling by a power of two is exact, so nearbyint (ties to even in
-  // the default rounding mode) rounds on the grid; a result of 2^(e + 1) is on the grid too.
-  int exp = 0;
-  std::frexp(a, &exp);  // a = f * 2^exp, f in [0.5, 1): a's leading bit is 2^(exp - 1)
-  const int quantum_exp = std::max(exp - 1, -6) - 3;
-  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -quantum_exp)), quantum_exp);
+  // below 2^-6 (subnormals). Below 2^-6 scaling by 2^9 is exact, so nearbyint (ties to even in
+  // the default rounding mode) rounds on the grid. From 2^-6 up, a keeps 3 of its float's 23
+  // mantissa bits, rounded to nearest even on its bits (a carry into the exponent gives
+  // 2^(e + 1), on the grid too). Bit operations rather than frexp / ldexp, which made this a
+  // third of the host's FP8 time: the same result for every one of the 2^32 floats (checked
+  // exhaustively against the frexp / ldexp form when it replaced it, 2026-11-27).
+  float q;
+  if (a < 0x1p-6f) {
+    q = std::nearbyint(a * 0x1p9f) * 0x1p-9f;
+  } else {
+    uint32_t b;
+    std::memcpy(&b, &a, 4);
+    b = (b + 0x7ffffu + ((b >> 20) & 1u)) & ~0xfffffu;
+    std::memcpy(&q, &b, 4);
+  }
   return std::copysign(std::min(q, kE4m3Max), v);
 }
 

@@ -104,6 +104,27 @@ TEST(Fp8, RoundsToNearestTiesToEven) {
   EXPECT_EQ(e4m3_round(1e-30f), 0.0f);
 }
 
+// Every value a bf16 operand can hold (both signs, subnormals and all; past 448 saturating) goes
+// to its nearest grid value, a tie to the even code: the grid searched, not the bit arithmetic.
+TEST(Fp8, EveryBf16ValueGoesToTheNearestGridValue) {
+  const auto grid = positive_grid();
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const uint32_t bits = h << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    if (std::isnan(v)) continue;
+    const float a = std::fabs(v);
+    float want = 448.0f;
+    if (a < 448.0f) {
+      size_t i = 0;
+      while (i + 1 < grid.size() && grid[i + 1].value <= a) ++i;  // grid[i] <= a
+      const float lo = grid[i].value, hi = grid[i + 1].value;
+      want = a - lo < hi - a ? lo : a - lo > hi - a ? hi : (grid[i].m % 2 == 0 ? lo : hi);
+    }
+    ASSERT_EQ(e4m3_round(v), std::copysign(want, v)) << "bf16 bits " << h;
+  }
+}
+
 TEST(Fp8, SaturatesAt448) {
   for (float v : {448.0f, 449.0f, 464.0f, 479.0f, 480.0f, 1e6f, 3e38f}) {
     EXPECT_EQ(e4m3_round(v), 448.0f) << v;
