@@ -38,13 +38,19 @@ int main() {
     th.emplace_back([&, t] {
       for (uint64_t i = t; i < (uint64_t(1) << 32); i += T) {
         uint32_t bits = uint32_t(i);
-        float v; std::memcpy(&v, &bits, 4);
+        float v;
+        std::memcpy(&v, &bits, 4);
         float x = old_round(v), y = new_round(v);
-        uint32_t bx, by; std::memcpy(&bx, &x, 4); std::memcpy(&by, &y, 4);
-        if (bx != by) { if (bad[t]++ < 3) std::printf("differ at %08x: %a vs %a\n", bits, x, y); }
+        uint32_t bx, by;
+        std::memcpy(&bx, &x, 4);
+        std::memcpy(&by, &y, 4);
+        if (bx != by) {
+          if (bad[t]++ < 3) std::printf("differ at %08x: %a vs %a\n", bits, x, y);
+        }
       }
     });
   for (auto& x : th) x.join();
-  uint64_t total = 0; for (auto b : bad) total += b;
+  uint64_t total = 0;
+  for (auto b : bad) total += b;
   std::printf("mismatches: %llu of 2^32\n", (unsigned long long)total);
 }
