@@ -482,10 +482,11 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    p.name.c_str(), p.beside.c_str());
   print_lanes(r.lanes, out);
   print_host(r.host, out);
-  if (r.fp8_weight_quantize_ms >= 0 && r.backend == "cpu")
+  if (r.workload.fp8_weights == Fp8Weights::kCached && r.fp8_weight_quantize_ms < 0)
     std::fprintf(out,
-                 "# fp8_weights cached: the CPU backend quantizes the weights inside each GEMM, "
-                 "so its steps still do (nothing is cached there)\n");
+                 "# fp8_weights cached: this backend (%s) quantizes the weights inside each GEMM, "
+                 "so its steps still do (nothing is cached there)\n",
+                 r.backend.c_str());
   else if (r.fp8_weight_quantize_ms >= 0)
     std::fprintf(out,
                  "# fp8_weights cached: the steps reuse the weights' FP8 codes; one quantization "

@@ -130,7 +130,8 @@ struct RunResult {
   std::map<std::string, std::string> digests;  // tensor -> hex digest over the world (last step)
   std::string digest_function;                 // core/digest.h's kDigestFunction
   // fp8_weights cached: one quantization of the weights, timed alone (median, max over ranks);
-  // -1 where the steps quantize their own (per_step).
+  // -1 where the steps quantize their own (per_step, or a backend that quantizes inside each
+  // GEMM).
   double fp8_weight_quantize_ms = -1;
   bool pass() const;
 };

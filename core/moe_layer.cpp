@@ -219,6 +219,7 @@ void MoeLayer::issue_step() {
     t.begin(kExpertsFwd);
     ops_.prepare_expert_weights(d_, d_.E_local, w_in_full_, w_out_full_);
     t.end(kExpertsFwd);
+    weights_quantized_ = true;  // the shared experts' in this step's shared_fwd
   }
 
   forward();  // dispatch, experts, combine: chunk by chunk
@@ -238,11 +239,11 @@ void MoeLayer::issue_step() {
   t.end(kGradSync);
 
   t.end(kStep);
-  weights_quantized_ = weights_quantized_ || quantize_weights_;
 }
 
 double MoeLayer::time_weight_quantization(int reps) {
   MOE_CHECK(weights_quantized_, "time_weight_quantization before any step gathered the weights");
+  if (!ops_.prepares_expert_weights(d_)) return -1;
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
     device_.sync();

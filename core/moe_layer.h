@@ -107,7 +107,8 @@ class MoeLayer {
   bool replaying() const { return replaying_; }
   // fp8_weights cached: the median ms, over `reps` runs timed alone (device synced around each),
   // of quantizing the weights as a step does (routed and shared experts), which the timed steps
-  // leave out. Call after a step has gathered the weights.
+  // leave out; -1 where the backend keeps no quantized weights (Ops::prepares_expert_weights).
+  // Call after a step has gathered the weights.
   double time_weight_quantization(int reps);
   // The host's side of the last step: ms from its start until all of its work was issued (the
   // launch overhead a graph removes), and how often it waited for the device in that time.

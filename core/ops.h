@@ -203,6 +203,12 @@ class Ops {
                                       const void* w_out) {
     (void)d, (void)G, (void)w_in, (void)w_out;
   }
+  // Whether prepare_expert_weights makes anything for steps of d (fp8_weights cached then has
+  // something to keep and to time; a backend that quantizes inside each GEMM has not).
+  virtual bool prepares_expert_weights(const Dims& d) const {
+    (void)d;
+    return false;
+  }
   // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h. With
   // d.dispatch_fp8, xe (here and in expert_ffn_bwd_weights) holds the packed FP8 rows as
   // dispatched: the up projection multiplies their codes and scales as they are; w_in's gradient

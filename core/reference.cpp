@@ -435,9 +435,14 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
 void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
                 const Fp8Arithmetic* arith = nullptr) {
   const int64_t H = prob.model.hidden, F = prob.model.shared_ffn, S = prob.model.shared_experts;
+  const bool fp8 = prob.precision != Precision::kBf16;
   BlockScratch scratch(H, F);
   std::vector<Pair> pairs;
   std::vector<int64_t> tokens;
+  const Fp8Arithmetic own_arith = fp8 && !arith ? float64_arithmetic(prob) : Fp8Arithmetic{};
+  if (fp8 && !arith) arith = &own_arith;
+  std::vector<double> fp8_w_in, fp8_w_out;  // a shared expert's weights from arith
+  Fp8WeightBuffers fp8_buffers;
   for (int64_t t = ps.token_begin; t < ps.token_end; ++t) {
     const int64_t r = t - ps.token_begin;
     pairs.push_back({&prob.x[t * H], &prob.dout[t * H], 1.0, ps.out ? ps.out + r * H : nullptr,
@@ -447,14 +452,11 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
   for (int64_t s = 0; s < S; ++s) {
     double* dw_in = ps.backward && ps.dw_in ? ps.dw_in + s * H * 2 * F : nullptr;
     double* dw_out = ps.backward && ps.dw_out ? ps.dw_out + s * F * H : nullptr;
-    if (prob.precision != Precision::kBf16) {
-      const Fp8Arithmetic own = arith ? Fp8Arithmetic{} : float64_arithmetic(prob);
-      const Fp8Arithmetic& a = arith ? *arith : own;
-      std::vector<double> w_in, w_out;
-      Fp8WeightBuffers buffers;
-      a.weights(true, s, w_in, w_out);
-      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, w_in.data(),
-                             w_out.data(), F, false, ps.backward, a, buffers, dw_in, dw_out);
+    if (fp8) {
+      arith->weights(true, s, fp8_w_in, fp8_w_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, fp8_w_in.data(),
+                             fp8_w_out.data(), F, false, ps.backward, *arith, fp8_buffers, dw_in,
+                             dw_out);
       continue;
     }
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];

@@ -331,8 +331,9 @@ const std::vector<KeySpec>& schema() {
                    "optimizer step does; cached once, in the first warm-up step, the timed steps "
                    "reusing the codes, as TransformerEngine does over the microbatches of one "
                    "optimizer step (the weights change only there): the report then gives one "
-                   "quantization's time beside the step, to spread over your microbatches; cached "
-                   "needs an fp8 precision and warmup >= 1"))),
+                   "quantization's time beside the step, to spread over your microbatches (the "
+                   "CPU backend quantizes inside each GEMM and keeps nothing); cached needs an "
+                   "fp8 precision and warmup >= 1"))),
       how(plain_key("graph", Kind::kBool, MOE_FIELD(graph),
                     "a sync-free step (the counts never reach the host: buffers hold the most "
                     "rows any routing gives, the expert GEMMs read device offsets) captured in "

@@ -79,6 +79,9 @@ class CudaOps : public Ops {
                bool to_expert_major, void* dst) override;
   void prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
                               const void* w_out) override;
+  bool prepares_expert_weights(const Dims& d) const override {
+    return d.precision != Precision::kBf16;
+  }
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,

@@ -40,7 +40,7 @@ for when in per_step cached; do
   grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/weights_$when.txt" ||
     { cat "$WORK/weights_$when.txt"; fail "fp8_weights $when: no PASS"; }
 done
-grep -q "^# fp8_weights cached: the CPU backend quantizes the weights inside each GEMM" "$WORK/weights_cached.txt" ||
+grep -q "^# fp8_weights cached: this backend (cpu) quantizes the weights inside each GEMM" "$WORK/weights_cached.txt" ||
   { cat "$WORK/weights_cached.txt"; fail "fp8_weights cached: the report does not say the CPU caches nothing"; }
 grep -q "fp8_weights=cached" "$WORK/weights_cached.txt" || fail "fp8_weights cached: not among the report's knobs"
 grep -q "fp8_weights" "$WORK/weights_per_step.txt" && fail "fp8_weights per_step: the report mentions the default"
@@ -89,8 +89,8 @@ for phase in ("a2a_combine_fwd", "a2a_combine_bwd", "a2a_dispatch_bwd"):
 per_step, cached = (json.load(open(f"{work}/weights_{n}.json")) for n in ("per_step", "cached"))
 check(per_step["digests"] == cached["digests"], "fp8_weights cached changed the results")
 check(per_step["timing"]["fp8_weight_quantize_ms"] is None, "per_step reports a quantization time")
-q_ms = cached["timing"]["fp8_weight_quantize_ms"]
-check(isinstance(q_ms, float) and q_ms >= 0, f"cached: quantization time {q_ms}")
+# The CPU backend quantizes inside each GEMM: nothing kept, so no quantization of its own to time.
+check(cached["timing"]["fp8_weight_quantize_ms"] is None, "cached on the CPU reports a quantization time")
 check(cached["config"]["fp8_weights"] == "cached", "config does not record fp8_weights")
 old = json.load(open(f"{work}/bf16.json")); del old["config"]["precision"]
 json.dump(old, open(f"{work}/old.json", "w"))
