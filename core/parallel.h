@@ -25,4 +25,14 @@ void for_each_part(int64_t n, int parts, Fn fn) {
   for (std::thread& th : pool) th.join();
 }
 
+// fn(i) for every i in [0, n), in parts of at least 1M elements, a thread each: the element-wise
+// host passes (conversions, sums) over one expert's weights, hundreds of MB each, that one core
+// would take most of a GPU reference's time to stream.
+template <class Fn>
+void for_each_element(int64_t n, Fn fn) {
+  for_each_part(n, part_count(n, 1 << 20), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  });
+}
+
 }  // namespace moe

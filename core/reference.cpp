@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/fp8.h"
 #include "core/init.h"
+#include "core/parallel.h"
 #include "core/routing_modes.h"
 
 namespace moe {
@@ -192,9 +193,14 @@ void add_rows_t_times_rows(const std::vector<double>& A, const std::vector<doubl
 // quantization itself.
 void quantize_weight_into(const double* w, int64_t rows, int64_t cols, Fp8Recipe recipe,
                           std::vector<float>& scratch, std::vector<double>& out) {
-  scratch.assign(w, w + rows * cols);
-  fp8_quantize_weight(scratch.data(), rows, cols, recipe);
-  out.assign(scratch.begin(), scratch.end());
+  const int64_t n = rows * cols;
+  scratch.resize(n);
+  out.resize(n);
+  float* s = scratch.data();
+  for_each_element(n, [&](int64_t i) { s[i] = float(w[i]); });
+  fp8_quantize_weight(s, rows, cols, recipe);
+  double* o = out.data();
+  for_each_element(n, [&](int64_t i) { o[i] = s[i]; });
 }
 
 // One expert's quantized weights, kept across experts (quantize_weight_into).
@@ -405,10 +411,12 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
     }
     double *dw_in = nullptr, *dw_out = nullptr;
     if (local && ps.backward && ps.expert_grads) {
-      sink_in.assign(H * 2 * F, 0.0);
-      sink_out.assign(F * H, 0.0);
+      sink_in.resize(H * 2 * F);
+      sink_out.resize(F * H);
       dw_in = sink_in.data();
       dw_out = sink_out.data();
+      for_each_element(H * 2 * F, [&](int64_t i) { dw_in[i] = 0; });
+      for_each_element(F * H, [&](int64_t i) { dw_out[i] = 0; });
     } else if (local && ps.backward) {
       dw_in = ps.dw_in + (e - ps.expert_begin) * H * 2 * F;
       dw_out = ps.dw_out + (e - ps.expert_begin) * F * H;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "kernels/cuda/reference.h"
 
 namespace moe::cuda {
@@ -305,8 +306,11 @@ class GpuMath : public ReferenceMath {
   }
   void weights_from_seed(const InitRule& rule, int64_t begin, int64_t n, std::vector<double>& out) {
     stage_.resize(n);
+    out.resize(n);
     init_range(rule, begin, begin + n, stage_.data());
-    out.assign(stage_.begin(), stage_.end());
+    const float* s = stage_.data();
+    double* o = out.data();
+    for_each_element(n, [&](int64_t i) { o[i] = s[i]; });
   }
 
   // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
@@ -322,8 +326,8 @@ class GpuMath : public ReferenceMath {
       add_to(grad_out_, ps.dw_out + el * F * H);
       return;
     }
-    grad_in64_.assign(grad_in_.begin(), grad_in_.end());
-    grad_out64_.assign(grad_out_.begin(), grad_out_.end());
+    to_doubles(grad_in_, grad_in64_);
+    to_doubles(grad_out_, grad_out64_);
     ps.expert_grads(e, grad_in64_.data(), grad_out64_.data());
   }
 
@@ -444,8 +448,12 @@ class GpuMath : public ReferenceMath {
     CUDA_CHECK(cudaGetLastError());
   }
 
+  // The host's passes over these copies run in threads (for_each_element): one expert's weights
+  // and gradients are hundreds of MB, streamed several times an expert in FP8.
   void upload(const double* v, int64_t n, float* dst) {
-    stage_.assign(v, v + n);
+    stage_.resize(n);
+    float* s = stage_.data();
+    for_each_element(n, [&](int64_t i) { s[i] = float(v[i]); });
     CUDA_CHECK(cudaMemcpyAsync(dst, stage_.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -460,11 +468,17 @@ class GpuMath : public ReferenceMath {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   std::vector<double> download(const float* src, int64_t n) {
-    const std::vector<float> v = download_f(src, n);
-    return std::vector<double>(v.begin(), v.end());
+    std::vector<double> out;
+    to_doubles(download_f(src, n), out);
+    return out;
+  }
+  static void to_doubles(const std::vector<float>& v, std::vector<double>& out) {
+    out.resize(v.size());
+    double* o = out.data();
+    for_each_element(int64_t(v.size()), [&](int64_t i) { o[i] = v[i]; });
   }
   static void add_to(const std::vector<float>& v, double* dst) {
-    for (size_t i = 0; i < v.size(); ++i) dst[i] += v[i];
+    for_each_element(int64_t(v.size()), [&](int64_t i) { dst[i] += v[i]; });
   }
 
   const ReferenceProblem& prob_;  // outlives the math (compute_reference's)
