@@ -3,15 +3,25 @@
 // into contiguous parts, one per thread. Callers combine the parts in part order, so results never
 // depend on how many threads ran.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
 
 namespace moe {
 
-// Parts for n elements: one per hardware thread, but none smaller than min_per_part elements.
+// The most parts part_count gives; 0: one per hardware thread. Tests set it to show that results
+// do not depend on how many threads ran.
+inline std::atomic<int>& max_parts() {
+  static std::atomic<int> cap{0};
+  return cap;
+}
+
+// Parts for n elements: one per hardware thread (or max_parts), but none smaller than
+// min_per_part elements.
 inline int part_count(int64_t n, int64_t min_per_part) {
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int cap = max_parts().load();
+  const int64_t hw = cap > 0 ? cap : std::max(1u, std::thread::hardware_concurrency());
   return int(std::max<int64_t>(1, std::min<int64_t>(hw, n / std::max<int64_t>(1, min_per_part))));
 }
 
@@ -23,6 +33,18 @@ void for_each_part(int64_t n, int parts, Fn fn) {
   for (int t = 0; t + 1 < parts; ++t) pool.emplace_back(fn, t, n * t / parts, n * (t + 1) / parts);
   fn(parts - 1, n * (parts - 1) / parts, n);
   for (std::thread& th : pool) th.join();
+}
+
+// fn(begin, end) over contiguous parts of [0, n), a thread each, where index i costs
+// work_per_index multiply-adds and a part at least 4M of them (below that a thread costs more than
+// it saves). For the float64 reference's loops over an output's rows or columns: each element is
+// still summed by one thread in the same order, so the results are the one-thread loop's, bit for
+// bit.
+template <class Fn>
+void for_each_range(int64_t n, int64_t work_per_index, Fn fn) {
+  const int parts = int(
+      std::min<int64_t>(std::max<int64_t>(n, 1), part_count(n * work_per_index, int64_t(1) << 22)));
+  for_each_part(n, parts, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
 }
 
 // fn(i) for every i in [0, n), in parts of at least 1M elements, a thread each: the element-wise

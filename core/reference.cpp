@@ -52,7 +52,7 @@ std::vector<double> expert_counts(const int32_t* idx, int64_t N, int64_t E, int6
 // Up to this many (token, k) pairs of one expert go through the loops together, so that each weight
 // row is read from memory once per block instead of once per pair (an expert's weights do not fit
 // in cache at real sizes); the arithmetic is still pair by pair.
-constexpr int64_t kBlock = 16;
+constexpr int64_t kBlock = 64;
 
 // One (token, k) pair routed to the expert at hand. Null outputs are not computed.
 struct Pair {
@@ -83,23 +83,29 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
                   BlockScratch& s) {
   const int64_t F2 = 2 * F;
   // h = x @ w_in;  a = silu(g) * u with g = h[:F], u = h[F:].
+  // Each loop below splits its output over threads (for_each_range): the sums' order is the
+  // one-thread loop's.
   std::fill(s.h.begin(), s.h.begin() + n * F2, 0.0);
-  for (int64_t i = 0; i < H; ++i)
-    for (int64_t b = 0; b < n; ++b) {
-      const double xi = pairs[b].x[i];
-      for (int64_t j = 0; j < F2; ++j) s.h[b * F2 + j] += xi * w_in[i * F2 + j];
-    }
+  for_each_range(F2, n * H, [&](int64_t j0, int64_t j1) {
+    for (int64_t i = 0; i < H; ++i)
+      for (int64_t b = 0; b < n; ++b) {
+        const double xi = pairs[b].x[i];
+        for (int64_t j = j0; j < j1; ++j) s.h[b * F2 + j] += xi * w_in[i * F2 + j];
+      }
+  });
   for (int64_t b = 0; b < n; ++b)
     for (int64_t f = 0; f < F; ++f) s.a[b * F + f] = silu(s.h[b * F2 + f]) * s.h[b * F2 + F + f];
 
   // y = a @ w_out, only where a token's out or dp is wanted; out += p * y;  dp = <y, dout>.
   std::fill(s.y.begin(), s.y.begin() + n * H, 0.0);
-  for (int64_t f = 0; f < F; ++f)
-    for (int64_t b = 0; b < n; ++b) {
-      if (!pairs[b].out && !pairs[b].dp) continue;
-      const double af = s.a[b * F + f];
-      for (int64_t o = 0; o < H; ++o) s.y[b * H + o] += af * w_out[f * H + o];
-    }
+  for_each_range(H, n * F, [&](int64_t o0, int64_t o1) {
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t b = 0; b < n; ++b) {
+        if (!pairs[b].out && !pairs[b].dp) continue;
+        const double af = s.a[b * F + f];
+        for (int64_t o = o0; o < o1; ++o) s.y[b * H + o] += af * w_out[f * H + o];
+      }
+  });
   for (int64_t b = 0; b < n; ++b) {
     const Pair& pr = pairs[b];
     if (pr.out)
@@ -115,18 +121,22 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
   // dy = p * dout;  da = dy @ w_out^T;  dw_out += a^T dy.
   for (int64_t b = 0; b < n; ++b)
     for (int64_t o = 0; o < H; ++o) s.dy[b * H + o] = pairs[b].p * pairs[b].dout[o];
-  for (int64_t f = 0; f < F; ++f)
-    for (int64_t b = 0; b < n; ++b) {
-      double dot = 0;
-      for (int64_t o = 0; o < H; ++o) dot += s.dy[b * H + o] * w_out[f * H + o];
-      s.da[b * F + f] = dot;
-    }
-  if (dw_out)
-    for (int64_t f = 0; f < F; ++f)
+  for_each_range(F, n * H, [&](int64_t f0, int64_t f1) {
+    for (int64_t f = f0; f < f1; ++f)
       for (int64_t b = 0; b < n; ++b) {
-        const double af = s.a[b * F + f];
-        for (int64_t o = 0; o < H; ++o) dw_out[f * H + o] += af * s.dy[b * H + o];
+        double dot = 0;
+        for (int64_t o = 0; o < H; ++o) dot += s.dy[b * H + o] * w_out[f * H + o];
+        s.da[b * F + f] = dot;
       }
+  });
+  if (dw_out)
+    for_each_range(F, n * H, [&](int64_t f0, int64_t f1) {
+      for (int64_t f = f0; f < f1; ++f)
+        for (int64_t b = 0; b < n; ++b) {
+          const double af = s.a[b * F + f];
+          for (int64_t o = 0; o < H; ++o) dw_out[f * H + o] += af * s.dy[b * H + o];
+        }
+    });
 
   // dg = da * u * silu'(g);  du = da * silu(g).
   for (int64_t b = 0; b < n; ++b)
@@ -136,19 +146,23 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
       s.dh[b * F2 + F + f] = da * silu(g);
     }
   // dx += dh @ w_in^T (own tokens);  dw_in += x^T dh.
-  for (int64_t i = 0; i < H; ++i)
-    for (int64_t b = 0; b < n; ++b) {
-      if (!pairs[b].dx) continue;
-      double dot = 0;
-      for (int64_t j = 0; j < F2; ++j) dot += s.dh[b * F2 + j] * w_in[i * F2 + j];
-      pairs[b].dx[i] += dot;
-    }
-  if (dw_in)
-    for (int64_t i = 0; i < H; ++i)
+  for_each_range(H, n * F2, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
       for (int64_t b = 0; b < n; ++b) {
-        const double xi = pairs[b].x[i];
-        for (int64_t j = 0; j < F2; ++j) dw_in[i * F2 + j] += xi * s.dh[b * F2 + j];
+        if (!pairs[b].dx) continue;
+        double dot = 0;
+        for (int64_t j = 0; j < F2; ++j) dot += s.dh[b * F2 + j] * w_in[i * F2 + j];
+        pairs[b].dx[i] += dot;
       }
+  });
+  if (dw_in)
+    for_each_range(H, n * F2, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t b = 0; b < n; ++b) {
+          const double xi = pairs[b].x[i];
+          for (int64_t j = 0; j < F2; ++j) dw_in[i * F2 + j] += xi * s.dh[b * F2 + j];
+        }
+    });
 }
 
 // ---- FP8 expert GEMMs (MATH.md "FP8 expert GEMMs") ----
@@ -166,24 +180,29 @@ double to_bf16(double v) { return round_to_bf16(float(v)); }
 std::vector<double> matmul(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
                            int64_t K, int64_t N, bool trans_b) {
   std::vector<double> C(n * N, 0.0);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const double a = A[r * K + k];
-      if (a == 0) continue;
-      for (int64_t j = 0; j < N; ++j) C[r * N + j] += a * (trans_b ? B[j * K + k] : B[k * N + j]);
-    }
+  for_each_range(N, n * K, [&](int64_t j0, int64_t j1) {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = A[r * K + k];
+        if (a == 0) continue;
+        for (int64_t j = j0; j < j1; ++j)
+          C[r * N + j] += a * (trans_b ? B[j * K + k] : B[k * N + j]);
+      }
+  });
   return C;
 }
 
 // C [M, N] += A [n, M]^T @ B [n, N].
 void add_rows_t_times_rows(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
                            int64_t M, int64_t N, double* C) {
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < M; ++i) {
-      const double a = A[r * M + i];
-      if (a == 0) continue;
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] += a * B[r * N + j];
-    }
+  for_each_range(M, n * N, [&](int64_t i0, int64_t i1) {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = i0; i < i1; ++i) {
+        const double a = A[r * M + i];
+        if (a == 0) continue;
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] += a * B[r * N + j];
+      }
+  });
 }
 
 // One expert's weights [rows, cols] as its FP8 GEMMs see them (128 x 128 blocks or one scale;

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "core/init.h"
 #include "core/mesh.h"
+#include "core/parallel.h"
 #include "core/reference.h"
 
 namespace moe {
@@ -534,6 +536,51 @@ TEST(ReferenceSplit, ExpertGradSinkGivesEachLocalExpertOnce) {
   EXPECT_EQ(sunk.dx, whole.dx);
   EXPECT_EQ(sunk.dw_gate, whole.dw_gate);
   EXPECT_EQ(sunk.loss, whole.loss);
+}
+
+// The float64 loops split their outputs over threads (for_each_range); each element keeps its
+// one-thread sum, so any number of threads gives the same bits, bf16 and FP8 alike. The shapes
+// are large enough for the loops to take several parts.
+TEST(ReferenceThreads, ResultsDoNotDependOnTheThreadCount) {
+  RouterConfig rc;
+  const int64_t N = 16, H = 512, F = 1024, E = 2, K = 1;
+  for (Precision precision : {Precision::kBf16, Precision::kFp8Block}) {
+    ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 21);
+    prob.precision = precision;
+    max_parts() = 1;
+    const ReferenceResult one = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+    max_parts() = 7;
+    // An expert's 8 rows take 2 parts in h = x @ w_in and dx.
+    EXPECT_GT(part_count(int64_t(8) * H * 2 * F, int64_t(1) << 22), 1);
+    const ReferenceResult many = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+    max_parts() = 0;
+    EXPECT_GT(max_abs(one.dw_in), 0.0);
+    EXPECT_EQ(one.out, many.out) << name_of(precision);
+    EXPECT_EQ(one.dx, many.dx) << name_of(precision);
+    EXPECT_EQ(one.dw_in, many.dw_in) << name_of(precision);
+    EXPECT_EQ(one.dw_out, many.dw_out) << name_of(precision);
+    EXPECT_EQ(one.dw_gate, many.dw_gate) << name_of(precision);
+  }
+}
+
+TEST(ParallelRanges, EachIndexOnceInOrderedParts) {
+  max_parts() = 5;
+  std::vector<int> hits(1000, 0);
+  std::atomic<int> calls{0};
+  for_each_range(1000, int64_t(1) << 22, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+    ++calls;
+  });
+  max_parts() = 0;
+  EXPECT_EQ(calls.load(), 5);
+  for (int h : hits) EXPECT_EQ(h, 1);
+  int small_calls = 0;
+  for_each_range(1000, 1, [&](int64_t b, int64_t e) {  // 1000 multiply-adds: one part
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 1000);
+    ++small_calls;
+  });
+  EXPECT_EQ(small_calls, 1);
 }
 
 bool all_finite(const std::vector<double>& v) {
