@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -176,18 +178,21 @@ struct ExpertGradSums {
   TensorSums in, out;
 };
 
-// A sink that compares each expert's reference gradients, as they come, with the backend's in o
-// (which hold local experts from o.grad_expert_begin on), adding to sums.
-ExpertGradSink compare_expert_grads(const Workload& w, const Mesh& mesh, const StepOutputs& o,
+// The backend's gradients of local expert e (mesh's numbering from 0) as floats, dw_in [H, 2F] and
+// dw_out [F, H] (MoeLayer::download_expert_grads).
+using ExpertGradReader =
+    std::function<void(int64_t e, std::vector<float>& dw_in, std::vector<float>& dw_out)>;
+
+// A sink that compares each expert's reference gradients, as they come, with the backend's, read
+// an expert at a time into buffers kept across experts, adding to sums.
+ExpertGradSink compare_expert_grads(const Mesh& mesh, const ExpertGradReader& read,
                                     ExpertGradSums& sums) {
-  const int64_t H = w.model.hidden, F = w.model.ffn;
-  return [&o, &sums, H, F, first = mesh.experts_begin + o.grad_expert_begin](
-             int64_t e, const double* dw_in, const double* dw_out) {
-    const int64_t at = e - first;
-    MOE_CHECK(at >= 0 && (at + 1) * H * 2 * F <= int64_t(o.dw_in.size()),
-              "check: expert " << e << "'s gradients were not downloaded");
-    sums.in.add(o.dw_in.data() + at * H * 2 * F, dw_in, H * 2 * F);
-    sums.out.add(o.dw_out.data() + at * F * H, dw_out, F * H);
+  auto got = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
+  return [got, &read, &sums, first = mesh.experts_begin](int64_t e, const double* dw_in,
+                                                         const double* dw_out) {
+    read(e - first, got->first, got->second);
+    sums.in.add(got->first.data(), dw_in, int64_t(got->first.size()));
+    sums.out.add(got->second.data(), dw_out, int64_t(got->second.size()));
   };
 }
 
@@ -239,19 +244,16 @@ std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MP
 }
 
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
-                       const StepOutputs& o, const ReferenceMathFactory& make_math,
-                       double timeout_s) {
+                       const StepOutputs& o, const ExpertGradReader& read_grads,
+                       const ReferenceMathFactory& make_math, double timeout_s) {
   ReferenceInputs in = reference_inputs(o, step);
   in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
   in.expert_begin = mesh.experts_begin + checked_begin;
   in.expert_end = mesh.experts_begin + checked_end;
   const int64_t E_part = in.expert_end - in.expert_begin;
-  MOE_CHECK(o.grad_expert_begin <= checked_begin,
-            "check: the downloaded gradients start at local expert "
-                << o.grad_expert_begin << ", after " << checked_begin);
   ExpertGradSums dw;
-  in.expert_grads = compare_expert_grads(w, mesh, o, dw);
+  in.expert_grads = compare_expert_grads(mesh, read_grads, dw);
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
@@ -267,7 +269,7 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
     Workload unquantized = w;
     unquantized.precision = Precision::kBf16;
     ExpertGradSums plain_dw;
-    in.expert_grads = compare_expert_grads(w, mesh, o, plain_dw);
+    in.expert_grads = compare_expert_grads(mesh, read_grads, plain_dw);
     const ReferenceResult plain = compute_reference(unquantized, mesh, world, in, make_math);
     const std::vector<TensorCheck> u =
         compare_outputs(w, mesh, world, o, plain, plain_dw, E_part, timeout_s);
@@ -531,10 +533,11 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       rows_to_others += double(tr.rows_to_others);
     }
     if (check_now || dump_now) {
-      // A dump writes every local expert; the check compares this FSDP rank's share only.
+      // A dump writes every local expert; the check reads this FSDP rank's share an expert at a
+      // time.
       OutputsWanted want;
       want.expert_weights = dump_now;
-      if (!dump_now) std::tie(want.grad_begin, want.grad_end) = checked_local_experts(mesh);
+      want.expert_grads = dump_now;
       StepOutputs o = layer.download_outputs(want);
       o.loss = world_loss(o, world, opt.timeout_s);
       if (check_now) {
@@ -546,7 +549,11 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
               "loss and the routing{}",
               s, ref_on_gpu ? "fp32 GPU reference" : "float64 CPU reference",
               ref_on_gpu ? "" : "; on the host this may take a while for a large shape");
-        r.checks.push_back(check_step(w, mesh, world, s, o, make_math, opt.timeout_s));
+        const ExpertGradReader read = [&layer](int64_t e, std::vector<float>& dw_in,
+                                               std::vector<float>& dw_out) {
+          layer.download_expert_grads(e, dw_in, dw_out);
+        };
+        r.checks.push_back(check_step(w, mesh, world, s, o, read, make_math, opt.timeout_s));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
       }

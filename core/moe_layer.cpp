@@ -502,6 +502,20 @@ void MoeLayer::grad_sync() {
   comm_.reduce_scatter(dw_out_full_, dw_out_shard_, shard_out_, d_.grad_dtype, Group::kFsdp);
 }
 
+void MoeLayer::download_expert_grads(int64_t e, std::vector<float>& dw_in,
+                                     std::vector<float>& dw_out) {
+  const int64_t H = d_.H, F = d_.F;
+  MOE_CHECK(0 <= e && e < d_.E_local,
+            "download_expert_grads: local expert " << e << " of " << d_.E_local);
+  const size_t gb = device_.bytes_of(d_.grad_dtype);
+  dw_in.resize(H * 2 * F);
+  dw_out.resize(F * H);
+  device_.download_floats(dw_in.data(), static_cast<const char*>(dw_in_full_) + gb * e * H * 2 * F,
+                          H * 2 * F, d_.grad_dtype);
+  device_.download_floats(dw_out.data(), static_cast<const char*>(dw_out_full_) + gb * e * F * H,
+                          F * H, d_.grad_dtype);
+}
+
 std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
   const size_t sb = device_.storage_bytes(), gb = device_.bytes_of(d_.grad_dtype);
   const size_t T = size_t(d_.T), H = size_t(d_.H), E = size_t(d_.E), K = size_t(d_.K);
@@ -556,19 +570,12 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
     comm_.allgather(dw_in_shard_, dw_in_full_, gb * shard_in_, Group::kFsdp);
     comm_.allgather(dw_out_shard_, dw_out_full_, gb * shard_out_, Group::kFsdp);
   }
-  const int64_t begin = want.grad_begin, end = want.grad_end < 0 ? El : want.grad_end;
-  MOE_CHECK(0 <= begin && begin <= end && end <= El,
-            "download_outputs: experts [" << begin << ", " << end << ") of " << El);
-  o.grad_expert_begin = begin;
-  auto grads = [&](const void* full, int64_t per_expert) {
-    std::vector<float> v((end - begin) * per_expert);
-    const size_t skip = device_.bytes_of(d_.grad_dtype) * begin * per_expert;
-    device_.download_floats(v.data(), static_cast<const char*>(full) + skip, int64_t(v.size()),
-                            d_.grad_dtype);
-    return v;
-  };
-  o.dw_in = grads(dw_in_full_, H * 2 * F);
-  o.dw_out = grads(dw_out_full_, F * H);
+  if (want.expert_grads) {
+    o.dw_in.resize(El * H * 2 * F);
+    o.dw_out.resize(El * F * H);
+    device_.download_floats(o.dw_in.data(), dw_in_full_, El * H * 2 * F, d_.grad_dtype);
+    device_.download_floats(o.dw_out.data(), dw_out_full_, El * F * H, d_.grad_dtype);
+  }
   if (shared_) {
     if (want.expert_weights) {
       o.w_sh_in = shared_->weights_in();

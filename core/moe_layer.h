@@ -63,9 +63,8 @@ struct StepOutputs {
   std::vector<float> w_gate, dw_gate;   // [H, E]; dw_gate after the world all-reduce
   std::vector<float> expert_bias;       // [E] (empty unless router.expert_bias)
   std::vector<float> w_in, w_out;       // this rank's experts' full weights, as used (when wanted)
-  // Gradients over the world's tokens of local experts [grad_expert_begin, grad_expert_begin + n).
+  // Gradients over the world's tokens of every local expert (when wanted).
   std::vector<float> dw_in, dw_out;
-  int64_t grad_expert_begin = 0;
   // The shared experts' full weights as used (when wanted) and their full gradients over the
   // world's tokens, [S, H, 2F_sh] and [S, F_sh, H]; empty without shared experts.
   std::vector<float> w_sh_in, w_sh_out, dw_sh_in, dw_sh_out;
@@ -80,12 +79,12 @@ ReferenceInputs reference_inputs(const StepOutputs& o, int64_t step);
 
 // What download_outputs copies of the experts, whose weights and gradients are most of the bytes
 // (DeepSeek-V3 at EP 1: 45 GB of each as floats): the weights only for a dump (the check makes its
-// own), and the gradients of local experts [grad_begin, grad_end) (grad_end -1: to the last). The
-// shared experts' gradients come whole (a small part of the bytes), their weights with the
-// experts'.
+// own), the gradients of every local expert likewise (the check reads them one expert at a time:
+// MoeLayer::download_expert_grads). The shared experts' gradients come whole (a small part of the
+// bytes), their weights with the experts'.
 struct OutputsWanted {
   bool expert_weights = true;
-  int64_t grad_begin = 0, grad_end = -1;
+  bool expert_grads = true;
 };
 
 class MoeLayer {
@@ -123,6 +122,10 @@ class MoeLayer {
   const LaneTimes& lanes() const { return lanes_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
   StepOutputs download_outputs(const OutputsWanted& want = {});
+  // Local expert e's gradients of the last step as floats, dw_in [H, 2F] and dw_out [F, H], after
+  // download_outputs has gathered them: the check compares them an expert at a time, so that the
+  // host never holds all of them (45 GB at DeepSeek-V3's EP 1).
+  void download_expert_grads(int64_t e, std::vector<float>& dw_in, std::vector<float>& dw_out);
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
   // download: out, dx, dw_gate, idx, and this rank's FSDP shards of dw_in and dw_out (every
   // gradient element is then counted on exactly one rank of its EP group); with shared experts

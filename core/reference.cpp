@@ -82,9 +82,9 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
                   const double* w_out, bool backward, double* dw_in, double* dw_out,
                   BlockScratch& s) {
   const int64_t F2 = 2 * F;
-  // h = x @ w_in;  a = silu(g) * u with g = h[:F], u = h[F:].
   // Each loop below splits its output over threads (for_each_range): the sums' order is the
   // one-thread loop's.
+  // h = x @ w_in;  a = silu(g) * u with g = h[:F], u = h[F:].
   std::fill(s.h.begin(), s.h.begin() + n * F2, 0.0);
   for_each_range(F2, n * H, [&](int64_t j0, int64_t j1) {
     for (int64_t i = 0; i < H; ++i)

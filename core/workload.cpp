@@ -323,9 +323,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   Workload w = w_in;
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
-  const int64_t T = w.tokens_per_rank, W = world_size, E_local = E / w.mesh.ep;
-  // The fsdp ranks of one EP position split the weight gradients of their experts.
-  const int64_t P = prod({(E_local + w.mesh.fsdp - 1) / w.mesh.fsdp, 3, H, F});
+  const int64_t T = w.tokens_per_rank, W = world_size;
   // The shared experts' weights (S x F_sh wide in all), their gradients on every rank.
   const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
   const int64_t shared = prod({S, 3, H, Fs});
@@ -343,9 +341,9 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   add(b.host, {shared, 8});                   // dw_sh_in, dw_sh_out
   add(b.host, {H, E, 8});                     // dw_gate
   // The backend's results copied to the host as floats for the comparison (MoeLayer::
-  // download_outputs with the check's OutputsWanted: no expert weights, and the gradients of
-  // this rank's share of its experts only).
-  add(b.host, {P, 4});        // dw_in, dw_out of this rank's experts
+  // download_outputs with the check's OutputsWanted: no expert weights, and the gradients one
+  // expert at a time, download_expert_grads).
+  add(b.host, {3, H, F, 4});  // one expert's dw_in, dw_out
   add(b.host, {shared, 4});   // dw_sh_in, dw_sh_out
   add(b.host, {4, T, H, 4});  // x, dout, out, dx
   add(b.host, {2, H, E, 4});  // w_gate, dw_gate
