@@ -409,6 +409,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
     }
   for (int64_t e = 0; e < E; ++e) {
     const bool local = e >= ps.expert_begin && e < ps.expert_end;
+    if (ps.local_only && !local) continue;
     pairs.clear();
     tokens.clear();
     for (int64_t t = 0; t < N; ++t) {
@@ -685,7 +686,8 @@ ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_
 ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
                                const int32_t* got_idx, const uint8_t* got_dropped,
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end, const ExpertGradSink& expert_grads) {
+                               int64_t expert_end, const ExpertGradSink& expert_grads,
+                               const RoutedSum& routed_sum) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
@@ -756,7 +758,24 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   pass.dw_in = expert_grads ? nullptr : res.dw_in.data();
   pass.dw_out = expert_grads ? nullptr : res.dw_out.data();
   pass.expert_grads = expert_grads;
-  math.experts(idx.data(), dropped.data(), p.data(), pass);
+  if (routed_sum) {
+    // By expert: the local experts' rows of every token, then the world's sums.
+    std::vector<double> out_all(N * H, 0.0), dp_all(N * K, 0.0), dx_all(N * H, 0.0);
+    ExpertsPass all = pass;
+    all.token_begin = 0;
+    all.token_end = N;
+    all.local_only = true;
+    all.out = out_all.data();
+    all.dp = dp_all.data();
+    all.dx = dx_all.data();
+    math.experts(idx.data(), dropped.data(), p.data(), all);
+    routed_sum(out_all, dp_all, dx_all);
+    std::copy(&out_all[token_begin * H], &out_all[token_end * H], res.out.begin());
+    std::copy(&dp_all[token_begin * K], &dp_all[token_end * K], dp.begin());
+    std::copy(&dx_all[token_begin * H], &dx_all[token_end * H], res.dx.begin());
+  } else {
+    math.experts(idx.data(), dropped.data(), p.data(), pass);
+  }
   pass.expert_grads = nullptr;
   if (prob.model.shared_experts > 0) {
     const int64_t S = prob.model.shared_experts, Fs = prob.model.shared_ffn;
@@ -909,10 +928,31 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
     prob.expert_bias = to_double(bias);
   }
   std::unique_ptr<ReferenceMath> math = make_math(w, prob);
+  // The routed experts by expert (reference_step): the ranks' checked experts cover every expert
+  // once (each EP group holds all of them, its FSDP ranks split their own). Each rank then makes
+  // and multiplies only its experts' weights, instead of every expert's for its own tokens (FP8
+  // on the GPU reference: quantized on the host, the largest part of its time).
+  // Where they do not (a caller's own expert ranges), or the sums exceed one MPI count, the
+  // split stays by token.
+  RoutedSum routed_sum;
+  bool each_once = false;
+  if (world_size > 1) {
+    std::vector<int32_t> cover(E, 0);
+    for (int64_t e = expert_begin; e < expert_end; ++e) cover[e] = 1;
+    allreduce_bounded(cover.data(), int(E), MPI_INT32_T, MPI_SUM, world,
+                      "the reference's expert cover", in.timeout_s);
+    each_once = std::all_of(cover.begin(), cover.end(), [](int32_t c) { return c == 1; });
+  }
+  if (each_once && N * H <= INT_MAX)
+    routed_sum = [&](std::vector<double>& out, std::vector<double>& dp, std::vector<double>& dx) {
+      for (std::vector<double>* v : {&out, &dp, &dx})
+        allreduce_bounded(v->data(), int(v->size()), MPI_DOUBLE, MPI_SUM, world,
+                          "the reference's routed-expert sums", in.timeout_s);
+    };
   ReferenceResult res =
       reference_step(prob, *math, got.empty() ? nullptr : got.data(),
                      got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
-                     int64_t(rank + 1) * T, expert_begin, expert_end, in.expert_grads);
+                     int64_t(rank + 1) * T, expert_begin, expert_end, in.expert_grads, routed_sum);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,

@@ -121,9 +121,12 @@ struct ReferenceProblem {
 // adds to dw_in [E_local, H, 2F] and dw_out [E_local, F, H], or with expert_grads set (dw_in and
 // dw_out null) goes to it once per local expert in expert order, zeros for one without rows. Null
 // outputs are not computed.
+// With local_only, only the local experts' rows are computed: the own tokens' out, dp and dx get
+// those experts' parts alone (reference_step's split by expert).
 struct ExpertsPass {
   int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
   bool backward = false;
+  bool local_only = false;
   double* out = nullptr;
   double* dp = nullptr;
   double* dx = nullptr;
@@ -196,11 +199,22 @@ void fp8_shared_experts(const ReferenceProblem& prob, const ExpertsPass& pass,
 ReferenceResult reference_step(const ReferenceProblem& prob, const int32_t* got_idx,
                                const uint8_t* got_dropped, int64_t token_begin, int64_t token_end,
                                int64_t expert_begin, int64_t expert_end);
-// The same with a given math (reference_step above uses cpu_reference_math(prob)).
+// Sums, in place, the world's parts of the routed experts' results for all N tokens, out [N, H],
+// dp [N, K] and dx [N, H], each rank's from its own experts (compute_reference's all-reduce).
+using RoutedSum =
+    std::function<void(std::vector<double>& out, std::vector<double>& dp, std::vector<double>& dx)>;
+
+// The same with a given math (reference_step above uses cpu_reference_math(prob)). With
+// routed_sum set, the routed experts are split by expert instead of by token: this call computes
+// its local experts' rows of all N tokens (local_only), routed_sum adds up the world's, and the
+// own tokens' out, dp and dx are taken from the sums; the ranks' local experts must then cover
+// every expert once. Each expert's weights are then made and its operands quantized on one rank
+// only, where the split by token made every expert's on every rank.
 ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
                                const int32_t* got_idx, const uint8_t* got_dropped,
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
-                               int64_t expert_end, const ExpertGradSink& expert_grads = {});
+                               int64_t expert_end, const ExpertGradSink& expert_grads = {},
+                               const RoutedSum& routed_sum = {});
 
 // L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx
 // [N, K] (the counts c_e come from idx) and the rows in dropped ([N, K] or nullptr) left out. p is

@@ -337,9 +337,12 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   add(b.host, {W, T, K, 16});                 // the world's routing: idx, p, the backend's idx
   add(b.host, {W, T, E, 8});                  // the world's logits
   add(b.host, {2, T, H, 8});                  // out, dx
-  add(b.host, {3, H, F, 12});                 // one expert's dw_in, dw_out, float and float64
-  add(b.host, {shared, 8});                   // dw_sh_in, dw_sh_out
-  add(b.host, {H, E, 8});                     // dw_gate
+  // More than one rank: the routed experts split by expert, their results of every token
+  // (compute_reference), out, dx and dp.
+  if (W > 1) add(b.host, {W, T, sum({prod({2, H}), K}), 8});
+  add(b.host, {3, H, F, 12});  // one expert's dw_in, dw_out, float and float64
+  add(b.host, {shared, 8});    // dw_sh_in, dw_sh_out
+  add(b.host, {H, E, 8});      // dw_gate
   // The backend's results copied to the host as floats for the comparison (MoeLayer::
   // download_outputs with the check's OutputsWanted: no expert weights, and the gradients one
   // expert at a time, download_expert_grads).
@@ -371,7 +374,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
     const int64_t Fmax = std::max(F, Fs);  // the routed experts or a shared one
     add(b.device, {4, 3, H, Fmax});        // one expert's weights, fp32
     add(b.device, {4, 3, H, Fmax});        // and their gradients
-    add(b.device, {2, T, H, 4});           // out, dx
+    add(b.device, {2, W, T, H, 4});        // out, dx of every token (the split by expert)
     // A chunk of one expert's rows: at most 2 GiB of activations (kernels/cuda/reference.cu).
     add(b.device, {int64_t(2) << 30});
   }

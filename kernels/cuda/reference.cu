@@ -217,7 +217,8 @@ class GpuMath : public ReferenceMath {
       for (int64_t k = 0; k < K; ++k) {
         const int64_t e = idx[t * K + k];
         const bool local = e >= ps.expert_begin && e < ps.expert_end;
-        if ((!own && !local) || (dropped && dropped[t * K + k])) continue;
+        if ((!own && !local) || (ps.local_only && !local) || (dropped && dropped[t * K + k]))
+          continue;
         tok[e].push_back(int32_t(t));
         slot[e].push_back(own ? int32_t((t - ps.token_begin) * K + k) : -1);
         pr[e].push_back(float(p[t * K + k]));

@@ -502,6 +502,48 @@ TEST(ReferenceSplit, PartsSumToWhole) {
   EXPECT_NEAR(dot + whole.aux + whole.z, whole.loss, 1e-12);
 }
 
+// The split by expert (compute_reference at more than one rank): each "rank" computes its experts'
+// rows of every token, the world's parts are summed (here by hand, over two rounds), and each
+// rank's own tokens and experts come out as the whole step's, in bf16 and FP8 (whose operands are
+// whole experts' rows either way).
+TEST(ReferenceSplit, ByExpertSumsToWhole) {
+  RouterConfig rc;
+  rc.aux_coeff = 0.1;
+  const int64_t N = 8, H = 8, F = 6, E = 8, K = 2, W = 2;
+  for (Precision precision : {Precision::kBf16, Precision::kFp8Tensor}) {
+    ReferenceProblem prob = random_problem(rc, N, H, F, E, K, 13);
+    prob.precision = precision;
+    const ReferenceResult whole = reference_step(prob, nullptr, nullptr, 0, N, 0, E);
+    std::vector<double> sum_out(N * H, 0.0), sum_dp(N * K, 0.0), sum_dx(N * H, 0.0);
+    auto math = cpu_reference_math(prob);
+    for (int64_t r = 0; r < W; ++r)  // round 1: each rank's part, added up
+      reference_step(
+          prob, *math, nullptr, nullptr, r * N / W, (r + 1) * N / W, r * E / W, (r + 1) * E / W, {},
+          [&](std::vector<double>& out, std::vector<double>& dp, std::vector<double>& dx) {
+            for (int64_t i = 0; i < N * H; ++i) sum_out[i] += out[i], sum_dx[i] += dx[i];
+            for (int64_t i = 0; i < N * K; ++i) sum_dp[i] += dp[i];
+          });
+    for (int64_t r = 0; r < W; ++r) {  // round 2: the sums as the all-reduce gives them
+      const int64_t tb = r * N / W, te = (r + 1) * N / W, eb = r * E / W, ee = (r + 1) * E / W;
+      const ReferenceResult part = reference_step(
+          prob, *math, nullptr, nullptr, tb, te, eb, ee, {},
+          [&](std::vector<double>& out, std::vector<double>& dp, std::vector<double>& dx) {
+            out = sum_out;
+            dp = sum_dp;
+            dx = sum_dx;
+          });
+      for (int64_t i = 0; i < (te - tb) * H; ++i) {
+        EXPECT_NEAR(part.out[i], whole.out[tb * H + i], 1e-12) << name_of(precision);
+        EXPECT_NEAR(part.dx[i], whole.dx[tb * H + i], 1e-12) << name_of(precision);
+      }
+      for (int64_t i = 0; i < (ee - eb) * H * 2 * F; ++i)
+        EXPECT_EQ(part.dw_in[i], whole.dw_in[eb * H * 2 * F + i]) << name_of(precision);
+      for (int64_t i = 0; i < (ee - eb) * F * H; ++i)
+        EXPECT_EQ(part.dw_out[i], whole.dw_out[eb * F * H + i]) << name_of(precision);
+    }
+  }
+}
+
 // The check's way: each local expert's gradients handed over as it is finished, once, in expert
 // order, equal to those written whole; an expert no row reaches gets zeros; the rest unchanged.
 TEST(ReferenceSplit, ExpertGradSinkGivesEachLocalExpertOnce) {
