@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/parallel.h"
 
 namespace moe {
 namespace {
@@ -48,6 +49,33 @@ TEST(CheckTensor, SumsAddedInPiecesAreTheWhole) {
   EXPECT_DOUBLE_EQ(pieces.max_abs, 1.0);
   EXPECT_DOUBLE_EQ(pieces.max_abs, whole.max_abs);
   EXPECT_FALSE(pieces.pass);  // the NaN
+}
+
+// Millions of pairs are summed in fixed chunks by threads: the same sums with one thread or
+// several, a NaN and the largest difference counted wherever their chunk lands.
+TEST(CheckTensor, SumsDoNotDependOnTheThreadCount) {
+  const int64_t n = 3 * (int64_t(1) << 20) + 12345;
+  std::vector<float> got(n);
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = std::sin(double(i));
+    got[i] = float(ref[i] + 1e-3 * std::cos(double(3 * i)));
+  }
+  got[1500000] = std::nanf("");
+  got[n - 2] = float(ref[n - 2] + 0.5);
+  TensorSums one, many;
+  max_parts() = 1;
+  one.add(got.data(), ref.data(), n);
+  max_parts() = 3;
+  many.add(got.data(), ref.data(), n);
+  max_parts() = 0;
+  EXPECT_EQ(one.diff_sq, many.diff_sq);
+  EXPECT_EQ(one.ref_sq, many.ref_sq);
+  EXPECT_EQ(many.nonfinite, 1);
+  EXPECT_EQ(many.count, n);
+  EXPECT_NEAR(many.max_abs, 0.5, 1e-6);
+  EXPECT_EQ(one.max_abs, many.max_abs);
+  EXPECT_NEAR(many.ref_sq, 0.5 * double(n), 0.01 * double(n));
 }
 
 TEST(CheckTensor, ExactMatchPasses) {
