@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -24,6 +25,7 @@
 #include "app/dry_run.h"
 #include "app/dump.h"
 #include "app/gemm_choice.h"
+#include "app/launch.h"
 #include "app/report.h"
 #include "app/roofline.h"
 #include "app/run_result.h"
@@ -34,6 +36,7 @@
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/moe_layer.h"
+#include "core/parallel.h"
 #include "core/reference.h"
 #include "core/routing_modes.h"
 
@@ -375,6 +378,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     check_memory(w, world_size, backend, dump_bytes, world);
   });
   if (!ok) return 2;
+  // The host's threads shared out between the ranks on it (core/parallel.h: the references,
+  // the check's sums, seeded weights), so that a host's ranks do not each start as many threads
+  // as it has; the results are the same with any number.
+  int local_ranks = 1;
+  local_rank_and_size(world, &local_ranks);
+  max_parts() = std::max(1, int(std::thread::hardware_concurrency()) / local_ranks);
 
   Backend be = make_backend_for(backend, world, mesh, w, opt.timeout_s);
   Device& device = *be.device;
