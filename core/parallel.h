@@ -10,8 +10,9 @@
 
 namespace moe {
 
-// The most parts part_count gives; 0: one per hardware thread. Tests set it to show that results
-// do not depend on how many threads ran.
+// The most parts part_count gives; 0: one per hardware thread. A run shares the host's threads
+// out between its ranks on the host with it (app/run_command.cpp); tests set it to show that
+// results do not depend on how many threads ran.
 inline std::atomic<int>& max_parts() {
   static std::atomic<int> cap{0};
   return cap;
