@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -186,16 +187,36 @@ struct ExpertGradSums {
 using ExpertGradReader =
     std::function<void(int64_t e, std::vector<float>& dw_in, std::vector<float>& dw_out)>;
 
+// How far a long reference is (DeepSeek-V3's: minutes), said at most every 15 s: the experts whose
+// gradients it has handed over, most of its work. Silent where `say` is false (ranks but 0,
+// --quiet).
+struct ReferenceProgress {
+  std::string what;
+  int64_t total = 0;
+  bool say = false;
+  int64_t done = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
+  void expert_done() {
+    ++done;
+    const auto now = std::chrono::steady_clock::now();
+    if (!say || now - last < std::chrono::seconds(15)) return;
+    last = now;
+    spdlog::info("check: {} has compared {} of {} experts' gradients ({:.0f} s)", what, done, total,
+                 std::chrono::duration<double>(now - start).count());
+  }
+};
+
 // A sink that compares each expert's reference gradients, as they come, with the backend's, read
 // an expert at a time into buffers kept across experts, adding to sums.
 ExpertGradSink compare_expert_grads(const Mesh& mesh, const ExpertGradReader& read,
-                                    ExpertGradSums& sums) {
+                                    ExpertGradSums& sums, ReferenceProgress& progress) {
   auto got = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
-  return [got, &read, &sums, first = mesh.experts_begin](int64_t e, const double* dw_in,
-                                                         const double* dw_out) {
+  return [got, &read, &sums, &progress, first = mesh.experts_begin](int64_t e, const double* dw_in,
+                                                                    const double* dw_out) {
     read(e - first, got->first, got->second);
     sums.in.add(got->first.data(), dw_in, int64_t(got->first.size()));
     sums.out.add(got->second.data(), dw_out, int64_t(got->second.size()));
+    progress.expert_done();
   };
 }
 
@@ -248,7 +269,7 @@ std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MP
 
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
                        const StepOutputs& o, const ExpertGradReader& read_grads,
-                       const ReferenceMathFactory& make_math, double timeout_s) {
+                       const ReferenceMathFactory& make_math, double timeout_s, bool say) {
   ReferenceInputs in = reference_inputs(o, step);
   in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
@@ -256,7 +277,8 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   in.expert_end = mesh.experts_begin + checked_end;
   const int64_t E_part = in.expert_end - in.expert_begin;
   ExpertGradSums dw;
-  in.expert_grads = compare_expert_grads(mesh, read_grads, dw);
+  ReferenceProgress progress{"the reference", E_part, say};
+  in.expert_grads = compare_expert_grads(mesh, read_grads, dw, progress);
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
@@ -272,7 +294,8 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
     Workload unquantized = w;
     unquantized.precision = Precision::kBf16;
     ExpertGradSums plain_dw;
-    in.expert_grads = compare_expert_grads(mesh, read_grads, plain_dw);
+    ReferenceProgress plain_progress{"the unquantized reference", E_part, say};
+    in.expert_grads = compare_expert_grads(mesh, read_grads, plain_dw, plain_progress);
     const ReferenceResult plain = compute_reference(unquantized, mesh, world, in, make_math);
     const std::vector<TensorCheck> u =
         compare_outputs(w, mesh, world, o, plain, plain_dw, E_part, timeout_s);
@@ -562,7 +585,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
                                                std::vector<float>& dw_out) {
           layer.download_expert_grads(e, dw_in, dw_out);
         };
-        r.checks.push_back(check_step(w, mesh, world, s, o, read, make_math, opt.timeout_s));
+        r.checks.push_back(check_step(w, mesh, world, s, o, read, make_math, opt.timeout_s,
+                                      rank == 0 && !opt.quiet));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
       }
