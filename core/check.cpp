@@ -33,8 +33,7 @@ void TensorSums::add(const float* got, const double* ref, int64_t n) {
   };
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<Part> parts(chunks);
-  const int threads = int(std::min<int64_t>(std::max<int64_t>(chunks, 1), part_count(n, kChunk)));
-  for_each_part(chunks, threads, [&](int, int64_t c0, int64_t c1) {
+  for_each_part(chunks, part_count_of_units(chunks, n, kChunk), [&](int, int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       double diff = 0, refs = 0, most = 0;
       int64_t bad = 0;

@@ -106,8 +106,7 @@ void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int
                      int64_t block_cols) {
   constexpr int64_t kPerPart = int64_t(1) << 20;
   if (recipe == Fp8Recipe::kTensor) {
-    const int parts =
-        int(std::min<int64_t>(part_count(rows * cols, kPerPart), std::max<int64_t>(rows, 1)));
+    const int parts = part_count_of_units(rows, rows * cols, kPerPart);
     std::vector<float> amax(parts, 0.0f);
     for_each_part(rows, parts, [&](int part, int64_t r0, int64_t r1) {
       for (int64_t i = r0 * cols; i < r1 * cols; ++i)
@@ -120,8 +119,7 @@ void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int
     return;
   }
   const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
-  const int parts =
-      int(std::min<int64_t>(part_count(rows * cols, kPerPart), std::max<int64_t>(row_blocks, 1)));
+  const int parts = part_count_of_units(row_blocks, rows * cols, kPerPart);
   for_each_part(row_blocks, parts, [&](int, int64_t b0, int64_t b1) {
     for (int64_t r = b0 * block_rows; r < std::min(rows, b1 * block_rows); r += block_rows)
       for (int64_t c = 0; c < cols; c += block_cols)

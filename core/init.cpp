@@ -39,10 +39,7 @@ uint64_t token_stream(uint64_t base, int rank, int64_t step) {
 // Every element is independent, so large ranges (a DeepSeek-V3 rank holds billions) are split
 // over threads.
 void init_range(const InitRule& r, int64_t begin, int64_t end, float* out) {
-  const int64_t n = end - begin;
-  for_each_part(n, part_count(n, 1 << 20), [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = r.value(uint64_t(begin + i));
-  });
+  for_each_element(end - begin, [&](int64_t i) { out[i] = r.value(uint64_t(begin + i)); });
 }
 
 InitRule w_gate_rule(const Workload& w) {

@@ -26,6 +26,12 @@ inline int part_count(int64_t n, int64_t min_per_part) {
   return int(std::max<int64_t>(1, std::min<int64_t>(hw, n / std::max<int64_t>(1, min_per_part))));
 }
 
+// part_count for `units` pieces that must not be cut (rows, blocks, chunks) of `elements` elements
+// in all: no more parts than units.
+inline int part_count_of_units(int64_t units, int64_t elements, int64_t min_per_part) {
+  return int(std::min<int64_t>(std::max<int64_t>(units, 1), part_count(elements, min_per_part)));
+}
+
 // Calls fn(part, begin, end) for each of `parts` contiguous slices of [0, n), on its own thread
 // (the last on the caller's), and returns when all have.
 template <class Fn>
@@ -43,9 +49,8 @@ void for_each_part(int64_t n, int parts, Fn fn) {
 // bit.
 template <class Fn>
 void for_each_range(int64_t n, int64_t work_per_index, Fn fn) {
-  const int parts = int(
-      std::min<int64_t>(std::max<int64_t>(n, 1), part_count(n * work_per_index, int64_t(1) << 22)));
-  for_each_part(n, parts, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
+  for_each_part(n, part_count_of_units(n, n * work_per_index, int64_t(1) << 22),
+                [&](int, int64_t begin, int64_t end) { fn(begin, end); });
 }
 
 // fn(i) for every i in [0, n), in parts of at least 1M elements, a thread each: the element-wise
@@ -56,6 +61,15 @@ void for_each_element(int64_t n, Fn fn) {
   for_each_part(n, part_count(n, 1 << 20), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) fn(i);
   });
+}
+
+// out = v converted element by element (float to double or back), in threads (for_each_element);
+// out's storage is reused where it is large enough.
+template <class From, class To>
+void convert_into(const From* v, int64_t n, std::vector<To>& out) {
+  out.resize(n);
+  To* o = out.data();
+  for_each_element(n, [&](int64_t i) { o[i] = To(v[i]); });
 }
 
 }  // namespace moe

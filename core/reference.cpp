@@ -212,14 +212,9 @@ void add_rows_t_times_rows(const std::vector<double>& A, const std::vector<doubl
 // quantization itself.
 void quantize_weight_into(const double* w, int64_t rows, int64_t cols, Fp8Recipe recipe,
                           std::vector<float>& scratch, std::vector<double>& out) {
-  const int64_t n = rows * cols;
-  scratch.resize(n);
-  out.resize(n);
-  float* s = scratch.data();
-  for_each_element(n, [&](int64_t i) { s[i] = float(w[i]); });
-  fp8_quantize_weight(s, rows, cols, recipe);
-  double* o = out.data();
-  for_each_element(n, [&](int64_t i) { o[i] = s[i]; });
+  convert_into(w, rows * cols, scratch);
+  fp8_quantize_weight(scratch.data(), rows, cols, recipe);
+  convert_into(scratch.data(), rows * cols, out);
 }
 
 // One expert's quantized weights, kept across experts (quantize_weight_into).
@@ -593,7 +588,9 @@ std::vector<T> allgather_if_all_have(const T* mine, int64_t n, MPI_Datatype type
 }
 
 std::vector<double> to_double(const std::vector<float>& v) {
-  return std::vector<double>(v.begin(), v.end());
+  std::vector<double> out;
+  convert_into(v.data(), int64_t(v.size()), out);
+  return out;
 }
 
 // The capacity drops of one source group's rows for one expert, `rows` in (t, k) order: beyond

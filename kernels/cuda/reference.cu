@@ -307,11 +307,8 @@ class GpuMath : public ReferenceMath {
   }
   void weights_from_seed(const InitRule& rule, int64_t begin, int64_t n, std::vector<double>& out) {
     stage_.resize(n);
-    out.resize(n);
     init_range(rule, begin, begin + n, stage_.data());
-    const float* s = stage_.data();
-    double* o = out.data();
-    for_each_element(n, [&](int64_t i) { o[i] = s[i]; });
+    convert_into(stage_.data(), n, out);
   }
 
   // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
@@ -327,8 +324,8 @@ class GpuMath : public ReferenceMath {
       add_to(grad_out_, ps.dw_out + el * F * H);
       return;
     }
-    to_doubles(grad_in_, grad_in64_);
-    to_doubles(grad_out_, grad_out64_);
+    convert_into(grad_in_.data(), int64_t(grad_in_.size()), grad_in64_);
+    convert_into(grad_out_.data(), int64_t(grad_out_.size()), grad_out64_);
     ps.expert_grads(e, grad_in64_.data(), grad_out64_.data());
   }
 
@@ -449,12 +446,10 @@ class GpuMath : public ReferenceMath {
     CUDA_CHECK(cudaGetLastError());
   }
 
-  // The host's passes over these copies run in threads (for_each_element): one expert's weights
-  // and gradients are hundreds of MB, streamed several times an expert in FP8.
+  // The host's passes over these copies run in threads (convert_into, for_each_element): one
+  // expert's weights and gradients are hundreds of MB, streamed several times an expert in FP8.
   void upload(const double* v, int64_t n, float* dst) {
-    stage_.resize(n);
-    float* s = stage_.data();
-    for_each_element(n, [&](int64_t i) { s[i] = float(v[i]); });
+    convert_into(v, n, stage_);
     CUDA_CHECK(cudaMemcpyAsync(dst, stage_.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -470,13 +465,9 @@ class GpuMath : public ReferenceMath {
   }
   std::vector<double> download(const float* src, int64_t n) {
     std::vector<double> out;
-    to_doubles(download_f(src, n), out);
+    const std::vector<float> v = download_f(src, n);
+    convert_into(v.data(), n, out);
     return out;
-  }
-  static void to_doubles(const std::vector<float>& v, std::vector<double>& out) {
-    out.resize(v.size());
-    double* o = out.data();
-    for_each_element(int64_t(v.size()), [&](int64_t i) { o[i] = v[i]; });
   }
   static void add_to(const std::vector<float>& v, double* dst) {
     for_each_element(int64_t(v.size()), [&](int64_t i) { dst[i] += v[i]; });
