@@ -126,13 +126,15 @@ const GroupedSchedule kSchedules[] = {{1, false}, {2, false}, {1, true}};
 // and operand; fp8_block's 1 x 128 row scales (group g's from ceil(K / 128) * offsets[g], block
 // kb of its row r at kb * n_g + r) times the weight tile's (expert g's from g * stride, tile
 // (nb, kb) at nb * ld + kb, the gaps of ld NaN). Ragged groups that start anywhere, a partial last
-// K stage and N tile, NaN codes past the last group (computed, not stored), every schedule.
+// K stage and N tile (on 256-column tiles, one whose second half lies wholly past N), NaN codes
+// past the last group (computed, not stored), every schedule, both tile widths.
 TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
   const Fp8Case cases[] = {
       {{0, 1, 127, 128, 129, 300, 0, 64}, 256, 320, 40},  // partial K stage, NaN rows after
       {{200, 0, 17}, 200, 128, 0},                        // partial N tile, K one stage
+      {{3, 130}, 72, 256, 0},                             // N within one 128-column half
       // K 7 stages: the mainloop's chunks of 4, 2 and 1
       {{5, 70, 0, 33, 129, 2, 64, 1, 0, 250, 8, 96, 3, 0, 140, 11, 48, 77, 1, 190}, 136, 880, 0},
   };
@@ -181,24 +183,28 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
       }
       DevBuf<float> dsa(sa), dsb(sb);
       const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, stride, block, tiles_ld};
-      for (const GroupedSchedule& sched : kSchedules) {
-        const std::string what =
-            std::string(block ? "block" : "tensor") + " G=" + std::to_string(G) +
-            " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-            (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster));
-        SCOPED_TRACE(what);
-        StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
-        ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(
-                      s, dA.ptr, dB.ptr, dC.ptr, GroupedEpilogue::kStore, DType::kBf16, &scales),
-                  "");
-        gg.set_schedule(sched);
-        gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
-                   DType::kBf16, nullptr);
-        CUDA_CHECK(cudaGetLastError());
-        expect_within_fp8_sums(dC.host(), want, what);
-      }
+      for (const GroupedSchedule& sched : kSchedules)
+        for (int tile_n : {128, 256}) {
+          const std::string what =
+              std::string(block ? "block" : "tensor") + " G=" + std::to_string(G) +
+              " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+              (sched.pingpong ? " pingpong" : " cluster=" + std::to_string(sched.cluster)) +
+              " tile_n=" + std::to_string(tile_n);
+          SCOPED_TRACE(what);
+          gg.force_tile_n(tile_n);
+          StorageBuf dC(DType::kBf16, std::vector<float>(size_t(alloc_rows * c.N), -7.0f));
+          ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(
+                        s, dA.ptr, dB.ptr, dC.ptr, GroupedEpilogue::kStore, DType::kBf16, &scales),
+                    "");
+          gg.set_schedule(sched);
+          gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                     DType::kBf16, nullptr);
+          CUDA_CHECK(cudaGetLastError());
+          expect_within_fp8_sums(dC.host(), want, what);
+        }
     }
   }
+  gg.force_tile_n(0);
 }
 
 // The weight gradients on transposed codes: C[g] [M, N] = A^T[:, rows of g] @ B^T[:, rows of
@@ -208,7 +214,7 @@ TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
 // at multiples of 16 rows (as align 16 gives the step; TMA reads the boxes from there) whose last
 // stage takes the next group's codes, zeroed in shared memory, a last group whose rows end inside
 // a 16-byte chunk (zeroed byte by byte), NaN codes past it, empty groups (zeros), bf16 and fp32
-// outputs, adding into fp32, every schedule.
+// outputs, adding into fp32, every schedule, both tile widths.
 TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
@@ -247,27 +253,31 @@ TEST(GroupedGemmSm90Fp8, WeightGradientsMatchTheDecodedProduct) {
     for (size_t i = 0; i < added.C.size(); ++i) added.C[i] += c0[i];
     DevBuf<float> dsa(sa), dsb(sb);
     const GroupedFp8Scales scales{dsa.ptr, dsb.ptr, kStride, block};
-    for (const GroupedSchedule& sched : kSchedules) {
-      const std::string name =
-          std::string(block ? "block " : "tensor ") +
-          (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster));
-      SCOPED_TRACE(name);
-      gg.set_schedule(sched);
-      for (DType out : {DType::kBf16, DType::kFp32}) {
-        StorageBuf dC(out, std::vector<float>(size_t(G * M * N), NAN));  // every element written
-        ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
-                                                      GroupedEpilogue::kStore, out, &scales),
-                  "");
-        gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
-                   out, nullptr);
-        CUDA_CHECK(cudaGetLastError());
-        expect_within_fp8_sums(dC.host(), want, name + " wgrad " + dtype_name(out));
+    for (const GroupedSchedule& sched : kSchedules)
+      for (int tile_n : {128, 256}) {
+        const std::string name =
+            std::string(block ? "block " : "tensor ") +
+            (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster)) +
+            " tile_n=" + std::to_string(tile_n);
+        SCOPED_TRACE(name);
+        gg.set_schedule(sched);
+        gg.force_tile_n(tile_n);
+        for (DType out : {DType::kBf16, DType::kFp32}) {
+          StorageBuf dC(out, std::vector<float>(size_t(G * M * N), NAN));  // every element written
+          ASSERT_EQ(GroupedGemm::fp8_unsupported_reason(s, dA.ptr, dB.ptr, dC.ptr,
+                                                        GroupedEpilogue::kStore, out, &scales),
+                    "");
+          gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                     out, nullptr);
+          CUDA_CHECK(cudaGetLastError());
+          expect_within_fp8_sums(dC.host(), want, name + " wgrad " + dtype_name(out));
+        }
+        StorageBuf dC(DType::kFp32, c0);
+        gg.run_fp8(GroupedEpilogue::kAdd, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
+                   DType::kFp32, nullptr);
+        expect_within_fp8_sums(dC.host(), added, name + " wgrad added");
       }
-      StorageBuf dC(DType::kFp32, c0);
-      gg.run_fp8(GroupedEpilogue::kAdd, s, doff.ptr, dA.ptr, dB.ptr, scales, dC.ptr, nullptr,
-                 DType::kFp32, nullptr);
-      expect_within_fp8_sums(dC.host(), added, name + " wgrad added");
-    }
+    gg.force_tile_n(0);
     GroupedGemmShape odd = s;
     odd.M = 134;  // block: column scales of 536 bytes, not 16-byte bulk copies
     EXPECT_EQ(GroupedGemm::fp8_unsupported_reason(odd, dA.ptr, dB.ptr, dA.ptr,
@@ -304,20 +314,24 @@ TEST(GroupedGemmSm90Fp8, SwigluBackwardEpilogueMatchesTheSeparateKernel) {
   DevBuf<int64_t> doff(off);
   const GroupedGemmShape s{GroupedLayout::kRowsTimesWeightT, G, R, 0, F, H};
   for (bool block : {false, true})
-    for (const GroupedSchedule& sched : kSchedules) {
-      SCOPED_TRACE(std::string(block ? "block " : "tensor ") +
-                   (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster)));
-      const GroupedFp8Scales scales = block ? GroupedFp8Scales{block_sa.ptr, block_sb.ptr, stride,
-                                                               true, cuda::weight_fp8_tiles_ld(H)}
-                                            : GroupedFp8Scales{sa.ptr, sb.ptr, kStride};
-      gg.set_schedule(sched);
-      gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
-                 DType::kBf16, nullptr);
-      cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
-      gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr,
-                 h.ptr, DType::kBf16, nullptr);
-      expect_identical(dh2.host(), dh1.host(), "dh");
-    }
+    for (const GroupedSchedule& sched : kSchedules)
+      for (int tile_n : {128, 256}) {
+        SCOPED_TRACE(std::string(block ? "block " : "tensor ") +
+                     (sched.pingpong ? "pingpong" : "cluster=" + std::to_string(sched.cluster)) +
+                     " tile_n=" + std::to_string(tile_n));
+        gg.force_tile_n(tile_n);
+        const GroupedFp8Scales scales = block ? GroupedFp8Scales{block_sa.ptr, block_sb.ptr, stride,
+                                                                 true, cuda::weight_fp8_tiles_ld(H)}
+                                              : GroupedFp8Scales{sa.ptr, sb.ptr, kStride};
+        gg.set_schedule(sched);
+        gg.run_fp8(GroupedEpilogue::kStore, s, doff.ptr, dy.ptr, w.ptr, scales, da.ptr, nullptr,
+                   DType::kBf16, nullptr);
+        cuda::swiglu_bwd(da.ptr, h.ptr, doff.ptr + G, R, F, DType::kBf16, dh1.ptr, nullptr);
+        gg.run_fp8(GroupedEpilogue::kSwiGLUBackward, s, doff.ptr, dy.ptr, w.ptr, scales, dh2.ptr,
+                   h.ptr, DType::kBf16, nullptr);
+        expect_identical(dh2.host(), dh1.host(), "dh");
+      }
+  gg.force_tile_n(0);
 }
 
 TEST(GroupedGemmSm90Fp8, RefusesWhatItCannotRun) {
