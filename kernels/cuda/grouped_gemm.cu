@@ -68,8 +68,12 @@ struct TileConfig {
   static constexpr int kABytes = kBM * kBK * kIn;
   static constexpr int kBBytes = BN * kBK * kIn;
   static constexpr bool kColScales = kBlock && kRowsK;
-  // (Padded to the stages' 1024-byte alignment: 1.5 KB for 256 columns.)
-  static constexpr int kScaleBytes = kColScales ? (4 * (kBM + BN) + 1023) / 1024 * 1024 : 0;
+  // fp8_block's row GEMMs on 256 columns: the stage also holds its block's 1 x 128 scales of the
+  // tile's rows (where they can be bulk-copied: see the producer).
+  static constexpr bool kRowScales = kBlock && !kRowsK && BN == 256;
+  // (Padded to the stages' 1024-byte alignment.)
+  static constexpr int kScaleBytes =
+      kColScales ? (4 * (kBM + BN) + 1023) / 1024 * 1024 : (kRowScales ? 1024 : 0);
   static constexpr int kStageBytes = kABytes + kBBytes + kScaleBytes;
   static constexpr int kBlocksBytes = kColScales ? 4 * int(GroupedGemm::kMaxGroups + 1) : 0;
   // The weight gradients store C by TMA from four staging boxes per MMA warpgroup, a whole bf16
@@ -175,6 +179,18 @@ template <GroupedLayout L, int BN, int kCluster, int kBK>
 __device__ __forceinline__ Tile decode_next(const Params& p, const int* prefix, int t, int total,
                                             int rank, const Tile& last) {
   return t < total ? decode_tile<L, BN, kCluster, kBK>(p, prefix, t, rank, last.g) : last;
+}
+
+// fp8_block's row GEMMs: the 1 x 128 scales of K block kt of the tile's group, its rows' in
+// order (quantize_rows_fp8's layout: the group's blocks after those of the rows before it).
+__device__ __forceinline__ const float* row_scales_of(const Params& p, const Tile& tile, int kt) {
+  return p.a_scales + int64_t(ceil_div(p.K, kFp8BlockEdge)) * tile.r0 + int64_t(kt) * tile.rows;
+}
+// Whether each K block's scales of a tile's rows start 16-byte aligned and span a multiple of 16
+// bytes, as a bulk copy needs: the group's first ones aligned and its rows a multiple of 4 (align
+// 16 gives both; the tile's first row is a multiple of 128).
+__device__ __forceinline__ bool rows_scales_copyable(const Params& p, const Tile& tile) {
+  return reinterpret_cast<uintptr_t>(row_scales_of(p, tile, 0)) % 16 == 0 && tile.rows % 4 == 0;
 }
 
 // In place: counts [G] -> inclusive prefix sums, by one warp.
@@ -435,7 +451,8 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
 // producer). On 256 columns (kFp8Wide) a stage's two 128-column halves take turns in one partial
 // sum: against 128-column tiles, each stage's operands feed twice the MMAs (the weight
 // gradients 13-22% faster on DeepSeek-V3's and Qwen3-30B-A3B's shapes, fp8_tensor's row GEMMs
-// 4-9%).
+// 4-9%, fp8_block's about 3%); there fp8_block's row GEMMs take their rows' scales from the
+// stage too (kRowScales).
 template <GroupedLayout L, int BN, class OutT, GroupedEpilogue kEpi = GroupedEpilogue::kStore,
           int kCluster = 1, bool kPingpong = false, class InT = __nv_bfloat16, bool kBlock = false>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -549,6 +566,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           float* scales = reinterpret_cast<float*>(sb + Cfg::kBBytes);
           if (a_cols > 0) bulk_load(scales, p.a_scales + kb * p.M + tile.m0, 4 * a_cols, &full[s]);
           bulk_load(scales + kBM, p.b_scales + kb * p.N + tile.n0, 4 * b_cols, &full[s]);
+        } else if constexpr (Cfg::kRowScales) {
+          // The stage's block of K: the tile's rows' scales, one 16-byte-multiple bulk copy where
+          // the group's scales allow it (align 16, as the FP8 step has; else the consumers load
+          // them themselves).
+          const int a_rows = max(0, min(kBM, tile.rows - tile.m0));
+          const float* src = row_scales_of(p, tile, kt) + tile.m0;
+          const bool copy = a_rows > 0 && rows_scales_copyable(p, tile);
+          mbar_arrive_expect_tx(&full[s],
+                                Cfg::kStageBytes - Cfg::kScaleBytes + (copy ? 4 * a_rows : 0));
+          if (copy)
+            bulk_load(smem + s * Cfg::kStageBytes + Cfg::kABytes + Cfg::kBBytes, src, 4 * a_rows,
+                      &full[s]);
         } else {
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
         }
@@ -733,19 +762,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       // last add (which may read its column scales).
       const int my_row = tile.m0 + 64 * c + warp * 16 + lane / 4;
       const int64_t group_scales = int64_t(p.scale_stride) * tile.g;
+      // fp8_block's row GEMMs: whether the producer copies the rows' scales into the stages.
+      bool staged_rows = false;
+      if constexpr (Cfg::kRowScales) staged_rows = rows_scales_copyable(p, tile);
       for (int kt = 0; kt < tile.k_tiles; ++kt, ++it) {
         // fp8_block's row GEMMs: the stage's scales of the thread's two rows (0 past the group's
-        // rows, never stored) and of the two weight tiles (0 for one wholly past N), loaded
-        // before the wait. The adds wait for them: these GEMMs ran 6-17% slower than on 128
-        // columns (DeepSeek-V3's shapes; loaded a stage ahead, slower still, with spills), so
-        // they take 128 (fp8_tile_n_for).
+        // rows, never stored) and of the two weight tiles (0 for one wholly past N). The tiles'
+        // are loaded before the wait; the rows' come with the stage, or, where they cannot be
+        // bulk-copied, are loaded after the wait. (Loaded here before the wait, the adds waited
+        // for them: 6-17% slower than 128-column tiles on DeepSeek-V3's shapes; a stage ahead in
+        // registers, slower still, with spills.)
         float2 rows_scale = make_float2(0.0f, 0.0f);
         float tile_scale[2] = {0.0f, 0.0f};
-        if constexpr (kBlock && !kRowsK) {
-          const float* rows_at =
-              p.a_scales + int64_t(ceil_div(p.K, Cfg::kBK)) * tile.r0 + int64_t(kt) * tile.rows;
-          if (my_row < tile.rows) rows_scale.x = __ldg(rows_at + my_row);
-          if (my_row + 8 < tile.rows) rows_scale.y = __ldg(rows_at + my_row + 8);
+        if constexpr (Cfg::kRowScales) {
 #pragma unroll
           for (int nh = 0; nh < 2; ++nh)
             if (tile.n0 + 128 * nh < p.N)
@@ -754,6 +783,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         const int s = wait_stage(kt);
         uint8_t* sa = smem + s * Cfg::kStageBytes;
+        if constexpr (Cfg::kRowScales) {
+          const float* rows_at = row_scales_of(p, tile, kt);
+          const float* staged =
+              reinterpret_cast<const float*>(sa + Cfg::kABytes + Cfg::kBBytes) - tile.m0;
+          if (my_row < tile.rows)
+            rows_scale.x = staged_rows ? staged[my_row] : __ldg(rows_at + my_row);
+          if (my_row + 8 < tile.rows)
+            rows_scale.y = staged_rows ? staged[my_row + 8] : __ldg(rows_at + my_row + 8);
+        }
         const uint32_t a_base = smem_addr(sa) + c * Cfg::kLoadBox;
 #pragma unroll
         for (int nh = 0; nh < 2; ++nh) {
@@ -772,7 +810,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int r = 64 * c + warp * 16 + lane / 4;
             add_partial_rows_cols(total, half_part, scales[r], scales[r + 8],
                                   scales + kBM + 128 * nh, lane);
-          } else if constexpr (kBlock) {
+          } else if constexpr (Cfg::kRowScales) {
             add_partial_rows(total, half_part, rows_scale.x * tile_scale[nh],
                              rows_scale.y * tile_scale[nh]);
           } else {
@@ -1223,7 +1261,7 @@ void GroupedGemm::run_fp8(GroupedEpilogue epi, const GroupedGemmShape& s, const 
   const bool rows_k = s.layout == GroupedLayout::kRowsTTimesRows;
   if (s.G == 0 || s.N == 0 || (rows_k ? s.M == 0 : s.total_rows == 0)) return;
   MOE_CHECK(rows_k || s.K > 0, "grouped sm90 GEMM (FP8): K == 0 with rows");
-  const int bn = fp8_tile_n(s, scales.block);
+  const int bn = tile_n(s);
   MOE_CHECK(bn == 128 || bn == 256, "grouped sm90 GEMM (FP8): tile width " << bn);
   auto with_scales = [&](auto layout_tag, auto out_tag, auto epi_tag, auto block_tag) {
     constexpr GroupedLayout L = decltype(layout_tag)::value;
@@ -1285,14 +1323,6 @@ int GroupedGemm::tile_n_for(const GroupedGemmShape& s) { return s.N <= 128 ? 128
 
 int GroupedGemm::tile_n(const GroupedGemmShape& s) const {
   return forced_tile_n_ ? forced_tile_n_ : tile_n_for(s);
-}
-
-int GroupedGemm::fp8_tile_n_for(const GroupedGemmShape& s, bool block) {
-  return s.N > 128 && (s.layout == GroupedLayout::kRowsTTimesRows || !block) ? 256 : 128;
-}
-
-int GroupedGemm::fp8_tile_n(const GroupedGemmShape& s, bool block) const {
-  return forced_tile_n_ ? forced_tile_n_ : fp8_tile_n_for(s, block);
 }
 
 void GroupedGemm::run(const GroupedGemmShape& s, const int64_t* offsets, const void* A,

@@ -121,7 +121,7 @@ class GroupedGemm {
   //   columns, ld = s.total_rows (a multiple of 16), every group starting at a multiple of 16
   //   rows (align 16: TMA reads 16-byte aligned boxes along K); bf16 or fp32 C, kStore or
   //   (fp32) kAdd; empty groups get zeros.
-  // Tiles of 128 rows by fp8_tile_n_for's columns, cooperative (a ping-pong schedule runs
+  // Tiles of 128 rows by tile_n_for's columns, cooperative (a ping-pong schedule runs
   // cooperative here), in clusters as the schedule says. The empty reason when the kernel takes the
   // case: N a multiple of 8, 16-byte aligned operands, at most kMaxGroups groups, and the above;
   // with block scales, the weight gradients' M a multiple of 4 and their scales 16-byte aligned
@@ -133,11 +133,9 @@ class GroupedGemm {
                const void* A, const void* B, const GroupedFp8Scales& scales, void* C, void* aux,
                DType out, cudaStream_t stream) const;
 
-  // The tile width along N the kernel uses for a shape (for tests that cover both). FP8: 256
-  // where N > 128 but in fp8_block's row GEMMs (block: the scales are fp8_block's), whose
-  // per-stage row scales made 256 slower there.
+  // The tile width along N the kernel uses for a shape, bf16 and FP8 (for tests that cover
+  // both).
   static int tile_n_for(const GroupedGemmShape& s);
-  static int fp8_tile_n_for(const GroupedGemmShape& s, bool block);
   // Forces the tile width, bf16 and FP8 (0: by shape). For tests.
   void force_tile_n(int n) { forced_tile_n_ = n; }
   // Throws for a cluster other than 1 or 2, or ping-pong in clusters.
@@ -148,7 +146,6 @@ class GroupedGemm {
  private:
   // The tile width this runner uses for a shape, forced or by shape (ping-pong takes 128 anyway).
   int tile_n(const GroupedGemmShape& s) const;
-  int fp8_tile_n(const GroupedGemmShape& s, bool block) const;
 
   int num_sms_ = 0;
   int forced_tile_n_ = 0;
