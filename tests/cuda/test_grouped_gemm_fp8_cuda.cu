@@ -127,7 +127,9 @@ const GroupedSchedule kSchedules[] = {{1, false}, {2, false}, {1, true}};
 // kb of its row r at kb * n_g + r) times the weight tile's (expert g's from g * stride, tile
 // (nb, kb) at nb * ld + kb, the gaps of ld NaN). Ragged groups that start anywhere, a partial last
 // K stage and N tile (on 256-column tiles, one whose second half lies wholly past N), NaN codes
-// past the last group (computed, not stored), every schedule, both tile widths.
+// past the last group (computed, not stored), every schedule, both tile widths (on 256 with
+// fp8_block, groups whose row scales the producer copies into the stages, 16-byte aligned, and
+// groups whose it cannot).
 TEST(GroupedGemmSm90Fp8, MatchesTheDecodedProduct) {
   MOE_REQUIRE_SM90();
   GroupedGemm gg;
