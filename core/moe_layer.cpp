@@ -504,16 +504,21 @@ void MoeLayer::grad_sync() {
 
 void MoeLayer::download_expert_grads(int64_t e, std::vector<float>& dw_in,
                                      std::vector<float>& dw_out) {
-  const int64_t H = d_.H, F = d_.F;
   MOE_CHECK(0 <= e && e < d_.E_local,
             "download_expert_grads: local expert " << e << " of " << d_.E_local);
+  download_expert_grad_range(e, 1, dw_in, dw_out);
+}
+
+void MoeLayer::download_expert_grad_range(int64_t first, int64_t count, std::vector<float>& dw_in,
+                                          std::vector<float>& dw_out) {
+  const int64_t in = d_.H * 2 * d_.F, out = d_.F * d_.H;
   const size_t gb = device_.bytes_of(d_.grad_dtype);
-  dw_in.resize(H * 2 * F);
-  dw_out.resize(F * H);
-  device_.download_floats(dw_in.data(), static_cast<const char*>(dw_in_full_) + gb * e * H * 2 * F,
-                          H * 2 * F, d_.grad_dtype);
-  device_.download_floats(dw_out.data(), static_cast<const char*>(dw_out_full_) + gb * e * F * H,
-                          F * H, d_.grad_dtype);
+  dw_in.resize(count * in);
+  dw_out.resize(count * out);
+  device_.download_floats(dw_in.data(), static_cast<const char*>(dw_in_full_) + gb * first * in,
+                          count * in, d_.grad_dtype);
+  device_.download_floats(dw_out.data(), static_cast<const char*>(dw_out_full_) + gb * first * out,
+                          count * out, d_.grad_dtype);
 }
 
 std::vector<std::pair<std::string, uint64_t>> MoeLayer::digest_outputs() {
@@ -570,12 +575,7 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
     comm_.allgather(dw_in_shard_, dw_in_full_, gb * shard_in_, Group::kFsdp);
     comm_.allgather(dw_out_shard_, dw_out_full_, gb * shard_out_, Group::kFsdp);
   }
-  if (want.expert_grads) {
-    o.dw_in.resize(El * H * 2 * F);
-    o.dw_out.resize(El * F * H);
-    device_.download_floats(o.dw_in.data(), dw_in_full_, El * H * 2 * F, d_.grad_dtype);
-    device_.download_floats(o.dw_out.data(), dw_out_full_, El * F * H, d_.grad_dtype);
-  }
+  if (want.expert_grads) download_expert_grad_range(0, El, o.dw_in, o.dw_out);
   if (shared_) {
     if (want.expert_weights) {
       o.w_sh_in = shared_->weights_in();

@@ -133,6 +133,10 @@ class MoeLayer {
   std::vector<std::pair<std::string, uint64_t>> digest_outputs();
 
  private:
+  // Local experts [first, first + count)'s gradients as floats (download_expert_grads,
+  // download_outputs).
+  void download_expert_grad_range(int64_t first, int64_t count, std::vector<float>& dw_in,
+                                  std::vector<float>& dw_out);
   // One chunk of the rank's tokens: its dispatcher, where its tokens sit in the per-token tensors
   // and where its rows sit in the expert-major buffers.
   struct Chunk {

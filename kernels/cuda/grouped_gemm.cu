@@ -824,8 +824,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // each times the weight tile's (rows past the group's end: 0, never stored).
       const int my_row = tile.m0 + 64 * c + warp * 16 + lane / 4;
       auto row_block_scales = [&](int kt) {
-        const float* rows_at =
-            p.a_scales + int64_t(ceil_div(p.K, Cfg::kBK)) * tile.r0 + int64_t(kt) * tile.rows;
+        const float* rows_at = row_scales_of(p, tile, kt);
         const float b = __ldg(p.b_scales + int64_t(p.scale_stride) * tile.g +
                               (tile.n0 / kFp8BlockEdge) * p.tiles_ld + kt);
         return make_float2(my_row < tile.rows ? __ldg(rows_at + my_row) * b : 0.0f,
