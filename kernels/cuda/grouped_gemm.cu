@@ -58,7 +58,7 @@ constexpr int kSmemBudget = 227 * 1024 - 4 * int(GroupedGemm::kMaxGroups + 1) - 
 // then also hold the tile's 128 column scales of each operand for the stage's 128-row block
 // (kScaleBytes), and the kernel the count of 128-row blocks before each group (kBlocksBytes),
 // where a group's column scales start.
-template <GroupedLayout L, int BN, class InT, bool kBlock = false>
+template <GroupedLayout L, int BN, class InT, class OutT, bool kBlock = false>
 struct TileConfig {
   static constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
   static constexpr int kBK = k_per_stage<L, InT>();
@@ -76,9 +76,14 @@ struct TileConfig {
       kColScales ? (4 * (kBM + BN) + 1023) / 1024 * 1024 : (kRowScales ? 1024 : 0);
   static constexpr int kStageBytes = kABytes + kBBytes + kScaleBytes;
   static constexpr int kBlocksBytes = kColScales ? 4 * int(GroupedGemm::kMaxGroups + 1) : 0;
-  // The weight gradients store C by TMA from four staging boxes per MMA warpgroup, a whole bf16
-  // tile of 256 columns, so that its stores drain while the next tile's MMAs run.
-  static constexpr int kEpilogueBoxes = kRowsK ? 4 : 1;
+  // The weight gradients store C by TMA from staging boxes of each MMA warpgroup, filled and
+  // stored in rounds, so that a tile's last stores drain while the next tile's MMAs run. bf16
+  // into bf16: two boxes (the tile in two rounds), which leaves 7 stages where four boxes (one
+  // round) left 6: 1-10% faster on DeepSeek-V3's and Qwen3-30B-A3B's shapes, one box (8 stages)
+  // slower on DeepSeek-V3's EP 2 shapes. Four boxes for FP8 (two would cost it a round and
+  // leave it 3 stages: 0-4% slower; one box, 4 stages, 5-15% slower) and for fp32 gradients
+  // (two: Qwen3-30B-A3B's 3% slower) (results/2026-11-27-session25).
+  static constexpr int kEpilogueBoxes = kRowsK ? (kIsFp8<InT> || sizeof(OutT) == 4 ? 4 : 2) : 1;
   static constexpr int kBoxBytes = 64 * 128;  // a 64-row x 128-byte staging box of C
   static constexpr int kEpilogueBytes = 2 * kEpilogueBoxes * kBoxBytes;
   // As many stages as fit (8 at most), with a full and an empty mbarrier each.
@@ -459,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_c, Params p) {
-  using Cfg = TileConfig<L, BN, InT, kBlock>;
+  using Cfg = TileConfig<L, BN, InT, OutT, kBlock>;
   constexpr bool kFp8 = kIsFp8<InT>;
   constexpr bool kSwiGLU = kEpi == GroupedEpilogue::kSwiGLU;
   constexpr bool kRowsK = L == GroupedLayout::kRowsTTimesRows;
@@ -914,9 +919,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else if constexpr (kEpi == GroupedEpilogue::kSwiGLUBackward) {
         swiglu_bwd_epilogue<BN>(p, tile, row0, frag, boxes_c, wg_barrier, t128, warp, lane);
       } else if constexpr (kRowsK) {
-        // By rounds of the warpgroup's staging boxes (one round per bf16 tile): once the stores
-        // of the round before have read their boxes (a tile ago, in bf16), fill them all, then
-        // store them all; boxes wholly past C's edge are filled and not stored.
+        // By rounds of the warpgroup's staging boxes (kEpilogueBoxes): once the stores of the
+        // round before have read their boxes, fill them all, then store them all; boxes wholly
+        // past C's edge are filled and not stored.
         constexpr int kBoxes = BN / kBoxCols;
 #pragma unroll
         for (int q0 = 0; q0 < kBoxes; q0 += Cfg::kEpilogueBoxes) {
@@ -1080,7 +1085,7 @@ void launch(void* encode, int num_sms, int max_ctas, const GroupedGemmShape& s,
   const Params p{offsets, int(s.G), int(s.M), int(s.N), int(s.K),           tile_cols,
                  C,       aux,      scales.a, scales.b, int(scales.stride), int(scales.tiles_ld)};
   auto* kernel = grouped_gemm_kernel<L, BN, OutT, kEpi, kCluster, kPingpong, InT, kBlock>;
-  constexpr int kSmem = TileConfig<L, BN, InT, kBlock>::kSmemBytes;
+  constexpr int kSmem = TileConfig<L, BN, InT, OutT, kBlock>::kSmemBytes;
   static const int resident = resident_ctas(kernel, kSmem, kCluster, num_sms);
   // The tile loop strides by the grid: any whole number of clusters covers every tile.
   const int ctas = max_ctas > 0
