@@ -30,12 +30,15 @@ GemmMethodChoice::GemmMethodChoice(std::vector<std::string> methods, int64_t war
   // side by side. The earliest warm-up steps pay one-off costs (first allocations): tries come
   // last.
   added_ = std::max<int64_t>(0, 2 * n + 4 - warmup);
-  first_try_ = untimed_steps() - (2 * n + 4);
+  settle_ = warmup;
+  first_try_ = tries_end() - (2 * n + 4);
 }
 
 int64_t GemmMethodChoice::input_step(int64_t s) const {
   if (!active() || s < first_try_) return s;
-  return s < untimed_steps() ? first_try_ : s - added_;
+  // The choice's own warm-up draws the inputs of warm-up steps 0, 1, ..., and the timed steps
+  // those after them.
+  return s < tries_end() ? first_try_ : s - tries_end();
 }
 
 bool GemmMethodChoice::times_gemms(int64_t s) const {
@@ -43,15 +46,15 @@ bool GemmMethodChoice::times_gemms(int64_t s) const {
 }
 
 std::optional<ExpertGemmMethods> GemmMethodChoice::methods_for_step(int64_t s) const {
-  if (!active() || s < first_try_ || s > untimed_steps()) return std::nullopt;
-  if (s == untimed_steps()) return choice();  // set once, before the first timed step
+  if (!active() || s < first_try_ || s > tries_end()) return std::nullopt;
+  if (s == tries_end()) return choice();  // set once, before its own warm-up
   const int64_t k = s - first_try_, n = int64_t(methods_.size());
   if (k < 2 * n) return all_by(methods_[size_t(k % n)]);
   return (k - 2 * n) % 2 == 0 ? mix() : all_by(methods_[base()]);
 }
 
 void GemmMethodChoice::record(int64_t s, double experts_ms, const ExpertGemmMs& gemm_ms) {
-  if (!active() || s < first_try_ || s >= untimed_steps()) return;
+  if (!active() || s < first_try_ || s >= tries_end()) return;
   const int64_t k = s - first_try_, n = int64_t(methods_.size());
   const double ms = std::isfinite(experts_ms) ? experts_ms : kNone;
   if (k >= 2 * n) {

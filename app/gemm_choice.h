@@ -10,7 +10,13 @@
 // because a GPU's clock drifts over a run's first steps (on an H200, Mixtral-8x7B's experts
 // phases 19.6 ms in steps 2-4 and 21-22 ms from step 5, one method throughout), which would
 // favour whichever ran earlier. Times are the steps' max over ranks, so every rank chooses the
-// same.
+// same. Then the choice runs the workload's warm-up again, on the inputs a fixed method's
+// warm-up draws, so that the timed steps meet it as warmed up as a run that fixed it: the tries
+// all run on one step's inputs, and the per-expert cuBLASLt loop plans each new row count (a
+// heuristic query, up to milliseconds of host time inside a step). Without it, Mixtral-8x7B at
+// EP 2 chose lt_multistream and ran 28.9 ms a step against 27.4 with lt_multistream fixed, its
+// first timed steps 32-75 ms (90 queries in the timed steps against 36)
+// (results/2026-11-27-session25).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,29 +34,32 @@ class GemmMethodChoice {
   // per-GEMM times of two tries differ by a few percent from step to step.
   static constexpr double kSwitchMargin = 0.05;
 
-  // methods: the backend's (empty or one: nothing to choose). The last 2 * n + 4 untimed steps
-  // try the n methods twice in turn, then the mix and the base twice in turn. With fewer warm-up
-  // steps than that, steps are added before the timed ones (the default warm-up, 3, is shorter
-  // than the 8 or 10 steps two or three methods need, and a choice never made leaves the slowest
-  // method on some shapes: Qwen3-30B-A3B's step 8.8 ms on the loop against 4.7 on the grouped
-  // sm90 kernel).
+  // methods: the backend's (empty or one: nothing to choose). The last 2 * n + 4 steps of the
+  // warm-up try the n methods twice in turn, then the mix and the base twice in turn; the choice
+  // then runs `warmup` steps of its own. With fewer warm-up steps than the tries need, steps are
+  // added for them (the default warm-up, 3, is shorter than the 8 or 10 steps two or three
+  // methods need, and a choice never made leaves the slowest method on some shapes:
+  // Qwen3-30B-A3B's step 8.8 ms on the loop against 4.7 on the grouped sm90 kernel).
   GemmMethodChoice(std::vector<std::string> methods, int64_t warmup);
 
   bool active() const { return first_try_ >= 0; }
-  // The steps run before the timed ones: the warm-up and any added for the tries.
-  int64_t untimed_steps() const { return warmup_ + added_; }
-  // Steps added to the warm-up for the tries (0 when it is long enough, or nothing to choose).
-  int64_t added_steps() const { return added_; }
+  // The steps run before the timed ones: the warm-up (with any steps added for the tries), then
+  // the choice's own warm-up.
+  int64_t untimed_steps() const { return tries_end() + settle_; }
+  // Steps added to the warm-up for the tries and the choice's own warm-up (0 with nothing to
+  // choose).
+  int64_t added_steps() const { return added_ + settle_; }
   // The step whose inputs step s runs on, numbered as without added steps (so that a run's
   // timed steps draw the same inputs as a run of the same workload that chose nothing, on the
-  // CPU backend, say). Every try runs on the first try's inputs: the same
+  // CPU backend, say; the choice's own warm-up draws those of warm-up steps 0, 1, ...). Every
+  // try runs on the first try's inputs: the same
   // routing, so the same rows per expert. The per-expert loop plans each GEMM shape once (a
   // cuBLASLt heuristic query per new row count), so on fresh routing its first steps pay for
   // planning that steady steps mostly do not; on repeated inputs its second try is planned, as a
   // grouped call always is. On H200, DeepSeek-V3 at EP 1: the loop's tries on fresh inputs took
   // 57 ms (its timed steps in an earlier run: 30 ms), so the grouped call (41 ms) was chosen.
   int64_t input_step(int64_t s) const;
-  // The methods to set before step s (a try, or the choice before the first timed step), or
+  // The methods to set before step s (a try, or the choice before its own warm-up), or
   // nothing to leave them.
   std::optional<ExpertGemmMethods> methods_for_step(int64_t s) const;
   // Whether step s tries one method on every GEMM, so that record() needs its GEMMs' times.
@@ -74,7 +83,8 @@ class GemmMethodChoice {
   std::string summary() const;
 
  private:
-  size_t base() const;            // the method whose own tries were fastest
+  int64_t tries_end() const { return warmup_ + added_; }  // the step that starts the choice
+  size_t base() const;                                    // the method whose own tries were fastest
   ExpertGemmMethods mix() const;  // the base, with GEMMs switched where another is faster
   bool mixed() const;             // whether the mix differs from the base
 
@@ -82,7 +92,8 @@ class GemmMethodChoice {
   std::vector<double> best_ms_;             // per method, its own tries
   std::vector<ExpertGemmMs> best_gemm_ms_;  // per method
   double mix_ms_, base_ms_;                 // the alternate steps' better tries
-  int64_t first_try_ = -1, warmup_ = 0, added_ = 0;
+  // added_: steps added for the tries; settle_: the choice's own warm-up.
+  int64_t first_try_ = -1, warmup_ = 0, added_ = 0, settle_ = 0;
 };
 
 }  // namespace moe

@@ -401,8 +401,8 @@ void print_summary(const RunResult& r, std::FILE* out) {
     if (!g.warmup_experts_ms.empty()) {
       std::fprintf(out, " (chosen in warm-up");
       if (g.added_warmup_steps > 0)
-        std::fprintf(out, " with %ld step%s added for the tries", long(g.added_warmup_steps),
-                     g.added_warmup_steps == 1 ? "" : "s");
+        std::fprintf(out, " with %ld step%s added for the tries and its own warm-up",
+                     long(g.added_warmup_steps), g.added_warmup_steps == 1 ? "" : "s");
       std::fprintf(out, ", experts fwd+bwd:");
       const char* sep = " ";
       for (const auto& [m, ms] : g.warmup_experts_ms) {

@@ -451,15 +451,15 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   std::vector<double> ms;
   auto last_progress = std::chrono::steady_clock::now();
   GemmMethodChoice gemm_choice(ops.expert_gemm_methods(), w.warmup);
-  const int64_t untimed = gemm_choice.untimed_steps();  // the warm-up, and steps added for tries
+  const int64_t untimed = gemm_choice.untimed_steps();  // the warm-up, tries, choice's warm-up
   const int64_t total = untimed + w.steps;
   r.gemm.added_warmup_steps = gemm_choice.added_steps();
   if (gemm_choice.added_steps() > 0 && rank == 0)
     spdlog::info(
         "gemm.method auto: trying each of {} methods twice, then the per-GEMM mix against the "
-        "fastest twice each, takes {} untimed steps, so the warm-up of {} gets {} more (set "
-        "warmup >= {}, or gemm.method, to change this)",
-        ops.expert_gemm_methods().size(), untimed, w.warmup, gemm_choice.added_steps(), untimed);
+        "fastest twice each, then the choice's own warm-up of {} steps: {} untimed steps, {} "
+        "more than the warm-up (set gemm.method to run none)",
+        ops.expert_gemm_methods().size(), w.warmup, untimed, gemm_choice.added_steps());
 
   // --profile: the profiler records the timed steps only, not the set-up, warm-up, check or dump
   // (a profiler that replays kernels would spend most of its time on the check's), so that a

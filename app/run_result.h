@@ -73,7 +73,8 @@ struct GemmReport {
   // Per method, each expert GEMM's better time in its tries (ms, max over ranks), as above.
   std::map<std::string, std::map<std::string, double>> warmup_gemm_ms;
   PerGemmTry warmup_per_gemm;  // as above
-  // Untimed steps added to the workload's warm-up so that each method is tried twice.
+  // Untimed steps added to the workload's warm-up so that each method is tried twice, and the
+  // choice then warms up as a fixed method would.
   int64_t added_warmup_steps = 0;
   // GEMM plans built and heuristic queries made (max over ranks) before the timed steps and in
   // them: planning in a timed step is host work inside its time.

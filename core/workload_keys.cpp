@@ -346,7 +346,8 @@ const std::vector<KeySpec>& schema() {
       run(int_key("warmup", MOE_FIELD(warmup),
                   "untimed steps before timing (with gemm.method auto on the CUDA backend, steps "
                   "are added where this is fewer than two per method tried and four for the "
-                  "per-GEMM mix against the fastest)")),
+                  "per-GEMM mix against the fastest, and the choice then warms up this many "
+                  "steps of its own)")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),
       run(enum_key(
           "check",

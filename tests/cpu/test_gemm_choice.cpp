@@ -36,7 +36,8 @@ void record_steps(GemmMethodChoice& c, const std::vector<double>& experts_ms,
 TEST(GemmChoice, TriesEachMethodTwiceThenTheMixAgainstTheFastest) {
   GemmMethodChoice c({"a", "b"}, 9);
   ASSERT_TRUE(c.active());
-  EXPECT_EQ(c.added_steps(), 0);
+  EXPECT_EQ(c.added_steps(), 9);  // the choice's own warm-up
+  EXPECT_EQ(c.untimed_steps(), 18);
   EXPECT_FALSE(c.methods_for_step(0));  // the first warm-up step pays one-off costs, untried
   EXPECT_FALSE(c.times_gemms(0));
   EXPECT_EQ(c.methods_for_step(1), all("a"));
@@ -59,11 +60,13 @@ TEST(GemmChoice, TriesEachMethodTwiceThenTheMixAgainstTheFastest) {
   c.record(6, 6.2, kNoTimes);
   c.record(7, 5.0, kNoTimes);
   c.record(8, 5.9, kNoTimes);
-  c.record(9, 0.5, kNoTimes);  // a timed step: ignored
+  c.record(9, 0.5, kNoTimes);   // the choice's own warm-up: ignored
+  c.record(18, 0.5, kNoTimes);  // a timed step: ignored
   EXPECT_EQ(c.choice(), kMixAB);
   EXPECT_EQ(c.choice_name(), "per_gemm");
-  EXPECT_EQ(c.methods_for_step(9), kMixAB);  // before the first timed step
-  EXPECT_FALSE(c.methods_for_step(10));      // set once: later timed steps keep it
+  EXPECT_EQ(c.methods_for_step(9), kMixAB);  // before the choice's own warm-up
+  for (int64_t s = 10; s < 20; ++s)
+    EXPECT_FALSE(c.methods_for_step(s)) << s;  // set once: its warm-up and the timed steps keep it
   EXPECT_EQ(c.tries_ms(), (std::map<std::string, double>{{"a", 6.0}, {"b", 7.0}}));
   EXPECT_EQ(c.gemm_tries_ms().at("a").at("dgrad_x"), 3.0);
   EXPECT_EQ(c.gemm_tries_ms().at("b").at("up"), 2.0);
@@ -129,12 +132,17 @@ TEST(GemmChoice, AGemmLeavesTheBaseOnlyForAClearlyFasterMethod) {
       << close.summary();
 }
 
+// The tries run on one step's inputs; the choice's own warm-up then draws the inputs a fixed
+// method's warm-up would (so that it plans the same row counts), and the timed steps theirs.
 TEST(GemmChoice, TriesRunOnTheFirstTrysInputs) {
   GemmMethodChoice c({"a", "b"}, 10);
+  EXPECT_EQ(c.untimed_steps(), 20);
   EXPECT_EQ(c.input_step(0), 0);
   EXPECT_EQ(c.input_step(1), 1);
   for (int64_t s = 2; s < 10; ++s) EXPECT_EQ(c.input_step(s), 2) << s;  // the tries
-  EXPECT_EQ(c.input_step(10), 10);  // timed steps draw their own
+  for (int64_t s = 10; s < 20; ++s) EXPECT_EQ(c.input_step(s), s - 10) << s;
+  EXPECT_EQ(c.input_step(20), 10);  // timed steps draw their own
+  EXPECT_EQ(c.input_step(25), 15);
 }
 
 // A warm-up shorter than the tries gets steps added before the timed ones; the timed steps draw
@@ -142,8 +150,8 @@ TEST(GemmChoice, TriesRunOnTheFirstTrysInputs) {
 TEST(GemmChoice, ShortWarmupGetsStepsAddedForTheTries) {
   GemmMethodChoice c({"a", "b", "c"}, 3);  // the default warm-up, three methods: ten tries
   ASSERT_TRUE(c.active());
-  EXPECT_EQ(c.added_steps(), 7);
-  EXPECT_EQ(c.untimed_steps(), 10);
+  EXPECT_EQ(c.added_steps(), 10);  // 7 for the tries, 3 for the choice's own warm-up
+  EXPECT_EQ(c.untimed_steps(), 13);
   for (int64_t s = 0; s < 6; ++s) {
     EXPECT_EQ(c.methods_for_step(s), all(std::string(1, char('a' + s % 3)))) << s;
     EXPECT_EQ(c.input_step(s), 0) << s;
@@ -151,16 +159,18 @@ TEST(GemmChoice, ShortWarmupGetsStepsAddedForTheTries) {
   }
   // No GEMM times: the mix is the base throughout.
   for (int64_t s = 6; s < 10; ++s) EXPECT_EQ(c.methods_for_step(s), all("b")) << s;
-  EXPECT_EQ(c.methods_for_step(10), all("b"));  // the winner, before the first timed step
-  EXPECT_EQ(c.input_step(10), 3);               // the inputs of timed step 3 of a 3-step warm-up
-  EXPECT_EQ(c.input_step(13), 6);
+  EXPECT_EQ(c.methods_for_step(10), all("b"));  // the winner, before its own warm-up
+  for (int64_t s = 10; s < 13; ++s) EXPECT_EQ(c.input_step(s), s - 10) << s;
+  EXPECT_FALSE(c.methods_for_step(13));
+  EXPECT_EQ(c.input_step(13), 3);  // the inputs of timed step 3 of a 3-step warm-up
+  EXPECT_EQ(c.input_step(16), 6);
   for (int64_t warmup : {0, 1, 2, 3}) {
     const GemmMethodChoice two({"a", "b"}, warmup);
-    EXPECT_EQ(two.untimed_steps(), 8) << warmup;
-    EXPECT_EQ(two.input_step(8), warmup) << warmup;
+    EXPECT_EQ(two.untimed_steps(), 8 + warmup) << warmup;
+    EXPECT_EQ(two.input_step(8 + warmup), warmup) << warmup;
   }
-  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 8).added_steps(), 0);
-  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 9).untimed_steps(), 9);
+  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 8).added_steps(), 8);
+  EXPECT_EQ(GemmMethodChoice({"a", "b"}, 9).untimed_steps(), 18);
 }
 
 TEST(GemmChoice, NoChoiceWithOneMethodOrNone) {
