@@ -2,8 +2,8 @@
 // Which method runs each expert GEMM, where the backend has several (the CUDA backend's
 // per-expert cuBLASLt loop, its one grouped cuBLAS call and our grouped sm90 kernel): none wins
 // on every shape, nor on every GEMM of one workload (DeepSeek-V3's FP8 forward is faster on our
-// kernel, its weight gradients on cuBLASLt). The last untimed steps try each method on all six
-// GEMMs twice in turn, timing each GEMM. The method whose experts phases were fastest is the
+// kernel, its weight gradients on cuBLASLt). The last steps of the warm-up try each method on all
+// six GEMMs twice in turn, timing each GEMM. The method whose experts phases were fastest is the
 // base; the mix ("per_gemm") runs a GEMM on another method where that one was at least
 // kSwitchMargin faster on it. Where the mix differs from the base, four more steps run the mix and
 // the base in turn, and the mix is kept only where its better try beat the base's: side by side,
@@ -11,11 +11,12 @@
 // phases 19.6 ms in steps 2-4 and 21-22 ms from step 5, one method throughout), which would
 // favour whichever ran earlier. Times are the steps' max over ranks, so every rank chooses the
 // same. Then the choice runs the workload's warm-up again, on the inputs a fixed method's
-// warm-up draws, so that the timed steps meet it as warmed up as a run that fixed it: the tries
+// warm-up draws, so that the timed steps meet it as planned as a run that fixed it: the tries
 // all run on one step's inputs, and the per-expert cuBLASLt loop plans each new row count (a
-// heuristic query, up to milliseconds of host time inside a step). Without it, Mixtral-8x7B at
-// EP 2 chose lt_multistream and ran 28.9 ms a step against 27.4 with lt_multistream fixed, its
-// first timed steps 32-75 ms (90 queries in the timed steps against 36)
+// heuristic query, up to milliseconds of host time inside a step). Mixtral-8x7B at EP 2, auto
+// choosing lt_multistream: 90 heuristic queries in 20 timed steps, the first steps 32-75 ms,
+// before; 36, as with lt_multistream fixed, after. Its median stayed 1.3-1.7 ms above the fixed
+// run's all the same, its experts phases slower in the middle of the timed steps: not explained
 // (results/2026-11-27-session25).
 #include <cstdint>
 #include <map>
