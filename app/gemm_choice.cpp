@@ -30,7 +30,6 @@ GemmMethodChoice::GemmMethodChoice(std::vector<std::string> methods, int64_t war
   // side by side. The earliest warm-up steps pay one-off costs (first allocations): tries come
   // last.
   added_ = std::max<int64_t>(0, 2 * n + 4 - warmup);
-  settle_ = warmup;
   first_try_ = tries_end() - (2 * n + 4);
 }
 

@@ -46,10 +46,10 @@ class GemmMethodChoice {
   bool active() const { return first_try_ >= 0; }
   // The steps run before the timed ones: the warm-up (with any steps added for the tries), then
   // the choice's own warm-up.
-  int64_t untimed_steps() const { return tries_end() + settle_; }
+  int64_t untimed_steps() const { return tries_end() + own_warmup(); }
   // Steps added to the warm-up for the tries and the choice's own warm-up (0 with nothing to
   // choose).
-  int64_t added_steps() const { return added_ + settle_; }
+  int64_t added_steps() const { return added_ + own_warmup(); }
   // The step whose inputs step s runs on, numbered as without added steps (so that a run's
   // timed steps draw the same inputs as a run of the same workload that chose nothing, on the
   // CPU backend, say; the choice's own warm-up draws those of warm-up steps 0, 1, ...). Every
@@ -84,17 +84,17 @@ class GemmMethodChoice {
   std::string summary() const;
 
  private:
-  int64_t tries_end() const { return warmup_ + added_; }  // the step that starts the choice
-  size_t base() const;                                    // the method whose own tries were fastest
+  int64_t tries_end() const { return warmup_ + added_; }         // the step that starts the choice
+  int64_t own_warmup() const { return active() ? warmup_ : 0; }  // the choice's, after it
+  size_t base() const;            // the method whose own tries were fastest
   ExpertGemmMethods mix() const;  // the base, with GEMMs switched where another is faster
   bool mixed() const;             // whether the mix differs from the base
 
   std::vector<std::string> methods_;
-  std::vector<double> best_ms_;             // per method, its own tries
-  std::vector<ExpertGemmMs> best_gemm_ms_;  // per method
-  double mix_ms_, base_ms_;                 // the alternate steps' better tries
-  // added_: steps added for the tries; settle_: the choice's own warm-up.
-  int64_t first_try_ = -1, warmup_ = 0, added_ = 0, settle_ = 0;
+  std::vector<double> best_ms_;                      // per method, its own tries
+  std::vector<ExpertGemmMs> best_gemm_ms_;           // per method
+  double mix_ms_, base_ms_;                          // the alternate steps' better tries
+  int64_t first_try_ = -1, warmup_ = 0, added_ = 0;  // added_: steps added for the tries
 };
 
 }  // namespace moe
