@@ -16,8 +16,9 @@
 // heuristic query, up to milliseconds of host time inside a step). Mixtral-8x7B at EP 2, auto
 // choosing lt_multistream: 90 heuristic queries in 20 timed steps, the first steps 32-75 ms,
 // before; 36, as with lt_multistream fixed, after. Its median stayed 1.3-1.7 ms above the fixed
-// run's all the same, its experts phases slower in the middle of the timed steps: not explained
-// (results/2026-11-27-session25).
+// run's all the same, not by the choice: its 10 more untimed steps put the middle of its timed
+// steps where the GPUs had reached their power cap and lowered their clocks, and lt_multistream
+// fixed with as many untimed steps was as slow (results/2026-11-27-session26).
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -152,17 +152,19 @@ json roofline_json(const RunResult& r) {
 
 // The table's floor and eff% cells (16 chars each), blank where there is no floor.
 const char* const kLaneFigureNames[kNumLaneFigures] = {"main_busy", "side_busy", "a2a",
-                                                       "a2a_exposed"};
+                                                       "a2a_exposed", "a2a_least_rank"};
 
 json lanes_json(const LaneReport& l) {
   json j = json::object();
   for (int i = 0; i < kNumLaneFigures; ++i) j[kLaneFigureNames[i]] = summary_json(l.figures[i]);
   const double a2a = l.figures[kA2a].median;
   j["a2a_exposed_share"] = a2a > 0 ? l.figures[kA2aExposed].median / a2a : 0.0;
+  j["a2a_wait_share"] = a2a > 0 ? 1.0 - l.figures[kA2aLeastRank].median / a2a : 0.0;
   return j;
 }
 
-// "# lanes:" the medians of each lane's busy time, and of the all-to-alls and their exposed part.
+// "# lanes:" the medians of each lane's busy time, and of the all-to-alls, their exposed part and
+// the least rank's all-to-all time (the rest of the slowest's waits for the others).
 void print_lanes(const LaneReport& l, std::FILE* out) {
   const Summary* f = l.figures;
   std::fprintf(out, "# lanes: main busy %.3f ms, side busy %.3f ms; ", f[kMainBusy].median,
@@ -170,9 +172,11 @@ void print_lanes(const LaneReport& l, std::FILE* out) {
   if (f[kA2a].median > 0)
     std::fprintf(out,
                  "all-to-all %.3f ms, %.3f ms of it exposed (%.1f%%, the rest beside work "
-                 "on the other lane)\n",
+                 "on the other lane); %.3f ms on the rank with the least (%.1f%% of it waits for "
+                 "slower ranks)\n",
                  f[kA2a].median, f[kA2aExposed].median,
-                 100 * f[kA2aExposed].median / f[kA2a].median);
+                 100 * f[kA2aExposed].median / f[kA2a].median, f[kA2aLeastRank].median,
+                 100 * (1 - f[kA2aLeastRank].median / f[kA2a].median));
   else
     std::fprintf(out, "no all-to-all\n");
 }
@@ -192,6 +196,20 @@ void print_host(const HostReport& h, std::FILE* out) {
                "# host: %.3f ms to issue a step (median), %.1f waits for the device per step; "
                "steps %s\n",
                h.issue_ms.median, h.waits_per_step, how);
+}
+
+// "# warning:" where the timed steps' thirds differ by more than kDriftWarning: their median is
+// then no steady state's. An H100 at its 700 W cap lowers its SM clocks from 1980 MHz to
+// 1065-1500 a second or so into a load (Mixtral-8x7B at EP 2, results/2026-11-27-session26).
+constexpr double kDriftWarning = 0.05;
+void print_drift(const Drift& d, std::FILE* out) {
+  if (d.spread <= kDriftWarning) return;
+  std::fprintf(out,
+               "# warning: the timed steps drift: the medians of their first, middle and last "
+               "thirds are %.3f, %.3f and %.3f ms (%.0f%% apart); a GPU at its power or thermal "
+               "limit lowers its clocks a second or more into a load: for steady-state figures "
+               "give the run a longer warm-up, and compare runs of equal length\n",
+               d.thirds[0], d.thirds[1], d.thirds[2], 100 * d.spread);
 }
 
 void floor_cells(double floor_ms, double ms, char* floor_cell, char* eff_cell) {
@@ -301,6 +319,10 @@ json result_to_json(const RunResult& r) {
                  {"warmup_steps", r.warmup_steps},
                  {"timed_steps", r.timed_steps},
                  {"step", summary_json(r.step_ms)},
+                 {"step_drift",
+                  r.step_drift.thirds.empty()
+                      ? json(nullptr)
+                      : json{{"thirds_ms", r.step_drift.thirds}, {"spread", r.step_drift.spread}}},
                  {"phases", phases},
                  {"lanes", lanes_json(r.lanes)},
                  {"host", host_json(r.host)},
@@ -482,6 +504,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    p.name.c_str(), p.beside.c_str());
   print_lanes(r.lanes, out);
   print_host(r.host, out);
+  print_drift(r.step_drift, out);
   if (r.workload.fp8_weights == Fp8Weights::kCached && r.fp8_weight_quantize_ms < 0)
     std::fprintf(out,
                  "# fp8_weights cached: this backend (%s) quantizes the weights inside each GEMM, "

@@ -439,7 +439,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.warmup_steps = w.warmup;
   r.timed_steps = w.steps;
   std::vector<std::vector<double>> samples(kNumPhases);
-  // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part.
+  // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part;
+  // and the a2a phases' min over ranks.
   std::vector<std::vector<double>> lane_samples(kNumLaneFigures);
   std::vector<double> host_issue_samples;  // per timed step, max over ranks
   double host_waits = 0;                   // summed over timed steps, max over ranks each
@@ -539,10 +540,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (timed) {
       for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
       const LaneTimes& lt = layer.lanes();
+      // The least rank's figure rides the same all-reduce negated: max(-x) = -min(x).
       double lanes[kNumLaneFigures] = {lt.busy_ms[kMainLane], lt.busy_ms[kSideLane], lt.comm_ms,
-                                       lt.exposed_comm_ms};
+                                       lt.exposed_comm_ms, -lt.comm_ms};
       allreduce_bounded(lanes, kNumLaneFigures, MPI_DOUBLE, MPI_MAX, world,
                         "the all-reduce of a step's lane times", opt.timeout_s);
+      lanes[kA2aLeastRank] = -lanes[kA2aLeastRank];
       for (int i = 0; i < kNumLaneFigures; ++i) lane_samples[i].push_back(lanes[i]);
       double host[2] = {layer.host_issue_ms(), double(layer.host_waits())};
       allreduce_bounded(host, 2, MPI_DOUBLE, MPI_MAX, world,
@@ -650,6 +653,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   describe_phases(w, mesh, device.storage_bytes(), device.bytes_of(d.grad_dtype), rows_kept,
                   bytes_sent, r.phases);
   r.step_ms = summarize(samples[kStep]);
+  r.step_drift = drift_by_thirds(samples[kStep]);
   r.step_floor_ms = apply_floors(r.calibration, mesh.world, r.phases);
   r.tokens_per_step = double(d.N);
   r.model_flops_per_step = model_flops_per_step(w.model, double(d.N), rows_kept);

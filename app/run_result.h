@@ -83,8 +83,12 @@ struct GemmReport {
 
 // What the lanes did per step (core/lane_times.h): each lane's busy time, the dispatchers'
 // collectives (the a2a_* phases, whichever lane ran them) and the part of those no work on the
-// other lane hid. Each per step the maximum over ranks, summarised over the timed steps.
-enum LaneFigure { kMainBusy, kSideBusy, kA2a, kA2aExposed, kNumLaneFigures };
+// other lane hid. Each per step the maximum over ranks, summarised over the timed steps; but
+// kA2aLeastRank, the collectives' time on the rank that spent least in them, per step the minimum
+// over ranks: a collective ends on every rank together, so a rank that arrives early waits there
+// for the last one, and the last one's time is about the transfers' (the difference from kA2a is
+// the wait for slower ranks' work before it, or uneven bytes).
+enum LaneFigure { kMainBusy, kSideBusy, kA2a, kA2aExposed, kA2aLeastRank, kNumLaneFigures };
 struct LaneReport {
   Summary figures[kNumLaneFigures];
 };
@@ -114,6 +118,7 @@ struct RunResult {
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;
   Summary step_ms;
+  Drift step_drift;  // of the timed steps' times (max over ranks), in order
   // Every timed step's time (max over ranks), by phase name and "step", at most kMaxSamples
   // evenly spaced: what compare's rank test reads.
   std::map<std::string, std::vector<double>> samples_ms;

@@ -31,6 +31,20 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
+Drift drift_by_thirds(const std::vector<double>& samples) {
+  Drift d;
+  const size_t n = samples.size();
+  if (n < 9) return d;
+  for (size_t i = 0; i < 3; ++i)
+    d.thirds.push_back(summarize(std::vector<double>(samples.begin() + long(i * n / 3),
+                                                     samples.begin() + long((i + 1) * n / 3)))
+                           .median);
+  const auto [lo, hi] = std::minmax_element(d.thirds.begin(), d.thirds.end());
+  if (*lo <= 0) return Drift{};
+  d.spread = *hi / *lo - 1;
+  return d;
+}
+
 double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t n1 = a.size(), n2 = b.size(), n = n1 + n2;
   if (n1 == 0 || n2 == 0) return 1.0;

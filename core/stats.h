@@ -19,6 +19,15 @@ Summary summarize(std::vector<double> samples);
 // either sample is empty or every value is tied.
 double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b);
 
+// Whether samples taken in order drift: the medians of their first, middle and last thirds (sizes
+// within one of each other) and how far apart those are, largest / smallest - 1. Fewer than 9
+// samples (or a median <= 0): no thirds, spread 0.
+struct Drift {
+  std::vector<double> thirds;
+  double spread = 0;
+};
+Drift drift_by_thirds(const std::vector<double>& samples);
+
 // At most `most` of the samples, evenly spaced (all of them when there are no more), in order.
 std::vector<double> evenly_spaced(const std::vector<double>& samples, size_t most);
 

@@ -449,5 +449,26 @@ TEST(InitDtype, ExpertBiasIsFp32InRange) {
             *std::min_element(bias.begin(), bias.end()));
 }
 
+TEST(StatsDrift, ThirdsInOrderAndTheirSpread) {
+  // 10 samples: thirds [0, 3), [3, 6), [6, 10).
+  const Drift d = drift_by_thirds({27, 28, 27.5, 33, 32, 35, 31, 30, 29, 28.5});
+  ASSERT_EQ(d.thirds.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.thirds[0], 27.5);
+  EXPECT_DOUBLE_EQ(d.thirds[1], 33);
+  EXPECT_DOUBLE_EQ(d.thirds[2], 29.5);
+  EXPECT_DOUBLE_EQ(d.spread, 33 / 27.5 - 1);
+  // Noisy but steady: each third's median is 30.
+  const Drift flat = drift_by_thirds({27, 33, 30, 28, 32, 30, 29, 31, 30});
+  EXPECT_DOUBLE_EQ(flat.spread, 0);
+}
+
+TEST(StatsDrift, TooFewOrNonPositiveSamplesGiveNone) {
+  EXPECT_TRUE(drift_by_thirds({1, 2, 3, 4, 5, 6, 7, 8}).thirds.empty());
+  EXPECT_EQ(drift_by_thirds({}).spread, 0);
+  const Drift zeros = drift_by_thirds(std::vector<double>(9, 0.0));
+  EXPECT_TRUE(zeros.thirds.empty());
+  EXPECT_EQ(zeros.spread, 0);
+}
+
 }  // namespace
 }  // namespace moe
