@@ -208,7 +208,8 @@ void print_drift(const Drift& d, std::FILE* out) {
                "# warning: the timed steps drift: the medians of their first, middle and last "
                "thirds are %.3f, %.3f and %.3f ms (%.0f%% apart); a GPU at its power or thermal "
                "limit lowers its clocks a second or more into a load: for steady-state figures "
-               "give the run a longer warm-up, and compare runs of equal length\n",
+               "give the run warmup_s (seconds of untimed steps), and compare runs of equal "
+               "length\n",
                d.thirds[0], d.thirds[1], d.thirds[2], 100 * d.spread);
 }
 
@@ -317,6 +318,7 @@ json result_to_json(const RunResult& r) {
   }
   j["timing"] = {{"unit", "ms"},
                  {"warmup_steps", r.warmup_steps},
+                 {"settle_steps", r.settle_steps},
                  {"timed_steps", r.timed_steps},
                  {"step", summary_json(r.step_ms)},
                  {"step_drift",
@@ -469,8 +471,11 @@ void print_summary(const RunResult& r, std::FILE* out) {
     std::fprintf(out, ", dropless");
   if (w.align > 1) std::fprintf(out, ", align %ld", long(w.align));
   std::fprintf(out, "\n");
-  std::fprintf(out, "# mesh %d ranks = ep %d x fsdp %d, %ld warm-up + %ld timed steps, seed %llu\n",
-               r.mesh.world, r.mesh.ep, r.mesh.fsdp, long(r.warmup_steps), long(r.timed_steps),
+  std::fprintf(out, "# mesh %d ranks = ep %d x fsdp %d, %ld warm-up", r.mesh.world, r.mesh.ep,
+               r.mesh.fsdp, long(r.warmup_steps));
+  if (w.warmup_s > 0)
+    std::fprintf(out, " (+ %ld to last warmup_s %.1f s)", long(r.settle_steps), w.warmup_s);
+  std::fprintf(out, " + %ld timed steps, seed %llu\n", long(r.timed_steps),
                (unsigned long long)w.seed);
   std::fprintf(out, "# roofline: %s\n", describe(r.calibration).c_str());
   std::fprintf(out, "#\n# %-18s %10s %10s %10s %7s %9s %9s %9s %9s %6s %-7s\n", "phase",

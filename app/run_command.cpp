@@ -485,8 +485,34 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
                    backend);
   }
 
+  // warmup_s: before the first timed step, untimed steps like it (its inputs; the graph, where
+  // one was captured) until warmup_s seconds have passed since the first step. Every rank goes by
+  // the slowest's clock, so all run the same steps.
+  const auto run_begin = std::chrono::steady_clock::now();
+  auto settle = [&]() {
+    if (w.warmup_s <= 0) return;
+    if (rank == 0 && !opt.quiet)
+      spdlog::info("warm-up: untimed steps until {:.1f} s after the first (warmup_s)", w.warmup_s);
+    ops.time_expert_gemms(false);
+    for (;;) {
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - run_begin).count();
+      allreduce_bounded(&elapsed, 1, MPI_DOUBLE, MPI_MAX, world, "the warm-up's elapsed time",
+                        opt.timeout_s);
+      if (elapsed >= w.warmup_s) break;
+      layer.load_step_inputs(gemm_choice.input_step(untimed));
+      device.sync();
+      barrier_bounded(world, "the barrier before a step", opt.timeout_s);
+      layer.run_step(ms);
+      ++r.settle_steps;
+    }
+    if (rank == 0 && !opt.quiet)
+      spdlog::info("warm-up: {} steps added for warmup_s", r.settle_steps);
+  };
+
   GemmPlanCounts plans_before_timed;
   for (int64_t s = 0; s < total; ++s) {
+    if (s == untimed) settle();
     const bool timed = s >= untimed;
     const bool first_timed = s == untimed;
     const bool check_now =

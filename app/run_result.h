@@ -117,6 +117,7 @@ struct RunResult {
   Workload workload;
   Mesh mesh;
   int64_t timed_steps = 0, warmup_steps = 0;
+  int64_t settle_steps = 0;  // untimed steps run for warmup_s after the warm-up
   Summary step_ms;
   Drift step_drift;  // of the timed steps' times (max over ranks), in order
   // Every timed step's time (max over ranks), by phase name and "step", at most kMaxSamples

@@ -65,6 +65,11 @@ void resolve_and_validate(Workload& w, int world_size) {
   MOE_USER_CHECK(w.warmup >= 0 && w.warmup <= kMaxSteps,
                  "warmup = " << w.warmup << " must be between 0 and " << kMaxSteps
                              << " (untimed steps before timing); set e.g. --set warmup=3");
+  MOE_USER_CHECK(std::isfinite(w.warmup_s) && w.warmup_s >= 0 && w.warmup_s <= 3600,
+                 "warmup_s = " << w.warmup_s
+                               << " must be between 0 and 3600 (seconds the untimed steps last "
+                                  "at least; 0 = just the warm-up steps); set e.g. --set "
+                                  "warmup_s=5");
   MOE_USER_CHECK(w.expert_grad_dtype == DType::kFp32 || w.dtype == DType::kBf16,
                  "expert_grad_dtype = \"bf16\" with dtype = \"fp32\": gradients narrower than "
                  "the weights they train; set expert_grad_dtype to \"fp32\" or dtype to \"bf16\"");

@@ -154,6 +154,10 @@ struct Workload {
   bool graph = false;
   int64_t steps = 20;
   int64_t warmup = 3;
+  // Seconds the untimed steps last at least: after the warm-up, steps like the timed ones run until
+  // this much time has passed since the first step (0: none), so that the timed steps meet a GPU
+  // whose clocks have settled under its power or thermal limit.
+  double warmup_s = 0;
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
   ReferenceDevice reference = ReferenceDevice::kAuto;

@@ -348,6 +348,12 @@ const std::vector<KeySpec>& schema() {
                   "are added where this is fewer than two per method tried and four for the "
                   "per-GEMM mix against the fastest, and the choice then warms up this many "
                   "steps of its own)")),
+      run(plain_key("warmup_s", Kind::kNumber, MOE_FIELD(warmup_s),
+                    "seconds the untimed steps last at least: after the warm-up, untimed steps "
+                    "like the timed ones (the first timed step's inputs) run until this long "
+                    "after the first step, so that the timed steps meet the GPU's steady clocks "
+                    "(one at its power limit lowers them a second or more into a load); 0 = "
+                    "none")),
       plain_key("seed", Kind::kUint, MOE_FIELD(seed), "seed of every weight and token"),
       run(enum_key(
           "check",

@@ -30,6 +30,7 @@ expect_error 2 "--backend cuda" run --config "$TINY" --backend cuda
 expect_error 2 'reference = "gpu" needs --backend cuda' run --config "$TINY" --backend cpu \
   --set reference=gpu
 expect_error 2 "reference" run --config "$TINY" --set reference=fpga
+expect_error 2 "warmup_s = -1 must be between 0 and 3600" run --config "$TINY" --set warmup_s=-1
 # A short sha for the provenance would be ignored in favour of whatever checkout git finds.
 MOE_GIT_COMMIT=924d460 expect_error 2 "MOE_GIT_COMMIT=924d460: not a full 40-digit" \
   run --config "$TINY"
