@@ -315,13 +315,16 @@ TEST(WorkloadParse, BaseFilesMergeUnderTheirChildren) {
   std::filesystem::remove_all(dir);
 }
 
+// A bench workload is its model's, named apart and warmed up for warmup_s (the GPU's clocks).
 TEST(WorkloadParse, BenchWorkloadsAreTheirModelsShapes) {
   for (const char* m : {"deepseek_v3", "mixtral_8x7b", "qwen3_30b_a3b"}) {
     const std::string root = std::string(MOE_SOURCE_DIR) + "/configs/";
     Workload bench = load_workload_file(root + "bench/" + m + ".json");
     const Workload model = load_workload_file(root + "models/" + m + ".json");
     EXPECT_NE(bench.name, model.name) << m;
+    EXPECT_EQ(bench.warmup_s, 5.0) << m;
     bench.name = model.name;
+    bench.warmup_s = model.warmup_s;
     EXPECT_EQ(workload_to_json(bench).dump(), workload_to_json(model).dump()) << m;
   }
 }
