@@ -500,6 +500,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       allreduce_bounded(&elapsed, 1, MPI_DOUBLE, MPI_MAX, world, "the warm-up's elapsed time",
                         opt.timeout_s);
       if (elapsed >= w.warmup_s) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (rank == 0 && !opt.quiet && now - last_progress > std::chrono::seconds(5)) {
+        last_progress = now;
+        spdlog::info("warm-up: {:.0f} of {:.0f} s, {} steps added", elapsed, w.warmup_s,
+                     r.settle_steps);
+      }
       layer.load_step_inputs(gemm_choice.input_step(untimed));
       device.sync();
       barrier_bounded(world, "the barrier before a step", opt.timeout_s);
