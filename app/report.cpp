@@ -150,7 +150,6 @@ json roofline_json(const RunResult& r) {
           {"step_efficiency", efficiency(r.step_floor_ms, r.step_ms.median)}};
 }
 
-// The table's floor and eff% cells (16 chars each), blank where there is no floor.
 const char* const kLaneFigureNames[kNumLaneFigures] = {"main_busy", "side_busy", "a2a",
                                                        "a2a_exposed", "a2a_least_rank"};
 
@@ -213,6 +212,7 @@ void print_drift(const Drift& d, std::FILE* out) {
                d.thirds[0], d.thirds[1], d.thirds[2], 100 * d.spread);
 }
 
+// The table's floor and eff% cells (16 chars each), blank where there is no floor.
 void floor_cells(double floor_ms, double ms, char* floor_cell, char* eff_cell) {
   if (floor_ms <= 0) return;
   std::snprintf(floor_cell, 16, "%.4f", floor_ms);
