@@ -270,6 +270,23 @@ TEST(RouterCuda, SigmoidGroupsBiasScaled) {
                 kTokens, 230, stream.s);
 }
 
+// Widths around the warp-per-token kernel's chunks (E up to 256 without groups) and the block
+// kernel past them, partial chunks, a sigmoid router with bias but no groups, and token counts
+// that leave the last block of eight tokens partly empty. (K 1 with normalized weights is left
+// out: its weights are 1 whatever the logits, so its dlogits are 0 and the variant checks little.)
+TEST(RouterCuda, WarpPerTokenWidthsAndTails) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const RouterConfig softmax = make_cfg("softmax", false, true, 1.0, 1, 1);
+  uint64_t seed = 240;
+  for (int64_t E : {33, 100, 200, 256, 257})
+    check_variant({"softmax_norm", softmax, E, 6, false}, kTokens + 1, seed += 20, stream.s);
+  check_variant({"sigmoid_bias", make_cfg("sigmoid", false, true, 2.5, 1, 1), 160, 8, true},
+                kTokens + 3, seed += 10, stream.s);
+  check_variant({"after_topk", make_cfg("softmax", true, false, 1.0, 1, 1), 96, 4, false}, 7,
+                seed += 10, stream.s);
+}
+
 TEST(RouterCuda, SoftmaxAuxAndZLosses) {
   MOE_REQUIRE_GPU();
   Stream stream;
