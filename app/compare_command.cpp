@@ -449,6 +449,15 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
         os << "# note: " << label(i) << " keeps fewer than " << kMinSamples
            << " per-step samples (an older result, or few steps): its rows use the spread rule\n";
   }
+  // A run whose timed steps drift (the GPU's clocks still changing) is no steady state: a
+  // difference from it may be the clocks'.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double spread = number(runs[i].result, "/timing/step_drift/spread");
+    if (spread > kDriftWarning)
+      os << "# note: " << label(i) << "'s timed steps drift " << fmt("%.0f", 100 * spread)
+         << "% (the medians of their thirds: timing.step_drift): its median is no steady "
+            "state's; runs given warmup_s compare better\n";
+  }
   os << "# X/A = X's value over A's; times: > 1 is slower; throughput, bandwidth: > 1 is "
         "faster\n#\n";
 

@@ -200,7 +200,6 @@ void print_host(const HostReport& h, std::FILE* out) {
 // "# warning:" where the timed steps' thirds differ by more than kDriftWarning: their median is
 // then no steady state's. An H100 at its 700 W cap lowers its SM clocks from 1980 MHz to
 // 1065-1500 a second or so into a load (Mixtral-8x7B at EP 2, results/2026-11-27-session26).
-constexpr double kDriftWarning = 0.05;
 void print_drift(const Drift& d, std::FILE* out) {
   if (d.spread <= kDriftWarning) return;
   std::fprintf(out,

@@ -26,6 +26,8 @@ struct Drift {
   std::vector<double> thirds;
   double spread = 0;
 };
+// The spread past which the report and compare say a run's median is no steady state's.
+constexpr double kDriftWarning = 0.05;
 Drift drift_by_thirds(const std::vector<double>& samples);
 
 // At most `most` of the samples, evenly spaced (all of them when there are no more), in order.

@@ -60,4 +60,19 @@ grep -q "^# slower than A beyond the noise: B: step x3.000" <<< "$out" ||
 compare_rc 0 "$WORK/tight.json" "$WORK/tight.json" --fail-on-regression
 compare_rc 0 "$WORK/slow.json" "$WORK/tight.json" --fail-on-regression --threshold 5
 echo "ok (1): 3x slower step fails --fail-on-regression"
+
+# A run whose timed steps drift (timing.step_drift past 5%) is named in a note; a steady one not.
+/usr/bin/python3 - "$WORK" <<'EOF'
+import json, sys
+work = sys.argv[1]
+r = json.load(open(f"{work}/tight.json"))
+r["timing"]["step_drift"] = {"thirds_ms": [27.2, 27.8, 31.3], "spread": 31.3 / 27.2 - 1}
+json.dump(r, open(f"{work}/drifting.json", "w"), indent=2)
+r["timing"]["step_drift"] = {"thirds_ms": [27.2, 27.5, 27.3], "spread": 27.5 / 27.2 - 1}
+json.dump(r, open(f"{work}/steady.json", "w"), indent=2)
+EOF
+compare_rc 0 "$WORK/steady.json" "$WORK/drifting.json" --metrics timing
+grep -q "^# note: B's timed steps drift 15% " <<< "$out" || { echo "$out"; fail "no drift note for B"; }
+! grep -q "^# note: A's timed steps drift" <<< "$out" || { echo "$out"; fail "drift note for a steady A"; }
+echo "ok: a drifting run is noted"
 echo "compare: PASS"
