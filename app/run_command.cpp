@@ -485,6 +485,14 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
                    backend);
   }
 
+  // Loads a step's inputs, then starts every rank together (as nccl-tests does), so that no
+  // phase's time holds another rank's untimed host work (drawing the inputs).
+  auto start_step = [&](int64_t input_step) {
+    layer.load_step_inputs(input_step);
+    device.sync();
+    barrier_bounded(world, "the barrier before a step", opt.timeout_s);
+  };
+
   // warmup_s: before the first timed step, untimed steps like it (its inputs; the graph, where
   // one was captured) until warmup_s seconds have passed since the first step. Every rank goes by
   // the slowest's clock, so all run the same steps.
@@ -506,9 +514,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
         spdlog::info("warm-up: {:.0f} of {:.0f} s, {} steps added", elapsed, w.warmup_s,
                      r.settle_steps);
       }
-      layer.load_step_inputs(gemm_choice.input_step(untimed));
-      device.sync();
-      barrier_bounded(world, "the barrier before a step", opt.timeout_s);
+      start_step(gemm_choice.input_step(untimed));
       layer.run_step(ms);
       ++r.settle_steps;
     }
@@ -537,14 +543,10 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (const auto m = gemm_choice.methods_for_step(s)) ops.set_expert_gemm_methods(*m);
     const bool time_gemms = gemm_choice.times_gemms(s);
     ops.time_expert_gemms(time_gemms);
-    layer.load_step_inputs(gemm_choice.input_step(s));
     // graph: the last warm-up step is captured (the ones before it sized every buffer), the
     // timed steps replay it.
     if (w.graph && s == untimed - 1) layer.capture_next_step();
-    // Every rank starts the step together (as nccl-tests does), so that no phase's time holds
-    // another rank's untimed host work (drawing this step's inputs).
-    device.sync();
-    barrier_bounded(world, "the barrier before a step", opt.timeout_s);
+    start_step(gemm_choice.input_step(s));
     if (timed) profile(true);
     layer.run_step(ms);
     if (check_now || dump_now || last) profile(false);
