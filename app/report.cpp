@@ -354,7 +354,13 @@ json result_to_json(const RunResult& r) {
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0},
-      {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others}};
+      {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others},
+      {"expert_placement", name_of(r.workload.expert_placement)},
+      {"first_step_rank_load",
+       rs.first_step_rank_load_placed > 0
+           ? nlohmann::json{{"contiguous_max_over_mean", rs.first_step_rank_load_contiguous},
+                            {"placed_max_over_mean", rs.first_step_rank_load_placed}}
+           : nlohmann::json(nullptr)}};
   j["gemm"] = gemm_json(r.gemm);
   j["roofline"] = roofline_json(r);
   j["memory"] = {{"high_water_bytes", r.memory_high_water_bytes},
@@ -469,6 +475,11 @@ void print_summary(const RunResult& r, std::FILE* out) {
   else
     std::fprintf(out, ", dropless");
   if (w.align > 1) std::fprintf(out, ", align %ld", long(w.align));
+  if (r.routing.first_step_rank_load_placed > 0)
+    std::fprintf(out,
+                 ", experts placed by the first step's rows (rows per EP rank max/mean %.3f, "
+                 "contiguous %.3f)",
+                 r.routing.first_step_rank_load_placed, r.routing.first_step_rank_load_contiguous);
   std::fprintf(out, "\n");
   std::fprintf(out, "# mesh %d ranks = ep %d x fsdp %d, %ld warm-up", r.mesh.world, r.mesh.ep,
                r.mesh.fsdp, long(r.warmup_steps));

@@ -38,6 +38,7 @@
 #include "core/mesh.h"
 #include "core/moe_layer.h"
 #include "core/parallel.h"
+#include "core/placement.h"
 #include "core/reference.h"
 #include "core/routing_modes.h"
 
@@ -182,8 +183,8 @@ struct ExpertGradSums {
   TensorSums in, out;
 };
 
-// The backend's gradients of local expert e (mesh's numbering from 0) as floats, dw_in [H, 2F] and
-// dw_out [F, H] (MoeLayer::download_expert_grads).
+// The backend's gradients of expert e (a global id, held by this rank) as floats, dw_in [H, 2F]
+// and dw_out [F, H] (MoeLayer::download_expert_grads).
 using ExpertGradReader =
     std::function<void(int64_t e, std::vector<float>& dw_in, std::vector<float>& dw_out)>;
 
@@ -208,12 +209,11 @@ struct ReferenceProgress {
 
 // A sink that compares each expert's reference gradients, as they come, with the backend's, read
 // an expert at a time into buffers kept across experts, adding to sums.
-ExpertGradSink compare_expert_grads(const Mesh& mesh, const ExpertGradReader& read,
-                                    ExpertGradSums& sums, ReferenceProgress& progress) {
+ExpertGradSink compare_expert_grads(const ExpertGradReader& read, ExpertGradSums& sums,
+                                    ReferenceProgress& progress) {
   auto got = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
-  return [got, &read, &sums, &progress, first = mesh.experts_begin](int64_t e, const double* dw_in,
-                                                                    const double* dw_out) {
-    read(e - first, got->first, got->second);
+  return [got, &read, &sums, &progress](int64_t e, const double* dw_in, const double* dw_out) {
+    read(e, got->first, got->second);
     sums.in.add(got->first.data(), dw_in, int64_t(got->first.size()));
     sums.out.add(got->second.data(), dw_out, int64_t(got->second.size()));
     progress.expert_done();
@@ -267,18 +267,19 @@ std::vector<TensorCheck> compare_outputs(const Workload& w, const Mesh& mesh, MP
   return c;
 }
 
+// held: this rank's experts, slot by slot (MoeLayer::local_experts).
 CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int64_t step,
-                       const StepOutputs& o, const ExpertGradReader& read_grads,
-                       const ReferenceMathFactory& make_math, double timeout_s, bool say) {
+                       const StepOutputs& o, const std::vector<int32_t>& held,
+                       const ExpertGradReader& read_grads, const ReferenceMathFactory& make_math,
+                       double timeout_s, bool say) {
   ReferenceInputs in = reference_inputs(o, step);
   in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
-  in.expert_begin = mesh.experts_begin + checked_begin;
-  in.expert_end = mesh.experts_begin + checked_end;
-  const int64_t E_part = in.expert_end - in.expert_begin;
+  in.experts.assign(held.begin() + checked_begin, held.begin() + checked_end);
+  const int64_t E_part = checked_end - checked_begin;
   ExpertGradSums dw;
   ReferenceProgress progress{"the reference", E_part, say};
-  in.expert_grads = compare_expert_grads(mesh, read_grads, dw, progress);
+  in.expert_grads = compare_expert_grads(read_grads, dw, progress);
   double seconds = MPI_Wtime();
   const ReferenceResult ref = compute_reference(w, mesh, world, in, make_math);
   seconds = MPI_Wtime() - seconds;
@@ -295,7 +296,7 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
     unquantized.precision = Precision::kBf16;
     ExpertGradSums plain_dw;
     ReferenceProgress plain_progress{"the unquantized reference", E_part, say};
-    in.expert_grads = compare_expert_grads(mesh, read_grads, plain_dw, plain_progress);
+    in.expert_grads = compare_expert_grads(read_grads, plain_dw, plain_progress);
     const ReferenceResult plain = compute_reference(unquantized, mesh, world, in, make_math);
     const std::vector<TensorCheck> u =
         compare_outputs(w, mesh, world, o, plain, plain_dw, E_part, timeout_s);
@@ -391,6 +392,11 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     // Where the results go, before any work: a refused target must not cost a calibration.
     if (!opt.out.empty()) check_json_target(opt.out);
     if (!opt.dump.empty()) check_dump_target(opt.dump);
+    // A dump's ranks hold blocks of consecutive experts (scripts/verify_dump.py assembles them so).
+    MOE_USER_CHECK(opt.dump.empty() || !places_experts(w),
+                   "--dump with expert_placement balanced: a dump holds each EP rank's "
+                   "consecutive experts; set expert_placement=contiguous to dump (the results "
+                   "are the same function either way)");
     const int64_t dump_bytes = opt.dump.empty() ? 0 : dump_bytes_per_rank(w, mesh);
     MOE_USER_CHECK(dump_bytes <= opt.dump_limit_mib << 20,
                    "--dump would write " << (dump_bytes >> 20)
@@ -620,10 +626,10 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
               ref_on_gpu ? "" : "; on the host this may take a while for a large shape");
         const ExpertGradReader read = [&layer](int64_t e, std::vector<float>& dw_in,
                                                std::vector<float>& dw_out) {
-          layer.download_expert_grads(e, dw_in, dw_out);
+          layer.download_expert_grads(layer.local_slot(e), dw_in, dw_out);
         };
-        r.checks.push_back(check_step(w, mesh, world, s, o, read, make_math, opt.timeout_s,
-                                      rank == 0 && !opt.quiet));
+        r.checks.push_back(check_step(w, mesh, world, s, o, layer.local_experts(), read, make_math,
+                                      opt.timeout_s, rank == 0 && !opt.quiet));
         if (rank == 0 && !r.checks.back().pass)
           spdlog::warn("check FAILED at step {} (see the correctness table)", s);
       }
@@ -706,6 +712,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       r.routing.rows_received_per_rank.mean > 0
           ? r.routing.rows_received_per_rank.max / r.routing.rows_received_per_rank.mean
           : 0;
+  r.routing.first_step_rank_load_contiguous = layer.placement_load().contiguous;
+  r.routing.first_step_rank_load_placed = layer.placement_load().placed;
 
   // GEMM planning in the timed steps is host work inside the step's time: reported, not hidden.
   const GemmPlanCounts plans_end = ops.gemm_plan_counts();

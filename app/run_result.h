@@ -50,6 +50,9 @@ struct RoutingStats {
   // Rows of a token that reached other EP ranks in the dispatch direction (world mean over the
   // timed steps): about K (ep - 1) / ep for alltoall, ep - 1 for allgather.
   double rows_per_token_to_others = 0;
+  // expert_placement balanced at ep > 1: the first step's rows per EP rank, max over mean, as
+  // contiguous placement would have them and as placed (0 and 0 where no placement moved experts).
+  double first_step_rank_load_contiguous = 0, first_step_rank_load_placed = 0;
 };
 
 // gemm.method auto's mix of each GEMM's fastest method (app/gemm_choice.h), tried against the

@@ -2,6 +2,7 @@
 
 #include "core/fp8.h"
 #include "core/layout.h"
+#include "core/placement.h"
 #include "core/routing_modes.h"
 #include "core/saturating.h"
 
@@ -83,6 +84,10 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   p.token_scores = bytes({4, T, E});
   p.token_topk = bytes({4, T, K});
   p.num_token_topk = routing_is_forced(w) ? 4 : 3;
+  if (places_experts(w)) {
+    p.num_token_topk += 1;
+    p.expert_slots = 4 * E;
+  }
   p.stats = 4 * (2 * E + 1);
   p.row_h = bytes({H, S});
   p.row_2f = bytes({2, F, S});
@@ -127,6 +132,7 @@ int64_t BufferPlan::fixed_bytes() const {
                          saturating_product({3, token_scores}),
                          saturating_product({num_token_topk, token_topk}),
                          stats,
+                         expert_slots,
                          shared.bytes(),
                          merged_offsets,
                          merged_blocks});

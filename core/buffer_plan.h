@@ -59,9 +59,12 @@ struct BufferPlan {
   int64_t token_rows_fp8 = 0;
   int64_t dx_acc = 0;        // [T, H] fp32
   int64_t token_scores = 0;  // each of logits, scores, dlogits: [T, E] fp32
-  int64_t token_topk = 0;    // each of idx, p, dp, and forced_idx where routing is forced: [T, K]
+  // Each of idx, p, dp, forced_idx where routing is forced, and where expert_placement moves
+  // experts the routed rows' slots: [T, K].
+  int64_t token_topk = 0;
   int num_token_topk = 3;
-  int64_t stats = 0;  // [2E + 1] fp32
+  int64_t expert_slots = 0;  // where expert_placement moves experts: each expert's slot, [E] i32
+  int64_t stats = 0;         // [2E + 1] fp32
   // Ragged, bytes per expert-major row: each of ye, dye, dxe ([., H] storage), of h and dh
   // ([., 2F]), of a and da ([., F]); of xe, the experts' input, row_h, or with dispatch_dtype fp8
   // the dispatched packed row (core/fp8.h fp8_row_bytes), which is all the experts get of x.

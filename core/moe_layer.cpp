@@ -75,16 +75,6 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
     init_expert_bias(w, bias.data());
     device.copy_to_device(expert_bias_, bias.data(), 4 * E);
   }
-  // This rank's FSDP shard of its experts' flattened weights; padding past the last expert stays
-  // zero (the buffer is allocated zero-filled).
-  auto load_shard = [&](int64_t local_elems, int64_t shard, const InitRule& rule, void* dst) {
-    const int64_t base = mesh.experts_begin * (local_elems / El);
-    const int64_t begin = std::min(local_elems, mesh.fsdp_rank * shard);
-    const int64_t end = std::min(local_elems, begin + shard);
-    device.fill_seeded(dst, rule, base + begin, end - begin);
-  };
-  load_shard(El * H * 2 * d_.F, shard_in_, w_in_rule(w), w_in_shard_);
-  load_shard(El * d_.F * H, shard_out_, w_out_rule(w), w_out_shard_);
   if (w.model.shared_experts > 0)
     shared_ = std::make_unique<SharedExperts>(w, mesh, d_, b.shared, device, ops, comm);
 
@@ -98,11 +88,29 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   scores_ = static_cast<float*>(fixed(b.token_scores));
   dlogits_ = static_cast<float*>(fixed(b.token_scores));
   idx_ = static_cast<int32_t*>(fixed(b.token_topk));
-  if (b.num_token_topk == 4) forced_idx_ = static_cast<int32_t*>(fixed(b.token_topk));
+  if (routing_is_forced(w)) forced_idx_ = static_cast<int32_t*>(fixed(b.token_topk));
   p_ = static_cast<float*>(fixed(b.token_topk));
   dp_ = static_cast<float*>(fixed(b.token_topk));
   stats_ = static_cast<float*>(fixed(b.stats));
   stats_host_.resize(2 * E + 1);
+
+  place_experts_by_first_step();
+  // This rank's FSDP shard of its slots' flattened weights, each slot's from its expert's global
+  // indices; padding past the last slot stays zero (the buffer is allocated zero-filled).
+  auto load_shard = [&](int64_t per_expert, int64_t shard, const InitRule& rule, void* dst) {
+    const size_t sb = device.storage_bytes();
+    const int64_t begin = std::min(El * per_expert, mesh.fsdp_rank * shard);
+    const int64_t end = std::min(El * per_expert, begin + shard);
+    for (int64_t slot = begin / per_expert; slot * per_expert < end; ++slot) {
+      const int64_t from = std::max(begin, slot * per_expert);
+      const int64_t to = std::min(end, (slot + 1) * per_expert);
+      const int64_t expert = local_experts_[size_t(slot)];
+      device.fill_seeded(static_cast<char*>(dst) + sb * size_t(from - begin), rule,
+                         expert * per_expert + (from - slot * per_expert), to - from);
+    }
+  };
+  load_shard(H * 2 * d_.F, shard_in_, w_in_rule(w), w_in_shard_);
+  load_shard(d_.F * H, shard_out_, w_out_rule(w), w_out_shard_);
 
   // Each chunk's dispatcher sees only its chunk: T / C tokens, the capacity per chunk.
   const DispatchPhases phases{kCountsExchange, kA2aDispatchFwd, kA2aCombineFwd, kA2aCombineBwd,
@@ -153,6 +161,35 @@ void MoeLayer::grow_expert_buffers_for(int64_t rows) {
   for (GrownBuffer* b : {&ye_, &dye_, &dxe_}) grow(*b, size_t(rows * plan_.row_h));
   for (GrownBuffer* b : {&h_, &dh_}) grow(*b, size_t(rows * plan_.row_2f));
   for (GrownBuffer* b : {&a_, &da_}) grow(*b, size_t(rows * plan_.row_f));
+}
+
+// Balanced placement deals the experts out by the rows the first step's routing gives them over
+// the world (every rank computes the same placement from the same all-reduced counts), as EPLB
+// places by the loads of past steps; routing does not depend on where the experts are.
+void MoeLayer::place_experts_by_first_step() {
+  const int64_t E = d_.E, El = d_.E_local;
+  placement_ = contiguous_placement(E);
+  if (places_experts(w_)) {
+    load_step_inputs(0);
+    route();
+    device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
+    const std::vector<double> load(stats_host_.begin(), stats_host_.begin() + E);
+    placement_load_.contiguous = rank_load_max_over_mean(placement_, load, d_.ep);
+    placement_ = place_experts(w_.expert_placement, load, d_.ep);
+    placement_load_.placed = rank_load_max_over_mean(placement_, load, d_.ep);
+    slot_of_expert_ = static_cast<int32_t*>(fixed(plan_.expert_slots));
+    device_.copy_to_device(slot_of_expert_, placement_.slot_of_expert.data(), 4 * E);
+    slot_idx_ = static_cast<int32_t*>(fixed(plan_.token_topk));
+  }
+  const auto first = placement_.expert_of_slot.begin() + mesh_.ep_rank * El;
+  local_experts_.assign(first, first + El);
+}
+
+int64_t MoeLayer::local_slot(int64_t expert) const {
+  const int64_t g = placement_.slot_of_expert.at(size_t(expert));
+  MOE_CHECK(g / d_.E_local == mesh_.ep_rank,
+            "expert " << expert << " is in slot " << g << ", not on EP rank " << mesh_.ep_rank);
+  return g % d_.E_local;
 }
 
 void MoeLayer::load_step_inputs(int64_t step) {
@@ -264,7 +301,8 @@ double MoeLayer::time_weight_quantization(int reps) {
 void MoeLayer::layout() {
   int64_t rows = 0;
   for (Chunk& c : chunks_) {
-    c.dispatcher->layout(tokens_of(idx_, c, d_.K), tokens_of(p_, c, d_.K));
+    // The dispatchers see slots: expert e's rows go to the EP rank that holds it.
+    c.dispatcher->layout(tokens_of(slot_idx_ ? slot_idx_ : idx_, c, d_.K), tokens_of(p_, c, d_.K));
     c.row_begin = c.index == 0 ? 0 : chunk_rows_begin(rows);
     rows = c.row_begin + c.dispatcher->rows_bound();
   }
@@ -492,6 +530,7 @@ void MoeLayer::route() {
                   stats_);
   // The aux loss counts the world's tokens: sum the per-rank counts and score sums.
   comm_.allreduce_f32(stats_, 2 * d_.E + 1, Group::kWorld);
+  if (slot_idx_) ops_.experts_to_slots(d_, idx_, slot_of_expert_, slot_idx_);
 }
 
 void MoeLayer::grad_sync() {

@@ -123,6 +123,10 @@ class Ops {
                           const float* logits, const float* scores, const int32_t* idx,
                           const float* dp, const float* global_stats, float* dlogits, float* dx_acc,
                           void* dx, float* dw_gate) = 0;
+  // slots [T*K] i32 = slot_of[idx]: the routed rows' experts as expert_placement placed them
+  // (core/placement.h), which the dispatchers take for expert ids; slot_of [E] i32.
+  virtual void experts_to_slots(const Dims& d, const int32_t* idx, const int32_t* slot_of,
+                                int32_t* slots) = 0;
   // expert_counts [E] i32 (rows sent) and send_pos [T*K] i32, -1 for a row dropped by the
   // capacity d.capacity (kernels/cpu/layout.h); p [T,K] fp32 ranks rows for dropping.
   virtual void dispatch_layout(const Dims& d, const int32_t* idx, const float* p,

@@ -403,7 +403,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       wanted[id] = 1;
     }
   for (int64_t e = 0; e < E; ++e) {
-    const bool local = e >= ps.expert_begin && e < ps.expert_end;
+    const bool local = ps.local(e) >= 0;
     if (ps.local_only && !local) continue;
     pairs.clear();
     tokens.clear();
@@ -433,8 +433,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       for_each_element(H * 2 * F, [&](int64_t i) { dw_in[i] = 0; });
       for_each_element(F * H, [&](int64_t i) { dw_out[i] = 0; });
     } else if (local && ps.backward) {
-      dw_in = ps.dw_in + (e - ps.expert_begin) * H * 2 * F;
-      dw_out = ps.dw_out + (e - ps.expert_begin) * F * H;
+      dw_in = ps.dw_in + ps.local(e) * H * 2 * F;
+      dw_out = ps.dw_out + ps.local(e) * F * H;
     }
     if (fp8 && !pairs.empty()) {
       arith->weights(false, e, fp8_w_in, fp8_w_out);
@@ -685,15 +685,34 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
                                int64_t expert_end, const ExpertGradSink& expert_grads,
                                const RoutedSum& routed_sum) {
+  const int64_t E = prob.model.experts;
+  MOE_CHECK(
+      0 <= expert_begin && expert_begin <= expert_end && expert_end <= E,
+      "local experts [" << expert_begin << ", " << expert_end << ") outside [0, " << E << ")");
+  std::vector<int32_t> local(size_t(expert_end - expert_begin));
+  for (size_t i = 0; i < local.size(); ++i) local[i] = int32_t(expert_begin + int64_t(i));
+  return reference_step(prob, math, got_idx, got_dropped, token_begin, token_end, local,
+                        expert_grads, routed_sum);
+}
+
+ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
+                               const int32_t* got_idx, const uint8_t* got_dropped,
+                               int64_t token_begin, int64_t token_end,
+                               const std::vector<int32_t>& local_experts,
+                               const ExpertGradSink& expert_grads, const RoutedSum& routed_sum) {
   check_problem(prob);
   const RouterConfig& rc = prob.router;
   const int64_t N = prob.tokens, H = prob.model.hidden, F = prob.model.ffn;
   const int64_t E = prob.model.experts, K = prob.model.topk;
   MOE_CHECK(0 <= token_begin && token_begin <= token_end && token_end <= N,
             "own tokens [" << token_begin << ", " << token_end << ") outside [0, " << N << ")");
-  MOE_CHECK(
-      0 <= expert_begin && expert_begin <= expert_end && expert_end <= E,
-      "local experts [" << expert_begin << ", " << expert_end << ") outside [0, " << E << ")");
+  std::vector<int32_t> local_index(size_t(E), -1);
+  for (size_t i = 0; i < local_experts.size(); ++i) {
+    const int32_t e = local_experts[i];
+    MOE_CHECK(0 <= e && e < E && (i == 0 || local_experts[i - 1] < e),
+              "local experts must be ascending ids in [0, " << E << "); got " << e);
+    local_index[size_t(e)] = int32_t(i);
+  }
   const double* bias = rc.expert_bias ? prob.expert_bias.data() : nullptr;
 
   // Routing for all N tokens: the aux counts and the near-tie decisions need the world's tokens.
@@ -735,7 +754,7 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   const std::vector<uint8_t> dropped = capacity_drops(prob, idx.data(), p.data(), got_dropped, res);
 
   // The expert FFNs: own tokens' out, dp and expert-path dx; local experts' dw over all N tokens.
-  const int64_t T = token_end - token_begin, E_local = expert_end - expert_begin;
+  const int64_t T = token_end - token_begin, E_local = int64_t(local_experts.size());
   res.out.assign(T * H, 0.0);
   res.dx.assign(T * H, 0.0);
   if (!expert_grads) {
@@ -746,8 +765,7 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
   ExpertsPass pass;
   pass.token_begin = token_begin;
   pass.token_end = token_end;
-  pass.expert_begin = expert_begin;
-  pass.expert_end = expert_end;
+  pass.local_index = std::move(local_index);
   pass.backward = true;
   pass.out = res.out.data();
   pass.dp = dp.data();
@@ -868,11 +886,9 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
             "mesh experts " << mesh.experts << " vs model experts " << E);
   MOE_CHECK(T * H <= INT_MAX && T * K <= INT_MAX, "per-rank tensors too large for one MPI count");
 
-  const int64_t expert_begin = in.expert_begin >= 0 ? in.expert_begin : mesh.experts_begin;
-  const int64_t expert_end = in.expert_end >= 0 ? in.expert_end : mesh.experts_end;
-  MOE_CHECK(mesh.experts_begin <= expert_begin && expert_begin <= expert_end &&
-                expert_end <= mesh.experts_end,
-            "experts [" << expert_begin << ", " << expert_end << ") are not this rank's");
+  std::vector<int32_t> experts = in.experts;
+  if (experts.empty())
+    for (int64_t e = mesh.experts_begin; e < mesh.experts_end; ++e) experts.push_back(int32_t(e));
 
   ReferenceProblem prob;
   prob.tokens = N;
@@ -935,7 +951,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   bool each_once = false;
   if (world_size > 1) {
     std::vector<int32_t> cover(E, 0);
-    for (int64_t e = expert_begin; e < expert_end; ++e) cover[e] = 1;
+    for (int32_t e : experts) cover[size_t(e)] = 1;
     allreduce_bounded(cover.data(), int(E), MPI_INT32_T, MPI_SUM, world,
                       "the reference's expert cover", in.timeout_s);
     each_once = std::all_of(cover.begin(), cover.end(), [](int32_t c) { return c == 1; });
@@ -949,7 +965,7 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   ReferenceResult res =
       reference_step(prob, *math, got.empty() ? nullptr : got.data(),
                      got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
-                     int64_t(rank + 1) * T, expert_begin, expert_end, in.expert_grads, routed_sum);
+                     int64_t(rank + 1) * T, experts, in.expert_grads, routed_sum);
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,

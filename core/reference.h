@@ -27,9 +27,10 @@ struct ReferenceInputs {
   const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
   const uint8_t* got_dropped = nullptr;  // [T, K] the backend's capacity drops: likewise
   int64_t step = 0;                      // for the forced routing of routing.mode
-  // The local experts whose weight gradients to compute, a part of this rank's [experts_begin,
-  // experts_end) (FSDP ranks hold the same experts and split this work); -1: all of them.
-  int64_t expert_begin = -1, expert_end = -1;
+  // The experts whose weight gradients to compute, ascending: the ones this rank holds
+  // (expert_placement), or a part of them (FSDP ranks hold the same experts and split this work);
+  // empty: all of the mesh's [experts_begin, experts_end).
+  std::vector<int32_t> experts;
   // Set: those experts' weight gradients go here one expert at a time, in expert order, and
   // ReferenceResult's dw_in and dw_out stay empty. The check compares each as it comes, so that
   // the float64 gradients of all of a rank's experts (90 GB for DeepSeek-V3 at EP 1) are never
@@ -117,14 +118,17 @@ struct ReferenceProblem {
 // One pass of the expert FFNs (MATH.md step 7, and with `backward` its gradients) over the rows
 // (t, k) of a routing that are not dropped. Every row of an own token [token_begin, token_end)
 // gives out [T, H] (+= p * y), dp [T, K] (= <y, dout>) and, backward, dx [T, H] (+= the expert
-// path's gradient); every row of a local expert [expert_begin, expert_end), own token or not,
-// adds to dw_in [E_local, H, 2F] and dw_out [E_local, F, H], or with expert_grads set (dw_in and
-// dw_out null) goes to it once per local expert in expert order, zeros for one without rows. Null
-// outputs are not computed.
+// path's gradient); every row of a local expert (local(e) >= 0), own token or not, adds to its
+// block local(e) of dw_in [E_local, H, 2F] and dw_out [E_local, F, H], or with expert_grads set
+// (dw_in and dw_out null) goes to it once per local expert in expert order, zeros for one without
+// rows. Null outputs are not computed.
 // With local_only, only the local experts' rows are computed: the own tokens' out, dp and dx get
 // those experts' parts alone (reference_step's split by expert).
 struct ExpertsPass {
-  int64_t token_begin = 0, token_end = 0, expert_begin = 0, expert_end = 0;
+  int64_t token_begin = 0, token_end = 0;
+  // [E], or empty where no expert is local: each local expert's block, -1 for the others.
+  std::vector<int32_t> local_index;
+  int64_t local(int64_t e) const { return local_index.empty() ? -1 : local_index[size_t(e)]; }
   bool backward = false;
   bool local_only = false;
   double* out = nullptr;
@@ -214,6 +218,13 @@ ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math
                                const int32_t* got_idx, const uint8_t* got_dropped,
                                int64_t token_begin, int64_t token_end, int64_t expert_begin,
                                int64_t expert_end, const ExpertGradSink& expert_grads = {},
+                               const RoutedSum& routed_sum = {});
+// The same with the local experts a list of ids, ascending, not a range (expert_placement).
+ReferenceResult reference_step(const ReferenceProblem& prob, ReferenceMath& math,
+                               const int32_t* got_idx, const uint8_t* got_dropped,
+                               int64_t token_begin, int64_t token_end,
+                               const std::vector<int32_t>& local_experts,
+                               const ExpertGradSink& expert_grads = {},
                                const RoutedSum& routed_sum = {});
 
 // L = sum_t <out[t], dout[t]> + aux + z over all N tokens with the routing held fixed at idx

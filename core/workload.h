@@ -30,6 +30,9 @@ enum class RouterScore { kSoftmax, kSigmoid };
 enum class RoutingMode { kLearned, kUniform, kBalanced, kPowerlaw, kHot };
 enum class DropPolicy { kProbability, kPosition };
 enum class DispatchKind { kAlltoall, kAllgather, kAlltoallDedup, kNvlink };
+// Which EP rank holds which expert (core/placement.h): blocks of consecutive experts, or dealt out
+// by the first step's loads so that every rank receives about the same rows.
+enum class ExpertPlacement { kContiguous, kBalanced };
 enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
 // Which phases of the step run beside others. kDispatchBwd: dispatch_bwd (dx back to its tokens'
@@ -60,6 +63,7 @@ const char* name_of(RouterScore value);
 const char* name_of(RoutingMode value);
 const char* name_of(DropPolicy value);
 const char* name_of(DispatchKind value);
+const char* name_of(ExpertPlacement value);
 // Every value of the `dispatch` key, in declaration order.
 const std::vector<std::string>& dispatcher_names();
 const char* name_of(CheckMode value);
@@ -140,6 +144,7 @@ struct Workload {
   DispatchDtype dispatch_dtype = DispatchDtype::kBf16;
   Fp8Weights fp8_weights = Fp8Weights::kPerStep;
   DispatchKind dispatch = DispatchKind::kAlltoall;
+  ExpertPlacement expert_placement = ExpertPlacement::kContiguous;
   double capacity_factor = 0.0;  // 0 (JSON null) = dropless
   DropPolicy drop_policy = DropPolicy::kProbability;
   int64_t align = 1;  // each local expert's rows padded to a multiple of this for the GEMMs

@@ -41,6 +41,7 @@ MOE_ENUM_NAMES(RouterScore, "softmax", "sigmoid")
 MOE_ENUM_NAMES(RoutingMode, "learned", "uniform", "balanced", "powerlaw", "hot")
 MOE_ENUM_NAMES(DropPolicy, "probability", "position")
 MOE_ENUM_NAMES(DispatchKind, "alltoall", "allgather", "alltoall_dedup", "nvlink")
+MOE_ENUM_NAMES(ExpertPlacement, "contiguous", "balanced")
 MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd", "pipeline")
@@ -252,6 +253,14 @@ const std::vector<KeySpec>& schema() {
                "MPI shared memory on the CPU backend), no NCCL call and no host sync; at "
                "mesh.ep 1 every value runs alltoall's local path (nothing crosses a wire); "
                "docs/layer.md compares them"),
+      how(enum_key("expert_placement", MOE_FIELD(expert_placement),
+                   "which EP rank holds which expert: contiguous gives EP rank r experts [r * E / "
+                   "mesh.ep, (r + 1) * E / mesh.ep); balanced deals them out by the rows the "
+                   "first step routes to each (largest first, to the rank with the fewest rows "
+                   "so far; DeepSeek's EPLB without replicas), so that no rank waits in the "
+                   "all-to-alls for one with more rows; out and dx equal contiguous's within the "
+                   "dispatcher's rounding (bitwise with alltoall), the expert gradients are the "
+                   "same per expert, each on the rank that holds it (docs/layer.md)")),
       optional_number_key("capacity_factor", MOE_FIELD(capacity_factor),
                           "rows each source rank may send an expert: ceil(capacity_factor * T * "
                           "K / E), at most 10^6, with overlap pipeline per chunk (T / "

@@ -64,6 +64,11 @@ void CpuOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, c
   for (int64_t i = 0; i < d.T * d.H; ++i) F(dx)[i] = cpu::store_as(d.dtype, dx_acc[i]);
 }
 
+void CpuOps::experts_to_slots(const Dims& d, const int32_t* idx, const int32_t* slot_of,
+                              int32_t* slots) {
+  cpu::experts_to_slots(idx, d.T * d.K, slot_of, slots);
+}
+
 void CpuOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                              int32_t* expert_counts, int32_t* send_pos) {
   cpu::dispatch_layout(idx, p, d.T, d.K, d.E, d.capacity, d.drop_by_position, expert_counts,

@@ -41,6 +41,10 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
   for (int64_t i = 0; i < n; ++i) send_pos[i] = keep[i] ? next[idx[i]]++ : -1;
 }
 
+void experts_to_slots(const int32_t* idx, int64_t n, const int32_t* slot_of, int32_t* slots) {
+  for (int64_t i = 0; i < n; ++i) slots[i] = slot_of[idx[i]];
+}
+
 void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
                             int64_t sources, int64_t rows_per_source, int64_t E_local,
                             int32_t* pos) {

@@ -17,6 +17,10 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos);
 
+// slots [n] int32 = slot_of[idx[i]]: routed experts as the slots expert_placement put them in
+// (core/placement.h), the ids every dispatcher takes; slot_of [E] is a permutation of [0, E).
+void experts_to_slots(const int32_t* idx, int64_t n, const int32_t* slot_of, int32_t* slots);
+
 // The all-gather dispatcher's layout on one EP rank: pos [sources * rows_per_source] int32 =
 // where each routed row of every source rank (its send positions send_pos, one source after
 // another) sits in this rank's expert-major buffer, -1 where the row goes to another rank's

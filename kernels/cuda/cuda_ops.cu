@@ -156,6 +156,11 @@ void CudaOps::router_bwd(const Dims& d, const RouterConfig& cfg, const void* x, 
   cuda::f32_to_storage(dx_acc, d.T * d.H, d.dtype, dx, stream());
 }
 
+void CudaOps::experts_to_slots(const Dims& d, const int32_t* idx, const int32_t* slot_of,
+                               int32_t* slots) {
+  cuda::experts_to_slots(idx, d.T * d.K, slot_of, slots, stream());
+}
+
 void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                               int32_t* expert_counts, int32_t* send_pos) {
   // Only dropping by probability uses scratch: T, K and E are fixed, so the first (warm-up) step

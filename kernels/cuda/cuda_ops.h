@@ -51,6 +51,8 @@ class CudaOps : public Ops {
                   const float* logits, const float* scores, const int32_t* idx, const float* dp,
                   const float* global_stats, float* dlogits, float* dx_acc, void* dx,
                   float* dw_gate) override;
+  void experts_to_slots(const Dims& d, const int32_t* idx, const int32_t* slot_of,
+                        int32_t* slots) override;
   void dispatch_layout(const Dims& d, const int32_t* idx, const float* p, int32_t* expert_counts,
                        int32_t* send_pos) override;
   void expert_major_positions(const Dims& d, const int32_t* send_pos, const int32_t* starts,

@@ -379,6 +379,19 @@ void merge_chunk_layout(const ChunkRows* chunks, int64_t C, int64_t ep, int64_t 
   CUDA_CHECK(cudaGetLastError());
 }
 
+__global__ void experts_to_slots_kernel(const int32_t* idx, int64_t n, const int32_t* slot_of,
+                                        int32_t* slots) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) slots[i] = slot_of[idx[i]];
+}
+
+void experts_to_slots(const int32_t* idx, int64_t n, const int32_t* slot_of, int32_t* slots,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  experts_to_slots_kernel<<<blocks_for(n), kThreads, 0, stream>>>(idx, n, slot_of, slots);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 void expert_major_positions(const int32_t* send_pos, const int32_t* starts, const int32_t* dest,
                             int64_t sources, int64_t rows_per_source, int64_t E_local, int32_t* pos,
                             cudaStream_t stream) {

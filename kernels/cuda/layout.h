@@ -20,6 +20,10 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos, void* scratch, cudaStream_t stream);
 
+// slots [n] i32 = slot_of[idx[i]], the twin's experts_to_slots; all on the device.
+void experts_to_slots(const int32_t* idx, int64_t n, const int32_t* slot_of, int32_t* slots,
+                      cudaStream_t stream);
+
 // offsets [E_local + 1] i64 on the device from counts on the device: core/layout.h's
 // expert_major_offsets_strided, computed where the counts are.
 void expert_offsets(const int32_t* counts, int64_t ep, int64_t stride, int64_t E_local,

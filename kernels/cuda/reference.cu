@@ -216,7 +216,7 @@ class GpuMath : public ReferenceMath {
       const bool own = t >= ps.token_begin && t < ps.token_end;
       for (int64_t k = 0; k < K; ++k) {
         const int64_t e = idx[t * K + k];
-        const bool local = e >= ps.expert_begin && e < ps.expert_end;
+        const bool local = ps.local(e) >= 0;
         if ((!own && !local) || (ps.local_only && !local) || (dropped && dropped[t * K + k]))
           continue;
         tok[e].push_back(int32_t(t));
@@ -237,7 +237,7 @@ class GpuMath : public ReferenceMath {
 
     for (int64_t e = 0; e < E_; ++e) {
       const int64_t rows = int64_t(tok[e].size());
-      const bool local = e >= ps.expert_begin && e < ps.expert_end && ps.backward;
+      const bool local = ps.local(e) >= 0 && ps.backward;
       if (rows == 0) {  // a local expert without rows keeps its zero gradients
         if (local && ps.expert_grads) {
           grad_in64_.assign(H * 2 * F, 0.0);
@@ -319,7 +319,7 @@ class GpuMath : public ReferenceMath {
     download_into(grad_in_, dw_in_.ptr, H * 2 * F);
     download_into(grad_out_, dw_out_.ptr, F * H);
     if (!ps.expert_grads) {
-      const int64_t el = e - ps.expert_begin;
+      const int64_t el = ps.local(e);
       add_to(grad_in_, ps.dw_in + el * H * 2 * F);
       add_to(grad_out_, ps.dw_out + el * F * H);
       return;

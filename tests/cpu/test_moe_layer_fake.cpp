@@ -127,6 +127,11 @@ class FakeOps : public Ops {
   void prepare_expert_weights(const Dims&, int64_t, const void* w_in, const void* w_out) override {
     r_.add("prepare_expert_weights", {w_in, w_out});
   }
+  void experts_to_slots(const Dims& d, const int32_t* idx, const int32_t* slot_of,
+                        int32_t* slots) override {
+    r_.add("experts_to_slots", {idx, slot_of, slots});
+    for (int64_t i = 0; i < d.T * d.K; ++i) slots[i] = slot_of[idx[i]];
+  }
   void dispatch_layout(const Dims& d, const int32_t*, const float*, int32_t* counts,
                        int32_t* send_pos) override {
     r_.add("dispatch_layout");

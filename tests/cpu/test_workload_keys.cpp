@@ -75,7 +75,8 @@ TEST(WorkloadKeys, TunablesAreKeys) {
   EXPECT_EQ(j.at("gemm").at("method_wgrad_in"), "grouped_sm90");
   // The per-GEMM methods and the grouped kernel's CTA limit are listed where they are set only.
   EXPECT_EQ(describe_how_keys(w),
-            "overlap=pipeline overlap_chunks=4 gemm.method=grouped_batched gemm.streams=8 "
+            "expert_placement=contiguous overlap=pipeline overlap_chunks=4 "
+            "gemm.method=grouped_batched gemm.streams=8 "
             "gemm.sm90_cluster=2 gemm.sm90_schedule=pingpong gemm.method_wgrad_in=grouped_sm90 "
             "gemm.sm90_fuse_swiglu=true gemm.algo=exact graph=true");
   apply_override(w, "gemm.sm90_ctas=100");

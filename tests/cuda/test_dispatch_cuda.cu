@@ -448,6 +448,28 @@ TEST(DispatchCudaExpertOffsets, MatchTheHostLayout) {
         }
 }
 
+// The routed rows' slots under a placement (core/placement.h) on the device against the twin's,
+// for a random permutation of the experts and random routings.
+TEST(DispatchCudaExpertsToSlots, MatchesCpu) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  uint64_t seed = 391;
+  for (int32_t E : {2, 8, 256})
+    for (int64_t T : {1, 37, 4096}) {
+      const int64_t K = std::min<int64_t>(E, 8);
+      SCOPED_TRACE("E=" + std::to_string(E) + " T=" + std::to_string(T));
+      std::vector<int32_t> slot_of = first_experts(E);
+      std::shuffle(slot_of.begin(), slot_of.end(), std::mt19937_64(seed++));
+      const std::vector<int32_t> idx = random_routing(T, K, first_experts(E), seed++);
+      std::vector<int32_t> want(size_t(T * K));
+      cpu::experts_to_slots(idx.data(), T * K, slot_of.data(), want.data());
+      DevBuf<int32_t> d_idx(idx), d_slot_of(slot_of), got(std::vector<int32_t>(T * K, -7));
+      cuda::experts_to_slots(d_idx.ptr, T * K, d_slot_of.ptr, got.ptr, stream.s);
+      CUDA_CHECK(cudaStreamSynchronize(stream.s));
+      EXPECT_EQ(got.host(), want);
+    }
+}
+
 // The dispatchers' block table on the device against core/layout.h's, and the padding rows it
 // gives zeroed where the CPU twin zeroes them (every other row left as it was).
 TEST(DispatchCudaExpertBlocks, TableAndPaddingMatchTheCpu) {

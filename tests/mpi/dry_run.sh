@@ -10,7 +10,7 @@ DS=$SRC/configs/bench/deepseek_v3.json
 cat "$WORK/plan.txt"
 for want in "mesh ep 8 x fsdp 1: 32 experts per EP rank" "1024 rows per local expert, 32768 rows per rank" \
   "[1024 x 7168] @ [7168 x 4096]" "dispatch alltoall: 448.0 MiB per rank per direction, 392.0 MiB" \
-  "# knobs: overlap=none overlap_chunks=2 gemm.method=auto gemm.streams=4 gemm.sm90_cluster=1 gemm.sm90_schedule=cooperative gemm.sm90_fuse_swiglu=false gemm.algo=auto graph=false" \
+  "# knobs: expert_placement=contiguous overlap=none overlap_chunks=2 gemm.method=auto gemm.streams=4 gemm.sm90_cluster=1 gemm.sm90_schedule=cooperative gemm.sm90_fuse_swiglu=false gemm.algo=auto graph=false" \
   "# shared experts: 1, each [4096 x 7168] @ [7168 x 4096] and [4096 x 2048] @ [2048 x 7168]" \
   "memory per rank (estimate, balanced routing): step"; do
   grep -qF "$want" "$WORK/plan.txt" || fail "no '$want' in the plan"

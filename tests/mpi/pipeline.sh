@@ -60,7 +60,7 @@ PY
 
 "$MOEBENCH" run --config "$TINY" --dry-run --world 4 --backend cpu --set overlap=pipeline \
   --set overlap_chunks=4 >"$WORK/plan.txt" 2>&1 || { cat "$WORK/plan.txt"; fail "dry run"; }
-for want in "# knobs: overlap=pipeline overlap_chunks=4 " "# pipeline: 4 chunks of 8 tokens" \
+for want in "# knobs: expert_placement=contiguous overlap=pipeline overlap_chunks=4 " "# pipeline: 4 chunks of 8 tokens" \
   "# expert GEMMs per local expert and chunk: [8 x 64]"; do
   grep -qF "$want" "$WORK/plan.txt" || { cat "$WORK/plan.txt"; fail "no '$want' in the plan"; }
 done
