@@ -11,6 +11,7 @@
 #include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/init.h"
+#include "core/placement.h"
 #include "core/routing_modes.h"
 #include "core/stats.h"
 #include "dispatch/owned_buffers.h"
@@ -72,6 +73,20 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   float* p = b.alloc<float>(plan.token_topk);
   float* stats = b.alloc<float>(plan.stats);
   ops.router_fwd(d, w.router, x, w_gate, bias, forced, logits, scores, idx, p, stats);
+  // expert_placement as `run` places the experts: by this routing's rows over the world, each
+  // row's expert mapped to its slot for the dispatcher.
+  const int32_t* routed = idx;
+  if (places_experts(w)) {
+    comm.allreduce_f32(stats, size_t(2 * E + 1), Group::kWorld);
+    std::vector<float> counts(size_t(2 * E + 1));
+    device.copy_to_host(counts.data(), stats, 4 * counts.size());
+    const Placement placed = place_by_counts(w, counts.data()).placement;
+    int32_t* slot_of = b.alloc<int32_t>(plan.expert_slots);
+    device.copy_to_device(slot_of, placed.slot_of_expert.data(), 4 * size_t(E));
+    int32_t* slots = b.alloc<int32_t>(plan.token_topk);
+    ops.experts_to_slots(d, idx, slot_of, slots);
+    routed = slots;
+  }
 
   // What the directions read and write besides the expert-major rows.
   void* xq = d.dispatch_fp8 ? b.alloc(plan.token_rows_fp8) : nullptr;
@@ -102,7 +117,7 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
     device.sync();
     barrier_bounded(world, "the dispatch bench's barrier", timeout_s);
     timer->begin(kBenchLayout);
-    dispatcher->layout(idx, p);
+    dispatcher->layout(routed, p);
     timer->end(kBenchLayout);
     // The expert-major rows the layout asks for: a ragged size, grown (untimed on the host, and
     // in the warm-up once the routing is the same every iteration).

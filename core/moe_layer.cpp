@@ -167,18 +167,17 @@ void MoeLayer::grow_expert_buffers_for(int64_t rows) {
 // the world (every rank computes the same placement from the same all-reduced counts), as EPLB
 // places by the loads of past steps; routing does not depend on where the experts are.
 void MoeLayer::place_experts_by_first_step() {
-  const int64_t E = d_.E, El = d_.E_local;
-  placement_ = contiguous_placement(E);
+  const int64_t El = d_.E_local;
+  placement_ = contiguous_placement(d_.E);
   if (places_experts(w_)) {
     load_step_inputs(0);
     route();
     device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
-    const std::vector<double> load(stats_host_.begin(), stats_host_.begin() + E);
-    placement_load_.contiguous = rank_load_max_over_mean(placement_, load, d_.ep);
-    placement_ = place_experts(w_.expert_placement, load, d_.ep);
-    placement_load_.placed = rank_load_max_over_mean(placement_, load, d_.ep);
+    const PlacedExperts placed = place_by_counts(w_, stats_host_.data());
+    placement_ = placed.placement;
+    placement_load_ = {placed.contiguous_load, placed.placed_load};
     slot_of_expert_ = static_cast<int32_t*>(fixed(plan_.expert_slots));
-    device_.copy_to_device(slot_of_expert_, placement_.slot_of_expert.data(), 4 * E);
+    device_.copy_to_device(slot_of_expert_, placement_.slot_of_expert.data(), 4 * size_t(d_.E));
     slot_idx_ = static_cast<int32_t*>(fixed(plan_.token_topk));
   }
   const auto first = placement_.expert_of_slot.begin() + mesh_.ep_rank * El;

@@ -63,6 +63,18 @@ Placement place_experts(ExpertPlacement how, const std::vector<double>& load, in
   return contiguous_placement(int64_t(load.size()));
 }
 
+PlacedExperts place_by_counts(const Workload& w, const float* counts) {
+  const int64_t E = w.model.experts, ep = w.mesh.ep;
+  PlacedExperts out;
+  out.placement = contiguous_placement(E);
+  if (!places_experts(w)) return out;
+  const std::vector<double> load(counts, counts + E);
+  out.contiguous_load = rank_load_max_over_mean(out.placement, load, ep);
+  out.placement = place_experts(w.expert_placement, load, ep);
+  out.placed_load = rank_load_max_over_mean(out.placement, load, ep);
+  return out;
+}
+
 std::vector<double> rank_loads(const Placement& p, const std::vector<double>& load, int64_t ep) {
   const int64_t El = int64_t(load.size()) / ep;
   std::vector<double> sum(static_cast<size_t>(ep), 0.0);

@@ -29,6 +29,15 @@ Placement balanced_placement(const std::vector<double>& load, int64_t ep);
 
 Placement place_experts(ExpertPlacement how, const std::vector<double>& load, int64_t ep);
 
+// The placement w asks for from the world's rows per expert, counts [E] (the first step's, as the
+// router's all-reduced statistics hold them), with the rows per EP rank, max over mean, as
+// contiguous placement would have them and as placed (both 0 where w places nothing).
+struct PlacedExperts {
+  Placement placement;
+  double contiguous_load = 0, placed_load = 0;
+};
+PlacedExperts place_by_counts(const Workload& w, const float* counts);
+
 // The rows each EP rank would receive under a placement: the loads of its experts summed.
 std::vector<double> rank_loads(const Placement& p, const std::vector<double>& load, int64_t ep);
 // max / mean of rank_loads (1 for an even split; 1 where nothing is routed).

@@ -4,7 +4,8 @@
 # uneven, every run passes the check against float64, and with alltoall (each row returned alone,
 # summed at its token in k order) out, dx, dw_gate and idx are bitwise contiguous's on EP 2, EP 4
 # and EP 2 x FSDP 2. The other dispatchers, the pipeline and graph true pass the check with it;
-# --dump is refused (a dump's ranks hold consecutive experts).
+# moebench dispatch places them as run does; --dump is refused (a dump's ranks hold consecutive
+# experts).
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" --backend cpu --set model.experts=16 --set model.topk=4
   --set tokens_per_rank=64 --set routing.mode=powerlaw --steps 3 --warmup 2)
@@ -48,6 +49,33 @@ for extra in "--set dispatch=alltoall_dedup" "--set dispatch=allgather" \
   grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/other.txt" ||
     { cat "$WORK/other.txt"; fail "balanced with $extra: no PASS"; }
 done
+# moebench dispatch places the experts as run does: its bytes per direction are a one-step run's
+# on the same routing, under either placement, and the placements' differ on this routing.
+shape=(--config "$TINY" --set model.experts=16 --set model.topk=4 --set routing.mode=powerlaw
+  --set mesh.ep=2)
+for pl in contiguous balanced; do
+  mpi 2 dispatch "${shape[@]}" --set expert_placement=$pl --dispatchers alltoall --tokens 64 \
+    --iters 2 --warmup 0 --out "$WORK/bench-$pl.json" >/dev/null
+  mpi 2 run "${shape[@]}" --set expert_placement=$pl --set tokens_per_rank=64 --warmup 0 \
+    --steps 1 --set check=off --set roofline=false -q --out "$WORK/step-$pl.json" >/dev/null
+done
+/usr/bin/python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+def check(cond, what):
+    if not cond:
+        sys.exit(f"FAIL: {what}")
+load = lambda n: json.load(open(f"{work}/{n}.json"))
+bytes_ = {}
+for pl in ("contiguous", "balanced"):
+    bench = load(f"bench-{pl}")["results"][0]["directions"]
+    step = load(f"step-{pl}")["timing"]["phases"]
+    for k in ("dispatch_fwd", "combine_fwd", "combine_bwd", "dispatch_bwd"):
+        check(bench[k]["bytes_to_others"] == step["a2a_" + k]["bytes_sent_per_rank"],
+              f"{pl} {k}: bench {bench[k]['bytes_to_others']} bytes, step {step['a2a_' + k]['bytes_sent_per_rank']}")
+    bytes_[pl] = bench["dispatch_fwd"]["bytes_to_others"]
+check(bytes_["contiguous"] != bytes_["balanced"], f"placement did not change the bench's bytes: {bytes_}")
+PY
 rc=0
 mpi 2 "${args[@]}" --set mesh.ep=2 --set expert_placement=balanced --dump "$WORK/dump" \
   >"$WORK/dump.txt" 2>&1 || rc=$?
