@@ -75,6 +75,7 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"fsdp_rank", mesh.fsdp_rank},
                          {"experts_begin", mesh.experts_begin},
                          {"experts_end", mesh.experts_end},
+                         {"experts", o.experts},
                          {"T", T},
                          {"H", H},
                          {"F", F},

@@ -392,11 +392,6 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     // Where the results go, before any work: a refused target must not cost a calibration.
     if (!opt.out.empty()) check_json_target(opt.out);
     if (!opt.dump.empty()) check_dump_target(opt.dump);
-    // A dump's ranks hold blocks of consecutive experts (scripts/verify_dump.py assembles them so).
-    MOE_USER_CHECK(opt.dump.empty() || !places_experts(w),
-                   "--dump with expert_placement balanced: a dump holds each EP rank's "
-                   "consecutive experts; set expert_placement=contiguous to dump (the results "
-                   "are the same function either way)");
     const int64_t dump_bytes = opt.dump.empty() ? 0 : dump_bytes_per_rank(w, mesh);
     MOE_USER_CHECK(dump_bytes <= opt.dump_limit_mib << 20,
                    "--dump would write " << (dump_bytes >> 20)

@@ -603,6 +603,7 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
   o.w_gate = storage(w_gate_, H * E);
   o.dw_gate = fp32(dw_gate_, H * E);
   if (expert_bias_) o.expert_bias = fp32(expert_bias_, E);
+  o.experts = local_experts_;
   if (want.expert_weights) {
     o.w_in = storage(w_in_full_, El * H * 2 * F);
     o.w_out = storage(w_out_full_, El * F * H);

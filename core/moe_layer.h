@@ -63,6 +63,7 @@ struct StepOutputs {
   std::vector<float> p;                 // [T, K]
   std::vector<float> w_gate, dw_gate;   // [H, E]; dw_gate after the world all-reduce
   std::vector<float> expert_bias;       // [E] (empty unless router.expert_bias)
+  std::vector<int32_t> experts;         // the experts this rank holds, slot by slot (placement)
   std::vector<float> w_in, w_out;       // this rank's experts' full weights, as used (when wanted)
   // Gradients over the world's tokens of every local expert (when wanted).
   std::vector<float> dw_in, dw_out;

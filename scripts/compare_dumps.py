@@ -15,10 +15,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # importing verify_dump leaves no __pycache__ in the checkout
-from verify_dump import Malformed, load_dump, route  # noqa: E402  (the same loader and router)
+from verify_dump import Malformed, by_expert, load_dump, route  # noqa: E402  (the same loader and router)
 
 NEAR_TIE = 1e-3
 INPUTS = ("x", "dout", "w_gate", "w_in", "w_out")
+EXPERT_TENSORS = ("w_in", "w_out", "dw_in", "dw_out")  # compared in expert order (expert_placement)
 TENSORS = ("out", "dx", "p", "dw_gate", "dw_in", "dw_out")
 SHARED_INPUTS, SHARED_TENSORS = ("w_sh_in", "w_sh_out"), ("dw_sh_in", "dw_sh_out")  # with shared experts
 
@@ -39,8 +40,19 @@ def compare(dir_a, dir_b, log=print):
         raise Malformed(f"the dumps are of different workloads or meshes: {diff}")
     ok = True
     shared = ca["S"] > 0
+    ep, E = ca["ep"], ca["E"]
+
+    def whole(ranks, name):
+        """Every rank's part of a tensor; an expert tensor in expert order, wherever each expert
+        was placed, once per FSDP group (each holds every expert)."""
+        if name in EXPERT_TENSORS:
+            return np.concatenate([by_expert(ranks[f * ep:(f + 1) * ep], name, ep, E).ravel()
+                                   for f in range(len(ranks) // ep)])
+        return np.concatenate([r[name].ravel() for r in ranks])
+
     for name in INPUTS + (("expert_bias",) if ca["expert_bias"] else ()) + (SHARED_INPUTS if shared else ()):
-        same = all(np.array_equal(x[name], y[name]) for x, y in zip(ra, rb))
+        same = np.array_equal(whole(ra, name), whole(rb, name)) if name in EXPERT_TENSORS else \
+            all(np.array_equal(x[name], y[name]) for x, y in zip(ra, rb))
         log(f"{'input ' + name:<18} {'bitwise equal' if same else 'DIFFERENT':>26}  "
             f"{'PASS' if same else 'FAIL'}")
         ok &= same
@@ -73,8 +85,7 @@ def compare(dir_a, dir_b, log=print):
         if name == "p":
             a, b = p_sorted(ra)[~differ], p_sorted(rb)[~differ]
         else:
-            a = np.concatenate([r[name].ravel() for r in ra])
-            b = np.concatenate([r[name].ravel() for r in rb])
+            a, b = whole(ra, name), whole(rb, name)
         err, tol = rel_l2(a, b), ra[0]["meta"]["tolerances"][name]
         finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(b)))
         good = finite and err <= tol

@@ -14,7 +14,7 @@ import numpy as np
 
 f64 = np.float64
 NEAR_TIE_REL = 1e-3  # MATH.md: a routing flip is legitimate where the scores differ by <= 1e-3 relative
-PER_RANK_KEYS = ("rank", "ep_rank", "fsdp_rank", "experts_begin", "experts_end", "loss", "aux", "z")
+PER_RANK_KEYS = ("rank", "ep_rank", "fsdp_rank", "experts_begin", "experts_end", "experts", "loss", "aux", "z")
 META_KEYS = ("rank", "world", "ep", "fsdp", "ep_rank", "fsdp_rank", "experts_begin", "experts_end",
              "T", "H", "F", "E", "K", "dtype", "router", "loss", "aux", "z")
 # The tensors whose check tolerance the dump carries (meta.json "tolerances").
@@ -251,6 +251,12 @@ def load_dump(d, allow_controls=False):
                 (m["experts_begin"], m["experts_end"]) != (er * El, er * El + El):
             raise Malformed(f"rank{rk}/meta.json: rank/ep_rank/fsdp_rank/experts_* break the layout "
                             f"rank = fsdp_rank*ep + ep_rank, experts [ep_rank*E/ep, +E/ep)")
+        # The experts the rank holds, slot by slot (expert_placement); dumps from before placement
+        # hold experts_begin .. experts_end.
+        held = m.get("experts", list(range(er * El, er * El + El)))
+        if not (isinstance(held, list) and len(held) == El and all(isinstance(e, int) for e in held)
+                and held == sorted(set(held)) and all(0 <= e < E for e in held)):
+            raise Malformed(f"rank{rk}/meta.json: experts must be {El} ascending expert ids in [0, {E})")
         if not all(isinstance(m[k], (int, float)) for k in ("loss", "aux", "z")):
             raise Malformed(f"rank{rk}/meta.json: loss, aux and z must be numbers")
         tols = m.get("tolerances")
@@ -258,7 +264,7 @@ def load_dump(d, allow_controls=False):
                                                  for t in TOLERANCES + (SHARED_GRADS if S else ())):
             raise Malformed(f"rank{rk}/meta.json: no tolerances for {list(TOLERANCES)} (moebench "
                             f"writes the check's into every dump; this one is older): dump again")
-        a = dict(meta=m)
+        a = dict(meta=m, experts=np.array(held, np.int64))
         for name, shp in shapes.items():
             path = os.path.join(dirs[rk], name + ".npy")
             try:
@@ -271,7 +277,22 @@ def load_dump(d, allow_controls=False):
                                 f"{np.dtype(want)}{list(shp)}")
             a[name] = arr
         ranks.append(a)
+    # Every EP group holds every expert once, its FSDP ranks the same experts.
+    for rk, a in enumerate(ranks):
+        if not np.array_equal(a["experts"], ranks[rk % ep]["experts"]):
+            raise Malformed(f"rank{rk}/meta.json: experts differ from its FSDP peer rank{rk % ep}'s")
+    if sorted(np.concatenate([ranks[j]["experts"] for j in range(ep)]).tolist()) != list(range(E)):
+        raise Malformed(f"{d}: the EP ranks' experts do not hold each of the {E} experts once")
     return c, ranks
+
+
+def by_expert(ranks, name, ep, E):
+    """The EP ranks' [El, ...] blocks of an expert tensor as one [E, ...] array in expert order."""
+    first = ranks[0][name]
+    out = np.empty((E,) + first.shape[1:], first.dtype)
+    for j in range(ep):
+        out[ranks[j]["experts"]] = ranks[j][name]
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -331,8 +352,8 @@ def verify(d, tol_scale=1.0, log=print):
     DOUT = np.concatenate([a["dout"] for a in ranks]).astype(f64)
     Wg = ranks[0]["w_gate"].astype(f64)
     bias = ranks[0]["expert_bias"].astype(f64) if c["expert_bias"] else None
-    Win = np.concatenate([ranks[j]["w_in"] for j in range(ep)])    # expert e on ep_rank e // El
-    Wout = np.concatenate([ranks[j]["w_out"] for j in range(ep)])
+    Win = by_expert(ranks, "w_in", ep, c["E"])    # each EP rank's experts (meta "experts")
+    Wout = by_expert(ranks, "w_out", ep, c["E"])
     shared = (ranks[0]["w_sh_in"], ranks[0]["w_sh_out"]) if c["S"] else None
     fin = all(np.all(np.isfinite(v)) for v in (X, DOUT, Wg, Win, Wout) + (shared or ()))
     rep.row("inputs finite", "-", "-", "-", fin, "x, dout, w_gate, w_in, w_out")
@@ -375,7 +396,7 @@ def verify(d, tol_scale=1.0, log=print):
     # The check's own tolerances (MATH.md), as moebench wrote them into the dump.
     tol = {t: v * tol_scale for t, v in ranks[0]["meta"]["tolerances"].items()}
     tok = [slice(r * T, r * T + T) for r in range(world)]
-    exp = [slice(a["meta"]["experts_begin"], a["meta"]["experts_end"]) for a in ranks]
+    exp = [a["experts"] for a in ranks]
     for name in ("p", "out", "dx"):
         rep.compare(name, [a[name] for a in ranks], [ref[name][s] for s in tok], tol[name])
     rep.compare("dw_gate", [a["dw_gate"] for a in ranks], [ref["dw_gate"]] * world, tol["dw_gate"])
