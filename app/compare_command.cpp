@@ -406,6 +406,16 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
       return line +
              "; note: the runs ran different numbers of steps and the digests are of "
              "the last step";
+  // dw_in's and dw_out's digests are over each rank's experts as placed (docs/layer.md).
+  auto placement = [](const json& j) {
+    const json* p = find(j, "/config/expert_placement");
+    return p && p->is_string() ? p->get<std::string>() : std::string("contiguous");
+  };
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (placement(runs[i].result) != placement(runs[0].result))
+      return line +
+             "; note: the runs place the experts differently (expert_placement), and the "
+             "dw_in and dw_out digests are over each rank's experts as placed";
   return line;
 }
 

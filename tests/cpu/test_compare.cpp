@@ -368,6 +368,16 @@ TEST(Compare, DigestsAndTable) {
   EXPECT_NE(other.find("C not comparable (digests by mixsum64, A's by fnv1a64)"), std::string::npos)
       << other;
   EXPECT_EQ(other.find("bitwise identical results"), std::string::npos) << other;
+  // Another expert placement moves the experts' gradients between ranks, so their digests.
+  json placed = make_result();
+  placed["config"]["expert_placement"] = "balanced";
+  placed["digests"]["dw_in"] = "dddd";
+  const std::string moved = digest_summary(runs_of({make_result(), placed}));
+  EXPECT_NE(moved.find("B differs from A in dw_in"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("note: the runs place the experts differently (expert_placement)"),
+            std::string::npos)
+      << moved;
+  EXPECT_EQ(line.find("expert_placement"), std::string::npos) << line;
   const auto runs = runs_of({make_result(), c});
   const std::string table = render_table(runs, build_rows(runs, -1, "all"), -1);
   EXPECT_NE(table.find("# A  a.json: commit 0123456789ab, backend cpu"), std::string::npos)
