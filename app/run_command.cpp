@@ -661,9 +661,6 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     ph.in_step = p < kNumStepPhases;
     if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
     if (p == kSharedFwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "dispatch_fwd";
-    // The shared experts' gradient reduction, part of grad_sync, after dispatch_bwd.
-    if (p == kGradSync && w.overlap == Overlap::kDispatchBwd && w.model.shared_experts > 0)
-      ph.beside = "experts_bwd";
     // The pipeline runs every chunk's dispatcher directions on the side lane beside the chunks'
     // expert GEMMs, and the shared experts on the main lane beside the first and last of them.
     if (w.overlap == Overlap::kPipeline) {

@@ -371,27 +371,18 @@ void MoeLayer::backward() {
     return;
   }
   // One chunk; with overlap dispatch_bwd, dispatch_bwd beside the weight gradients (which it does
-  // not touch), and then the shared experts' gradient reduction: their backward runs first, so
-  // that the reduction need not wait for the routed experts' gradients.
+  // not touch) and the shared experts' backward.
   const Chunk& all = chunks_.front();
   combine_bwd(all);
   experts_bwd_data(all);
-  if (w_.overlap != Overlap::kDispatchBwd) {
-    experts_bwd_weights();
-    if (shared_) shared_bwd();
-    dispatch_bwd(all);
-    return;
-  }
-  if (shared_) shared_bwd();
-  on_side([&] {
-    dispatch_bwd(all);
-    if (!shared_grads_beside()) return;
-    timer_->begin(kGradSync);
-    shared_->grad_sync();
-    timer_->end(kGradSync);
-  });
+  const bool beside = w_.overlap == Overlap::kDispatchBwd;
+  if (beside) on_side([&] { dispatch_bwd(all); });
   experts_bwd_weights();
-  device_.join_side();
+  if (shared_) shared_bwd();
+  if (beside)
+    device_.join_side();
+  else
+    dispatch_bwd(all);
 }
 
 // The device's lanes wait for each other whole (Device::join_side), so the side lane feeds one
@@ -543,7 +534,7 @@ void MoeLayer::route() {
 
 void MoeLayer::grad_sync() {
   comm_.allreduce_f32(dw_gate_, d_.H * d_.E, Group::kWorld);
-  if (shared_ && !shared_grads_beside()) shared_->grad_sync();
+  if (shared_) shared_->grad_sync();
   if (d_.fsdp == 1) return;
   comm_.reduce_scatter(dw_in_full_, dw_in_shard_, shard_in_, d_.grad_dtype, Group::kFsdp);
   comm_.reduce_scatter(dw_out_full_, dw_out_shard_, shard_out_, d_.grad_dtype, Group::kFsdp);

@@ -195,9 +195,6 @@ class MoeLayer {
   void shared_fwd();
   void shared_bwd();
   void grad_sync();
-  // overlap dispatch_bwd with shared experts: their gradients' reduction runs on the side lane
-  // after dispatch_bwd, beside the routed weight gradients, instead of in grad_sync.
-  bool shared_grads_beside() const { return shared_ && w_.overlap == Overlap::kDispatchBwd; }
   // Chunk c's part of a per-token tensor of `per_token` elements of `bytes` each, and of an
   // expert-major buffer of `row_bytes` rows.
   template <class T>

@@ -37,9 +37,8 @@ enum class CheckMode { kFirst, kEvery, kOff };
 enum class ReferenceDevice { kAuto, kCpu, kGpu };
 // Which phases of the step run beside others. kDispatchBwd: dispatch_bwd (dx back to its tokens'
 // ranks, and the unpermute) runs on the backend's side lane beside experts_bwd's weight gradients,
-// which it does not touch; with shared experts, it runs shared_fwd on the side lane beside
-// dispatch_fwd, and their backward before the routed weight gradients, so that their gradients'
-// reduction follows dispatch_bwd on the side lane. Both are schedules, never a change of any result. kPipeline: the
+// which it does not touch (and beside shared_bwd); with shared experts, it runs shared_fwd on the
+// side lane beside dispatch_fwd. Both are schedules, never a change of any result. kPipeline: the
 // rank's tokens in overlap_chunks chunks, each dispatched, run through the experts and combined on
 // its own, the dispatcher's directions of one chunk on the side lane beside the expert GEMMs of
 // another (core/moe_layer.h); the expert weight gradients sum over the chunks, so their last bits

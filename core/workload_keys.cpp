@@ -271,9 +271,9 @@ const std::vector<KeySpec>& schema() {
               "pad each local expert's rows to a multiple of this (16, 128) for the GEMMs"),
       how(enum_key("overlap", MOE_FIELD(overlap),
                    "which phases run beside others: dispatch_bwd runs the backward all-to-all of "
-                   "dx and the unpermute beside the weight-gradient GEMMs, and with shared experts "
-                   "their forward beside dispatch_fwd and their gradients' reduction after "
-                   "dispatch_bwd (their backward first) (results bitwise equal); pipeline cuts the tokens into overlap_chunks chunks whose "
+                   "dx and the unpermute beside the weight-gradient GEMMs (and the shared experts' "
+                   "backward), and the shared experts' forward beside dispatch_fwd (results "
+                   "bitwise equal); pipeline cuts the tokens into overlap_chunks chunks whose "
                    "dispatch and combine run beside another chunk's expert GEMMs, forward and "
                    "backward, the weight gradients once over every chunk's rows (the rows none "
                    "multiplies, in its order: equal within GEMM rounding; a capacity applies per "

@@ -502,14 +502,10 @@ TEST(MoeLayerFake, OverlapRunsTheSharedForwardBesideTheDispatch) {
   EXPECT_LT(r.at("permute")[0], join[0]);
   const std::vector<size_t> all_fwd = r.at("expert_ffn_fwd");
   EXPECT_LT(join[0], all_fwd.back());  // the routed experts wait for both
-  // Backward: the shared experts first, on the main lane, then dispatch_bwd and their gradients'
-  // reduction (a world of one here: no call) on the side lane beside the routed weight gradients.
-  const size_t shared_wgrad = shared_calls(r, "expert_ffn_bwd_weights").at(0);
-  EXPECT_LT(r.at("expert_ffn_bwd_data").front(), shared_calls(r, "expert_ffn_bwd_data").at(0));
-  EXPECT_LT(shared_wgrad, fork[1]);
-  EXPECT_LT(fork[1], r.at("unpermute_sum").at(0));
-  EXPECT_LT(main[1], r.at("expert_ffn_bwd_weights").back());
-  EXPECT_LT(r.at("expert_ffn_bwd_weights").back(), join[1]);
+  // Backward: the shared experts on the main lane, beside dispatch_bwd on the side lane.
+  const size_t shared_data = shared_calls(r, "expert_ffn_bwd_data").at(0);
+  EXPECT_LT(main[1], shared_data);
+  EXPECT_LT(shared_calls(r, "expert_ffn_bwd_weights").at(0), join[1]);
   EXPECT_TRUE(before(r, "join_side", "shared_sum_dx"));
 }
 
