@@ -355,7 +355,6 @@ json result_to_json(const RunResult& r) {
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0},
       {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others},
-      {"expert_placement", name_of(r.workload.expert_placement)},
       {"first_step_rank_load",
        rs.first_step_rank_load_placed > 0
            ? nlohmann::json{{"contiguous_max_over_mean", rs.first_step_rank_load_contiguous},

@@ -707,8 +707,8 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       r.routing.rows_received_per_rank.mean > 0
           ? r.routing.rows_received_per_rank.max / r.routing.rows_received_per_rank.mean
           : 0;
-  r.routing.first_step_rank_load_contiguous = layer.placement_load().contiguous;
-  r.routing.first_step_rank_load_placed = layer.placement_load().placed;
+  r.routing.first_step_rank_load_contiguous = layer.placement().contiguous_load;
+  r.routing.first_step_rank_load_placed = layer.placement().placed_load;
 
   // GEMM planning in the timed steps is host work inside the step's time: reported, not hidden.
   const GemmPlanCounts plans_end = ops.gemm_plan_counts();

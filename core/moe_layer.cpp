@@ -168,24 +168,23 @@ void MoeLayer::grow_expert_buffers_for(int64_t rows) {
 // places by the loads of past steps; routing does not depend on where the experts are.
 void MoeLayer::place_experts_by_first_step() {
   const int64_t El = d_.E_local;
-  placement_ = contiguous_placement(d_.E);
+  placed_.placement = contiguous_placement(d_.E);
   if (places_experts(w_)) {
     load_step_inputs(0);
     route();
     device_.copy_to_host(stats_host_.data(), stats_, 4 * stats_host_.size());
-    const PlacedExperts placed = place_by_counts(w_, stats_host_.data());
-    placement_ = placed.placement;
-    placement_load_ = {placed.contiguous_load, placed.placed_load};
+    placed_ = place_by_counts(w_, stats_host_.data());
     slot_of_expert_ = static_cast<int32_t*>(fixed(plan_.expert_slots));
-    device_.copy_to_device(slot_of_expert_, placement_.slot_of_expert.data(), 4 * size_t(d_.E));
+    device_.copy_to_device(slot_of_expert_, placed_.placement.slot_of_expert.data(),
+                           4 * size_t(d_.E));
     slot_idx_ = static_cast<int32_t*>(fixed(plan_.token_topk));
   }
-  const auto first = placement_.expert_of_slot.begin() + mesh_.ep_rank * El;
+  const auto first = placed_.placement.expert_of_slot.begin() + mesh_.ep_rank * El;
   local_experts_.assign(first, first + El);
 }
 
 int64_t MoeLayer::local_slot(int64_t expert) const {
-  const int64_t g = placement_.slot_of_expert.at(size_t(expert));
+  const int64_t g = placed_.placement.slot_of_expert.at(size_t(expert));
   MOE_CHECK(g / d_.E_local == mesh_.ep_rank,
             "expert " << expert << " is in slot " << g << ", not on EP rank " << mesh_.ep_rank);
   return g % d_.E_local;
@@ -540,11 +539,11 @@ void MoeLayer::grad_sync() {
   comm_.reduce_scatter(dw_out_full_, dw_out_shard_, shard_out_, d_.grad_dtype, Group::kFsdp);
 }
 
-void MoeLayer::download_expert_grads(int64_t e, std::vector<float>& dw_in,
+void MoeLayer::download_expert_grads(int64_t slot, std::vector<float>& dw_in,
                                      std::vector<float>& dw_out) {
-  MOE_CHECK(0 <= e && e < d_.E_local,
-            "download_expert_grads: local expert " << e << " of " << d_.E_local);
-  download_expert_grad_range(e, 1, dw_in, dw_out);
+  MOE_CHECK(0 <= slot && slot < d_.E_local,
+            "download_expert_grads: local slot " << slot << " of " << d_.E_local);
+  download_expert_grad_range(slot, 1, dw_in, dw_out);
 }
 
 void MoeLayer::download_expert_grad_range(int64_t first, int64_t count, std::vector<float>& dw_in,

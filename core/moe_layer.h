@@ -124,20 +124,15 @@ class MoeLayer {
   const LaneTimes& lanes() const { return lanes_; }
   // Downloads the last step's tensors; gathers FSDP gradient shards back (collective, untimed).
   StepOutputs download_outputs(const OutputsWanted& want = {});
-  // Local slot e's gradients of the last step as floats, dw_in [H, 2F] and dw_out [F, H], after
-  // download_outputs has gathered them: the check compares them an expert at a time, so that the
-  // host never holds all of them (45 GB at DeepSeek-V3's EP 1).
-  void download_expert_grads(int64_t e, std::vector<float>& dw_in, std::vector<float>& dw_out);
-  // Where the experts are (expert_placement): this EP rank's experts, slot by slot (ascending),
-  // and the local slot of one of them.
+  // Local slot `slot`'s gradients of the last step as floats, dw_in [H, 2F] and dw_out [F, H],
+  // after download_outputs has gathered them: the check compares them an expert at a time, so that
+  // the host never holds all of them (45 GB at DeepSeek-V3's EP 1).
+  void download_expert_grads(int64_t slot, std::vector<float>& dw_in, std::vector<float>& dw_out);
+  // Where the experts are (expert_placement): the placement and the first step's rows per EP rank
+  // it was made from; this EP rank's experts, slot by slot (ascending), and one's local slot.
+  const PlacedExperts& placement() const { return placed_; }
   const std::vector<int32_t>& local_experts() const { return local_experts_; }
   int64_t local_slot(int64_t expert) const;
-  // With balanced placement at mesh.ep > 1, the first step's rows per EP rank, max over mean,
-  // under contiguous placement and as placed (0 and 0 otherwise: nothing was measured).
-  struct PlacementLoad {
-    double contiguous = 0, placed = 0;
-  };
-  const PlacementLoad& placement_load() const { return placement_load_; }
   // Digests (core/digest.h) of the last step's results, computed where they live, without a
   // download: out, dx, dw_gate, idx, and this rank's FSDP shards of dw_in and dw_out (every
   // gradient element is then counted on exactly one rank of its EP group); with shared experts
@@ -175,7 +170,7 @@ class MoeLayer {
     device_.to_main();
   }
 
-  void place_experts_by_first_step();  // sets placement_ and local_experts_
+  void place_experts_by_first_step();  // sets placed_ and local_experts_
   void issue_step();                   // every phase of a step, issued as run_step times it
   void fsdp_gather();
   void route();
@@ -277,9 +272,8 @@ class MoeLayer {
   // Where the experts are: the placement, this EP rank's experts by slot; where it moves experts,
   // each expert's slot on the device [E] and the routed rows' slots [T, K], which the
   // dispatchers take in place of idx_.
-  Placement placement_;
+  PlacedExperts placed_;
   std::vector<int32_t> local_experts_;
-  PlacementLoad placement_load_;
   int32_t* slot_of_expert_ = nullptr;
   int32_t* slot_idx_ = nullptr;
 };
