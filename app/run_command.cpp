@@ -275,7 +275,7 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   ReferenceInputs in = reference_inputs(o, step);
   in.timeout_s = timeout_s;
   const auto [checked_begin, checked_end] = checked_local_experts(mesh);
-  in.experts.assign(held.begin() + checked_begin, held.begin() + checked_end);
+  in.experts = std::vector<int32_t>(held.begin() + checked_begin, held.begin() + checked_end);
   const int64_t E_part = checked_end - checked_begin;
   ExpertGradSums dw;
   ReferenceProgress progress{"the reference", E_part, say};

@@ -886,8 +886,10 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
             "mesh experts " << mesh.experts << " vs model experts " << E);
   MOE_CHECK(T * H <= INT_MAX && T * K <= INT_MAX, "per-rank tensors too large for one MPI count");
 
-  std::vector<int32_t> experts = in.experts;
-  if (experts.empty())
+  std::vector<int32_t> experts;
+  if (in.experts)
+    experts = *in.experts;
+  else
     for (int64_t e = mesh.experts_begin; e < mesh.experts_end; ++e) experts.push_back(int32_t(e));
 
   ReferenceProblem prob;

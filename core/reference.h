@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,9 @@ struct ReferenceInputs {
   const uint8_t* got_dropped = nullptr;  // [T, K] the backend's capacity drops: likewise
   int64_t step = 0;                      // for the forced routing of routing.mode
   // The experts whose weight gradients to compute, ascending: the ones this rank holds
-  // (expert_placement), or a part of them (FSDP ranks hold the same experts and split this work);
-  // empty: all of the mesh's [experts_begin, experts_end).
-  std::vector<int32_t> experts;
+  // (expert_placement), or a part of them, maybe none (FSDP ranks hold the same experts and split
+  // this work); unset: all of the mesh's [experts_begin, experts_end).
+  std::optional<std::vector<int32_t>> experts;
   // Set: those experts' weight gradients go here one expert at a time, in expert order, and
   // ReferenceResult's dw_in and dw_out stay empty. The check compares each as it comes, so that
   // the float64 gradients of all of a rank's experts (90 GB for DeepSeek-V3 at EP 1) are never

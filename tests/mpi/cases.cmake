@@ -35,6 +35,9 @@ foreach(mesh "4;1" "2;2" "1;4")
   moe_mpi_case(np4_ep${ep}_fsdp${fsdp}_sigmoid_groups 4 ${m} ${MOE_SIGMOID_GROUPS})
   moe_mpi_case(np4_ep${ep}_fsdp${fsdp}_aux_z 4 ${m} ${MOE_LOSSES})
 endforeach()
+# One expert per EP rank, split over 2 FSDP ranks: one of each pair checks no expert's gradients.
+moe_mpi_case(np8_ep4_fsdp2_one_expert_per_rank 8 --set mesh.ep=4 --set mesh.fsdp=2
+             --set model.experts=4 --set expert_placement=balanced)
 moe_mpi_case(np4_mixtral_style 4 --set mesh.ep=4 --set router.softmax_after_topk=true
              --set router.normalize_topk=true)
 moe_mpi_case(np4_fp32 4 --set mesh.ep=2 --set dtype=fp32 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
