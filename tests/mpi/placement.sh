@@ -3,9 +3,10 @@
 # powerlaw routing (hot experts) it evens out the rows per rank that contiguous placement leaves
 # uneven, every run passes the check against float64, and with alltoall (each row returned alone,
 # summed at its token in k order) out, dx, dw_gate and idx are bitwise contiguous's on EP 2, EP 4
-# and EP 2 x FSDP 2. The other dispatchers, the pipeline, graph true and a capacity (whose drops
-# rank an expert's rows wherever it lives) pass the check with it; moebench dispatch places them
-# as run does; dumps name each rank's experts, which the numpy verifier and compare_dumps follow.
+# and EP 2 x FSDP 2. The other dispatchers, the pipeline, graph true, a capacity (whose drops
+# rank an expert's rows wherever it lives) and FP8 pass the check with it; moebench dispatch
+# places them as run does; dumps name each rank's experts, which the numpy verifier and
+# compare_dumps follow.
 source "$(dirname "$0")/common.sh"
 args=(run --config "$TINY" --backend cpu --set model.experts=16 --set model.topk=4
   --set tokens_per_rank=64 --set routing.mode=powerlaw --steps 3 --warmup 2)
@@ -43,7 +44,8 @@ PY
 done
 for extra in "--set dispatch=alltoall_dedup" "--set dispatch=allgather" \
   "--set dispatch=nvlink --set graph=true" "--set overlap=pipeline --set dispatch=nvlink" \
-  "--set capacity_factor=1.0 --set dispatch=alltoall_dedup"; do
+  "--set capacity_factor=1.0 --set dispatch=alltoall_dedup" \
+  "--set precision=fp8_block --set dispatch_dtype=fp8 --set align=16 --set dispatch=alltoall_dedup"; do
   # shellcheck disable=SC2086
   mpi 2 "${args[@]}" --set mesh.ep=2 --set expert_placement=balanced $extra >"$WORK/other.txt" 2>&1 ||
     { cat "$WORK/other.txt"; fail "balanced with $extra: the run failed"; }
