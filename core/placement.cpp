@@ -7,12 +7,6 @@
 
 namespace moe {
 
-bool Placement::identity() const {
-  for (size_t g = 0; g < expert_of_slot.size(); ++g)
-    if (expert_of_slot[g] != int32_t(g)) return false;
-  return true;
-}
-
 static void fill_inverse(Placement& p) {
   p.slot_of_expert.assign(p.expert_of_slot.size(), -1);
   for (size_t g = 0; g < p.expert_of_slot.size(); ++g)
@@ -58,11 +52,6 @@ Placement balanced_placement(const std::vector<double>& load, int64_t ep) {
   return p;
 }
 
-Placement place_experts(ExpertPlacement how, const std::vector<double>& load, int64_t ep) {
-  if (how == ExpertPlacement::kBalanced && ep > 1) return balanced_placement(load, ep);
-  return contiguous_placement(int64_t(load.size()));
-}
-
 PlacedExperts place_by_counts(const Workload& w, const float* counts) {
   const int64_t E = w.model.experts, ep = w.mesh.ep;
   PlacedExperts out;
@@ -70,7 +59,7 @@ PlacedExperts place_by_counts(const Workload& w, const float* counts) {
   if (!places_experts(w)) return out;
   const std::vector<double> load(counts, counts + E);
   out.contiguous_load = rank_load_max_over_mean(out.placement, load, ep);
-  out.placement = place_experts(w.expert_placement, load, ep);
+  out.placement = balanced_placement(load, ep);
   out.placed_load = rank_load_max_over_mean(out.placement, load, ep);
   return out;
 }

@@ -14,7 +14,6 @@ namespace moe {
 struct Placement {
   std::vector<int32_t> expert_of_slot;  // [E]: the expert in global slot g
   std::vector<int32_t> slot_of_expert;  // [E]: the inverse
-  bool identity() const;
 };
 
 // Whether w's placement may move experts off their contiguous ranks (balanced, at mesh.ep > 1).
@@ -26,8 +25,6 @@ Placement contiguous_placement(int64_t experts);
 // (the lowest rank at a tie; equal loads keep expert order), then every rank's experts in
 // ascending order. Deterministic: every rank computes the same placement from the same loads.
 Placement balanced_placement(const std::vector<double>& load, int64_t ep);
-
-Placement place_experts(ExpertPlacement how, const std::vector<double>& load, int64_t ep);
 
 // The placement w asks for from the world's rows per expert, counts [E] (the first step's, as the
 // router's all-reduced statistics hold them), with the rows per EP rank, max over mean, as

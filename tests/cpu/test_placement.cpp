@@ -26,10 +26,16 @@ void expect_valid(const Placement& p, int64_t E, int64_t ep) {
   }
 }
 
+std::vector<int32_t> in_order(int32_t E) {
+  std::vector<int32_t> v(size_t(E), 0);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
 TEST(Placement, ContiguousIsTheIdentity) {
   const Placement p = contiguous_placement(16);
   expect_valid(p, 16, 4);
-  EXPECT_TRUE(p.identity());
+  EXPECT_EQ(p.expert_of_slot, in_order(16));
 }
 
 TEST(Placement, BalancedSplitsTwoHotExperts) {
@@ -38,7 +44,6 @@ TEST(Placement, BalancedSplitsTwoHotExperts) {
   const Placement p = balanced_placement(load, 2);
   expect_valid(p, 4, 2);
   EXPECT_EQ(p.expert_of_slot, (std::vector<int32_t>{0, 2, 1, 3}));
-  EXPECT_FALSE(p.identity());
   EXPECT_DOUBLE_EQ(rank_load_max_over_mean(contiguous_placement(4), load, 2), 20.0 / 11.0);
   EXPECT_DOUBLE_EQ(rank_load_max_over_mean(p, load, 2), 1.0);
   EXPECT_EQ(rank_loads(p, load, 2), (std::vector<double>{11, 11}));
@@ -68,15 +73,34 @@ TEST(Placement, BalancedBeatsContiguousOnRandomLoadsAndIsDeterministic) {
     }
 }
 
-TEST(Placement, EqualLoadsKeepContiguousOrderAndEpOneNeverMoves) {
+TEST(Placement, EqualLoadsAreDealtRoundRobin) {
   const std::vector<double> flat(12, 3.0);
   // Equal loads are dealt round-robin: rank r gets r, r + ep, ...
   const Placement p = balanced_placement(flat, 3);
   expect_valid(p, 12, 3);
   EXPECT_EQ(p.expert_of_slot, (std::vector<int32_t>{0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11}));
-  EXPECT_TRUE(place_experts(ExpertPlacement::kBalanced, {5, 1, 9, 2}, 1).identity());
-  EXPECT_TRUE(place_experts(ExpertPlacement::kContiguous, {5, 1, 9, 2}, 2).identity());
   EXPECT_DOUBLE_EQ(rank_load_max_over_mean(p, std::vector<double>(12, 0.0), 3), 1.0);
+}
+
+// place_by_counts places only where the workload asks for balanced at ep > 1, and then says how
+// even the rows were either way.
+TEST(Placement, ByCountsOnlyWhereTheWorkloadPlaces) {
+  const float counts[4] = {5, 1, 9, 2};
+  Workload w;
+  w.model.experts = 4;
+  w.mesh.ep = 2;
+  const PlacedExperts kept = place_by_counts(w, counts);
+  EXPECT_EQ(kept.placement.expert_of_slot, in_order(4));
+  EXPECT_EQ(kept.contiguous_load, 0.0);
+  EXPECT_EQ(kept.placed_load, 0.0);
+  w.expert_placement = ExpertPlacement::kBalanced;
+  const PlacedExperts placed = place_by_counts(w, counts);
+  expect_valid(placed.placement, 4, 2);
+  EXPECT_EQ(placed.placement.expert_of_slot, (std::vector<int32_t>{1, 2, 0, 3}));
+  EXPECT_DOUBLE_EQ(placed.contiguous_load, 11.0 / 8.5);  // {6, 11} against mean 8.5
+  EXPECT_DOUBLE_EQ(placed.placed_load, 10.0 / 8.5);      // {10, 7}
+  w.mesh.ep = 1;
+  EXPECT_EQ(place_by_counts(w, counts).placement.expert_of_slot, in_order(4));
 }
 
 }  // namespace
