@@ -96,17 +96,22 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       : "memory");
 }
 // A box of shared memory into a tensor (parts outside the tensor are not written), as one bulk
-// group of this thread; wait for its shared-memory reads before reusing the buffer.
-__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int32_t c0,
-                                             int32_t c1, int32_t c2) {
+// group of this thread; wait for its shared-memory reads before reusing the buffer. With the L2
+// policy evict_first: data written once and not read soon leaves L2 before the lines other work
+// re-reads.
+__device__ __forceinline__ void tma_store_3d_evict_first(const CUtensorMap* map, const void* src,
+                                                         int32_t c0, int32_t c1, int32_t c2) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   asm volatile(
-      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint"
+      " [%0, {%2, %3, %4}], [%1], %5;" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
       : "memory");
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
-// tma_store_3d, but adding the box to the tensor (fp32 adds in L2, each element once).
+// tma_store_3d_evict_first, but adding the box to the tensor (fp32 adds in L2, each element
+// once), without an L2 policy.
 __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const void* src,
                                                   int32_t c0, int32_t c1, int32_t c2) {
   asm volatile(
