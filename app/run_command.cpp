@@ -334,6 +334,33 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
   }
 }
 
+// Every rank's clock summary on every rank (one gather), from the sampler's samples over the
+// timed steps.
+ClocksReport gather_clocks(ClockSampler* sampler, const std::string& why_none, MPI_Comm world,
+                           double timeout_s) {
+  ClocksReport c;
+  const ClockSummary mine =
+      sampler ? summarize_clocks(sampler->finish(), sampler->power_limit_w()) : ClockSummary{};
+  int world_size = 0;
+  MPI_CHECK(MPI_Comm_size(world, &world_size));
+  std::vector<double> packed(kClockSummaryDoubles), all(size_t(world_size) * kClockSummaryDoubles);
+  pack_clock_summary(mine, packed.data());
+  allgather_bounded(packed.data(), all.data(), kClockSummaryDoubles, MPI_DOUBLE, world,
+                    "the all-gather of the clock samples", timeout_s);
+  int64_t taken = 0;
+  for (int i = 0; i < world_size; ++i) {
+    c.ranks.push_back(unpack_clock_summary(all.data() + size_t(i) * kClockSummaryDoubles));
+    taken += c.ranks.back().samples;
+  }
+  if (taken == 0) {
+    c.ranks.clear();
+    c.why_none = sampler ? "the timed steps ended before a sample was taken" : why_none;
+  } else {
+    c.source = sampler ? sampler->source() : "NVML";
+  }
+  return c;
+}
+
 }  // namespace
 
 bool RunResult::pass() const {
@@ -475,6 +502,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       device.profiler_stop();
     profiling = on;
   };
+  // The GPU's clocks and power, sampled over the same stretches as the profiler records.
+  std::string clocks_why_none;
+  std::unique_ptr<ClockSampler> clocks = device.make_clock_sampler(clocks_why_none);
+  auto sample_clocks = [&](bool on) {
+    if (clocks) clocks->set_on(on);
+  };
   if (opt.profile && rank == 0) {
     if (backend == "cuda")
       spdlog::info(
@@ -549,8 +582,10 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (w.graph && s == untimed - 1) layer.capture_next_step();
     start_step(gemm_choice.input_step(s));
     if (timed) profile(true);
+    if (timed) sample_clocks(true);
     layer.run_step(ms);
     if (check_now || dump_now || last) profile(false);
+    if (check_now || dump_now || last) sample_clocks(false);
     allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
     // The shared experts run on the same GEMM methods (0 ms without them). A GEMM's time is the
@@ -674,6 +709,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.host.issue_ms = summarize(host_issue_samples);
   r.host.waits_per_step = host_waits / steps;
   r.host.step = layer.replaying() ? "graph" : w.graph ? "sync-free" : "issued";
+  r.clocks = gather_clocks(clocks.get(), clocks_why_none, world, opt.timeout_s);
   r.routing.rows_routed_per_step = double(d.N * d.K);
   r.routing.rows_dropped_per_step = rows_dropped / steps;
   r.routing.rows_padded_per_step = rows_padded / steps;

@@ -9,6 +9,7 @@
 #include "app/calibrate.h"
 #include "app/launch.h"
 #include "core/check.h"
+#include "core/clocks.h"
 #include "core/mesh.h"
 #include "core/ops.h"
 #include "core/stats.h"
@@ -107,6 +108,14 @@ struct HostReport {
   std::string step = "issued";
 };
 
+// The GPUs' clocks and power over the timed steps (core/clocks.h): each rank's summary, by world
+// rank (samples 0 where a rank took none); empty, with why in why_none, where no rank took any.
+struct ClocksReport {
+  std::string source;  // where the readings came from ("NVML"); "" where none were taken
+  std::string why_none;
+  std::vector<ClockSummary> ranks;
+};
+
 // Per-step samples kept in a result (10^4 x 19 series at most: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 
@@ -129,6 +138,7 @@ struct RunResult {
   std::vector<PhaseResult> phases;
   LaneReport lanes;
   HostReport host;
+  ClocksReport clocks;
   Calibration calibration;          // done = false when the workload's roofline is off
   double step_floor_ms = 0;         // sum of the in-step phases' floors
   double model_flops_per_step = 0;  // whole world

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clocks.h"
 #include "core/init.h"
 #include "core/stats.h"
 #include "core/workload.h"
@@ -125,6 +126,12 @@ class Device {
   // to tell where there is no such profiler (the CPU backend).
   virtual void profiler_start() {}
   virtual void profiler_stop() {}
+  // A sampler of this device's clocks and power (core/clocks.h), off until set on; nullptr, with
+  // why in `why_none`, where there is none to read.
+  virtual std::unique_ptr<ClockSampler> make_clock_sampler(std::string& why_none) {
+    why_none = "the " + name() + " backend has no GPU clocks to sample";
+    return nullptr;
+  }
 };
 
 // Device memory of a ragged size, grow-only: reallocated (its contents lost) only when asked for

@@ -12,6 +12,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/digest.h"
+#include "kernels/cuda/nvml_clocks.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace moe {
@@ -100,7 +101,7 @@ class EventTimer : public PhaseTimer {
 
 }  // namespace
 
-CudaDevice::CudaDevice(int device, DType dtype) : dtype_(dtype) {
+CudaDevice::CudaDevice(int device, DType dtype) : device_(device), dtype_(dtype) {
   CUDA_CHECK(cudaSetDevice(device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
@@ -253,6 +254,10 @@ void CudaDevice::release_graph() {
 }
 
 void CudaDevice::profiler_start() { CUDA_CHECK(cudaProfilerStart()); }
+
+std::unique_ptr<ClockSampler> CudaDevice::make_clock_sampler(std::string& why_none) {
+  return cuda::make_nvml_clock_sampler(device_, why_none);
+}
 
 void CudaDevice::profiler_stop() {
   // The profiled work must be inside the range when the profiler stops: wait for the GPU first.

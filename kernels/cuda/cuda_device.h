@@ -54,8 +54,10 @@ class CudaDevice : public Device {
   int64_t host_waits() const override { return host_waits_; }
   void profiler_start() override;
   void profiler_stop() override;
+  std::unique_ptr<ClockSampler> make_clock_sampler(std::string& why_none) override;
 
  private:
+  int device_;
   DType dtype_;
   cudaStream_t stream_ = nullptr;  // the current lane: main_ or side_
   cudaStream_t main_ = nullptr, side_ = nullptr;

@@ -1,6 +1,7 @@
 // `run --profile` over the CPU backend with a device that records what the run asks of it: the
 // profiler is started and stopped around the timed steps only (never a warm-up step, never the
-// check), and the result JSON records the option and every rank's host.
+// check), the clocks sampled over the same steps, and the result JSON records the option and
+// every rank's host.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -38,10 +39,35 @@ class RecordingTimer : public PhaseTimer {
   Events& ev_;
 };
 
-// The CPU backend's device, with the profiler calls and the steps' ends recorded.
+// A clock sampler that records when it is turned on and off ("on", "off") and, finished, gives
+// three readings: 1400, 1500 and 1600 MHz, the first held down for power.
+class RecordingClocks : public ClockSampler {
+ public:
+  explicit RecordingClocks(Events& ev) : ev_(ev) {}
+  void set_on(bool on) override {
+    if (on != on_) ev_.push_back(on ? "on" : "off");
+    on_ = on;
+  }
+  std::vector<ClockSample> finish() override {
+    std::vector<ClockSample> s(3);
+    for (int i = 0; i < 3; ++i) s[i].sm_mhz = 1400 + 100 * i, s[i].power_w = 600;
+    s[0].power_limited = true;
+    return s;
+  }
+  double power_limit_w() const override { return 700; }
+  std::string source() const override { return "recording"; }
+
+ private:
+  Events& ev_;
+  bool on_ = false;
+};
+
+// The CPU backend's device, with the profiler calls and the steps' ends recorded; with
+// `clocks`, a RecordingClocks sampler too.
 class RecordingDevice : public Device {
  public:
-  RecordingDevice(std::unique_ptr<Device> inner, Events& ev) : inner_(std::move(inner)), ev_(ev) {}
+  RecordingDevice(std::unique_ptr<Device> inner, Events& ev, bool clocks = false)
+      : inner_(std::move(inner)), ev_(ev), clocks_(clocks) {}
   std::string name() const override { return inner_->name(); }
   void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
   void release(void* p) override { inner_->release(p); }
@@ -74,10 +100,15 @@ class RecordingDevice : public Device {
   }
   void profiler_start() override { ev_.push_back("start"); }
   void profiler_stop() override { ev_.push_back("stop"); }
+  std::unique_ptr<ClockSampler> make_clock_sampler(std::string& why_none) override {
+    if (!clocks_) return inner_->make_clock_sampler(why_none);
+    return std::make_unique<RecordingClocks>(ev_);
+  }
 
  private:
   std::unique_ptr<Device> inner_;
   Events& ev_;
+  bool clocks_;
 };
 
 struct TinyRun {
@@ -86,8 +117,9 @@ struct TinyRun {
   nlohmann::json result;
 };
 
-// configs/tiny.json (check on the first timed step) with these options, on the CPU backend.
-TinyRun run_tiny(RunOptions opt) {
+// configs/tiny.json (check on the first timed step) with these options, on the CPU backend;
+// with `clocks`, its device has a RecordingClocks sampler.
+TinyRun run_tiny(RunOptions opt, bool clocks = false) {
   Events ev;
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("moe_profile_" + std::to_string(getpid()) + ".json"))
@@ -102,7 +134,7 @@ TinyRun run_tiny(RunOptions opt) {
                               const Workload& w, double timeout_s) {
     Backend b = make_backend(name, world, mesh, w, timeout_s);
     // The ops keep a reference to the CPU device, which the recording one owns and outlives them.
-    b.device = std::make_unique<RecordingDevice>(std::move(b.device), ev);
+    b.device = std::make_unique<RecordingDevice>(std::move(b.device), ev, clocks);
     return b;
   });
   for (const std::string& e : ev) r.events += (r.events.empty() ? "" : " ") + e;
@@ -153,6 +185,30 @@ TEST(RunProfile, NoProfilerCallsWithoutTheFlag) {
   EXPECT_EQ(ranks[0]["rank"], 0);
   EXPECT_FALSE(ranks[0]["host"].get<std::string>().empty());
   EXPECT_FALSE(ranks[0].contains("gpu"));
+}
+
+// The clocks are sampled over the stretches the profiler records: the timed steps, not the
+// warm-up or the check; their summary is the result's timing.clocks.
+TEST(RunProfile, ClocksSampledOverTheTimedSteps) {
+  RunOptions opt;
+  opt.warmup = 2;
+  opt.steps = 3;
+  const TinyRun r = run_tiny(opt, true);
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.events, "step step on step off on step step off");
+  ASSERT_TRUE(r.result.is_object());
+  const nlohmann::json& c = r.result["timing"]["clocks"];
+  EXPECT_EQ(c["source"], "recording");
+  ASSERT_EQ(c["ranks"].size(), 1u);
+  EXPECT_EQ(c["ranks"][0]["samples"], 3);
+  EXPECT_DOUBLE_EQ(c["ranks"][0]["sm_mhz"]["median"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(c["ranks"][0]["power_limit_w"].get<double>(), 700);
+  EXPECT_NEAR(c["ranks"][0]["power_limited_share"].get<double>(), 1.0 / 3, 1e-12);
+  // Without a sampler (the CPU backend's own device): none, and why.
+  const TinyRun plain = run_tiny(opt);
+  EXPECT_TRUE(plain.result["timing"]["clocks"]["ranks"].empty());
+  EXPECT_NE(plain.result["timing"]["clocks"]["why_none"].get<std::string>().find("cpu"),
+            std::string::npos);
 }
 
 }  // namespace
