@@ -419,6 +419,24 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
   return line;
 }
 
+// Runs whose slowest ranks' median SM clocks differ by more than this get compare's note.
+constexpr double kClockDifference = 0.03;
+
+// The lowest of the ranks' median SM clocks (timing.clocks), 0 where the result has none.
+double slowest_sm_mhz(const json& j) {
+  const json* ranks = find(j, "/timing/clocks/ranks");
+  double lowest = 0;
+  if (!ranks || !ranks->is_array()) return 0;
+  for (const json& r : *ranks) {
+    const json* mhz = find(r, "/sm_mhz/median");
+    const json* n = find(r, "/samples");
+    if (!mhz || !mhz->is_number() || !n || !n->is_number() || n->get<double>() <= 0) continue;
+    const double v = mhz->get<double>();
+    if (lowest == 0 || v < lowest) lowest = v;
+  }
+  return lowest;
+}
+
 std::string render_table(const std::vector<CompareRun>& runs, const std::vector<CompareRow>& rows,
                          double threshold_pct) {
   std::ostringstream os;
@@ -467,6 +485,17 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
       os << "# note: " << label(i) << "'s timed steps drift " << fmt("%.0f", 100 * spread)
          << "% (the medians of their thirds: timing.step_drift): its median is no steady "
             "state's; runs given warmup_s compare better\n";
+  }
+  // GPUs that ran at other clocks (a power cap, heat, another card) give other times for the
+  // same code: a difference in time may then be the clocks'.
+  const double a_mhz = slowest_sm_mhz(runs[0].result);
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const double mhz = slowest_sm_mhz(runs[i].result);
+    if (a_mhz > 0 && mhz > 0 && std::abs(mhz / a_mhz - 1) > kClockDifference)
+      os << "# note: " << label(i) << "'s GPUs ran at " << fmt("%.0f", mhz) << " MHz against A's "
+         << fmt("%.0f", a_mhz)
+         << " (the slowest rank's median SM clock, timing.clocks): a difference in time may be "
+            "the clocks'\n";
   }
   os << "# X/A = X's value over A's; times: > 1 is slower; throughput, bandwidth: > 1 is "
         "faster\n#\n";

@@ -394,5 +394,29 @@ TEST(Compare, DigestsAndTable) {
   EXPECT_NE(marked.find("profiled (--profile)\n"), std::string::npos) << marked;
 }
 
+// A result's timing.clocks with one entry per rank's median SM clock.
+json clocks_of(const std::vector<double>& mhz) {
+  json ranks = json::array();
+  for (size_t i = 0; i < mhz.size(); ++i)
+    ranks.push_back({{"rank", int(i)}, {"samples", 100}, {"sm_mhz", {{"median", mhz[i]}}}});
+  return {{"source", "NVML"}, {"ranks", ranks}};
+}
+
+TEST(Compare, NotesRunsAtOtherClocks) {
+  json a = make_result(), near = make_result(), far = make_result(), none = make_result();
+  a["timing"]["clocks"] = clocks_of({1500, 1600});
+  near["timing"]["clocks"] = clocks_of({1530, 1700});  // slowest ranks 1500 and 1530: 2%
+  far["timing"]["clocks"] = clocks_of({1800, 1400});   // 1400: 7% lower
+  auto table = [](const std::vector<json>& results) {
+    const auto runs = runs_of(results);
+    return render_table(runs, build_rows(runs, -1, "all"), -1);
+  };
+  const std::string quiet = table({a, near, none});
+  EXPECT_EQ(quiet.find("MHz"), std::string::npos) << quiet;
+  const std::string noted = table({a, far});
+  EXPECT_NE(noted.find("# note: B's GPUs ran at 1400 MHz against A's 1500"), std::string::npos)
+      << noted;
+}
+
 }  // namespace
 }  // namespace moe
