@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "app/backend.h"
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #ifdef MOE_HAVE_CUDA
 #include "kernels/cuda/gemm_bench.h"
+#include "kernels/cuda/nvml_clocks.h"
 #endif
 
 namespace moe {
@@ -77,8 +79,22 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.grad_dtype = w.expert_grad_dtype;
   shape.sm90 = cuda::schedule_of(w.gemm);
   shape.precision = w.precision;
+  // The GEMMs' clocks: calls of a few ms each, a GPU far from its steady state under a power
+  // cap (a step's GEMMs run at that state's clocks: docs/output.md, "Clocks").
+  ClocksReport clocks;
+  std::unique_ptr<ClockSampler> sampler = cuda::make_nvml_clock_sampler(-1, clocks.why_none);
+  if (sampler) sampler->set_on(true);
   const std::vector<cuda::ExpertGemmBenchRow> rows =
       cuda::bench_expert_gemms(shape, opt.methods, opt.iters);
+  if (sampler) {
+    const ClockSummary s = summarize_clocks(sampler->finish(), sampler->power_limit_w());
+    if (s.samples > 0) {
+      clocks.source = sampler->source();
+      clocks.ranks = {s};
+    } else {
+      clocks.why_none = "the GEMMs ended before a sample was taken";
+    }
+  }
   double dense_tflops = 0;
   for (const auto& r : rows)
     if (r.gemm == "dense") dense_tflops = r.flops / (r.median_ms * 1e9);
@@ -119,6 +135,8 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
     if (r.quantize_ms > 0) row["quantize_ms"] = r.quantize_ms;
     j["gemms"].push_back(row);
   }
+  print_clocks(clocks, stdout, "the GEMMs' calls, warm-up calls included");
+  j["clocks"] = clocks_json(clocks);
   if (!opt.out.empty()) write_json_atomically(opt.out, j);
   return 0;
 #endif

@@ -197,76 +197,6 @@ void print_host(const HostReport& h, std::FILE* out) {
                h.issue_ms.median, h.waits_per_step, how);
 }
 
-json clocks_json(const ClocksReport& c) {
-  json ranks = json::array();
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const ClockSummary& k = c.ranks[i];
-    ranks.push_back({{"rank", int(i)},
-                     {"samples", k.samples},
-                     {"sm_mhz",
-                      {{"median", k.sm_mhz.median},
-                       {"p10", k.sm_mhz.p10},
-                       {"p90", k.sm_mhz.p90},
-                       {"min", k.sm_mhz.min},
-                       {"max", k.sm_mhz.max}}},
-                     {"power_w", {{"median", k.power_w.median}, {"max", k.power_w.max}}},
-                     {"power_limit_w", k.power_limit_w},
-                     {"power_limited_share", k.power_limited_share},
-                     {"thermal_limited_share", k.thermal_limited_share}});
-  }
-  return {{"source", c.source.empty() ? json(nullptr) : json(c.source)},
-          {"interval_ms", kClockSampleIntervalMs},
-          {"why_none", c.why_none.empty() ? json(nullptr) : json(c.why_none)},
-          {"ranks", ranks}};
-}
-
-// "# clocks:" the SM clock the timed steps ran at (the ranks' medians, and the spread of all
-// samples), the power drawn against the limit, and how often the driver held the clocks down
-// for power or heat: a slower step, or a rank waiting in a collective, may be the clocks'.
-void print_clocks(const ClocksReport& c, std::FILE* out) {
-  if (c.ranks.empty()) {
-    std::fprintf(out, "# clocks: none (%s)\n", c.why_none.c_str());
-    return;
-  }
-  double lo = 0, hi = 0, p10 = 0, p90 = 0, watts = 0, limit = 0, capped = 0, hot = 0;
-  int lo_rank = 0, hi_rank = 0, n = 0;
-  int64_t samples = 0;
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const ClockSummary& k = c.ranks[i];
-    if (k.samples == 0) continue;
-    if (n == 0 || k.sm_mhz.median < lo) lo = k.sm_mhz.median, lo_rank = int(i);
-    if (n == 0 || k.sm_mhz.median > hi) hi = k.sm_mhz.median, hi_rank = int(i);
-    p10 = n == 0 ? k.sm_mhz.p10 : std::min(p10, k.sm_mhz.p10);
-    p90 = std::max(p90, k.sm_mhz.p90);
-    watts = std::max(watts, k.power_w.median);
-    limit = std::max(limit, k.power_limit_w);
-    capped += k.power_limited_share * double(k.samples);
-    hot += k.thermal_limited_share * double(k.samples);
-    samples += k.samples;
-    ++n;
-  }
-  if (n == 1)
-    std::fprintf(out, "# clocks: SM %.0f MHz (median; p10 %.0f, p90 %.0f)", lo, p10, p90);
-  else
-    std::fprintf(out,
-                 "# clocks: SM %.0f MHz (rank %d) to %.0f MHz (rank %d), the ranks' medians; "
-                 "p10 %.0f, p90 %.0f",
-                 lo, lo_rank, hi, hi_rank, p10, p90);
-  std::fprintf(out, "; power %.0f W (median%s)", watts, n > 1 ? ", the highest rank's" : "");
-  if (limit > 0) std::fprintf(out, " of a %.0f W limit", limit);
-  std::fprintf(out,
-               "; held down for power in %.0f%%, for heat in %.0f%% of %lld samples (%s, every "
-               "%d ms of the timed steps)\n",
-               100 * capped / double(samples), 100 * hot / double(samples), (long long)samples,
-               c.source.c_str(), kClockSampleIntervalMs);
-  // Steps too short for a sample every rank (a check's two steps): say whose clocks these are.
-  if (n < int(c.ranks.size()))
-    std::fprintf(out,
-                 "# clocks: %d of %d ranks took a sample (timed steps of a few ms: run more steps "
-                 "for every rank's clocks)\n",
-                 n, int(c.ranks.size()));
-}
-
 // "# warning:" where the timed steps' thirds differ by more than kDriftWarning: their median is
 // then no steady state's. An H100 at its 700 W cap lowers its SM clocks from 1980 MHz to
 // 1065-1500 a second or so into a load (Mixtral-8x7B at EP 2, results/2026-11-27-session26).
@@ -341,6 +271,76 @@ void print_roofline_footer(const RunResult& r, std::FILE* out) {
 }
 
 }  // namespace
+
+json clocks_json(const ClocksReport& c) {
+  json ranks = json::array();
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const ClockSummary& k = c.ranks[i];
+    ranks.push_back({{"rank", int(i)},
+                     {"samples", k.samples},
+                     {"sm_mhz",
+                      {{"median", k.sm_mhz.median},
+                       {"p10", k.sm_mhz.p10},
+                       {"p90", k.sm_mhz.p90},
+                       {"min", k.sm_mhz.min},
+                       {"max", k.sm_mhz.max}}},
+                     {"power_w", {{"median", k.power_w.median}, {"max", k.power_w.max}}},
+                     {"power_limit_w", k.power_limit_w},
+                     {"power_limited_share", k.power_limited_share},
+                     {"thermal_limited_share", k.thermal_limited_share}});
+  }
+  return {{"source", c.source.empty() ? json(nullptr) : json(c.source)},
+          {"interval_ms", kClockSampleIntervalMs},
+          {"why_none", c.why_none.empty() ? json(nullptr) : json(c.why_none)},
+          {"ranks", ranks}};
+}
+
+// "# clocks:" the SM clock the samples saw (the ranks' medians, and the spread of all samples),
+// the power drawn against the limit, and how often the driver held the clocks down for power or
+// heat: a slower step, or a rank waiting in a collective, may be the clocks'.
+void print_clocks(const ClocksReport& c, std::FILE* out, const char* over) {
+  if (c.ranks.empty()) {
+    std::fprintf(out, "# clocks: none (%s)\n", c.why_none.c_str());
+    return;
+  }
+  double lo = 0, hi = 0, p10 = 0, p90 = 0, watts = 0, limit = 0, capped = 0, hot = 0;
+  int lo_rank = 0, hi_rank = 0, n = 0;
+  int64_t samples = 0;
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const ClockSummary& k = c.ranks[i];
+    if (k.samples == 0) continue;
+    if (n == 0 || k.sm_mhz.median < lo) lo = k.sm_mhz.median, lo_rank = int(i);
+    if (n == 0 || k.sm_mhz.median > hi) hi = k.sm_mhz.median, hi_rank = int(i);
+    p10 = n == 0 ? k.sm_mhz.p10 : std::min(p10, k.sm_mhz.p10);
+    p90 = std::max(p90, k.sm_mhz.p90);
+    watts = std::max(watts, k.power_w.median);
+    limit = std::max(limit, k.power_limit_w);
+    capped += k.power_limited_share * double(k.samples);
+    hot += k.thermal_limited_share * double(k.samples);
+    samples += k.samples;
+    ++n;
+  }
+  if (n == 1)
+    std::fprintf(out, "# clocks: SM %.0f MHz (median; p10 %.0f, p90 %.0f)", lo, p10, p90);
+  else
+    std::fprintf(out,
+                 "# clocks: SM %.0f MHz (rank %d) to %.0f MHz (rank %d), the ranks' medians; "
+                 "p10 %.0f, p90 %.0f",
+                 lo, lo_rank, hi, hi_rank, p10, p90);
+  std::fprintf(out, "; power %.0f W (median%s)", watts, n > 1 ? ", the highest rank's" : "");
+  if (limit > 0) std::fprintf(out, " of a %.0f W limit", limit);
+  std::fprintf(out,
+               "; held down for power in %.0f%%, for heat in %.0f%% of %lld samples (%s, every "
+               "%d ms of %s)\n",
+               100 * capped / double(samples), 100 * hot / double(samples), (long long)samples,
+               c.source.c_str(), kClockSampleIntervalMs, over);
+  // Steps too short for a sample every rank (a check's two steps): say whose clocks these are.
+  if (n < int(c.ranks.size()))
+    std::fprintf(out,
+                 "# clocks: %d of %d ranks took a sample (timed steps of a few ms: run more steps "
+                 "for every rank's clocks)\n",
+                 n, int(c.ranks.size()));
+}
 
 void check_git_commit_env() {
   if (const char* d = std::getenv("MOE_GIT_DIRTY"))
@@ -589,7 +589,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    p.name.c_str(), p.beside.c_str());
   print_lanes(r.lanes, out);
   print_host(r.host, out);
-  print_clocks(r.clocks, out);
+  print_clocks(r.clocks, out, "the timed steps");
   print_drift(r.step_drift, out);
   if (r.workload.fp8_weights == Fp8Weights::kCached && r.fp8_weight_quantize_ms < 0)
     std::fprintf(out,

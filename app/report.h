@@ -14,6 +14,11 @@ nlohmann::json result_to_json(const RunResult& r);
 nlohmann::json provenance(const RunResult& r);
 // The readable report to `out`: stdout, or stderr when stdout carries the result JSON (--out -).
 void print_summary(const RunResult& r, std::FILE* out);
+// The GPUs' clocks (core/clocks.h): the result JSON's timing.clocks, and the "# clocks:" line
+// (shared with moebench gemm, whose GEMMs run at other clocks than a step's).
+nlohmann::json clocks_json(const ClocksReport& c);
+// `over`: what the samples were taken over ("the timed steps").
+void print_clocks(const ClocksReport& c, std::FILE* out, const char* over);
 // MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and
 // the provenance fall back to git, which names whatever checkout the binary sits in. Throws a
 // usage error naming the variable and the fix.

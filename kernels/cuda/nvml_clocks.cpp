@@ -127,7 +127,8 @@ std::unique_ptr<ClockSampler> make_nvml_clock_sampler(int device, std::string& w
   };
   if (const int rc = init(); rc != 0) return fail("nvmlInit", rc);
   char bus_id[32] = {0};
-  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+  if ((device < 0 && cudaGetDevice(&device) != cudaSuccess) ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
     shutdown();
     why_none = "the CUDA runtime gave no PCI bus id for the device";
     dlclose(lib);

@@ -11,8 +11,8 @@
 
 namespace moe::cuda {
 
-// A sampler of CUDA device `device`, or nullptr with why in `why_none` (NVML not found, or it
-// does not know the device).
+// A sampler of CUDA device `device` (-1: the current one), or nullptr with why in `why_none`
+// (NVML not found, or it does not know the device).
 std::unique_ptr<ClockSampler> make_nvml_clock_sampler(int device, std::string& why_none);
 
 }  // namespace moe::cuda
