@@ -356,7 +356,7 @@ ClocksReport gather_clocks(ClockSampler* sampler, const std::string& why_none, M
     c.ranks.clear();
     c.why_none = sampler ? "the timed steps ended before a sample was taken" : why_none;
   } else {
-    c.source = sampler ? sampler->source() : "NVML";
+    c.source = sampler ? sampler->source() : "the other ranks' sampler";
   }
   return c;
 }
