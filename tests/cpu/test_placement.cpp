@@ -22,7 +22,9 @@ void expect_valid(const Placement& p, int64_t E, int64_t ep) {
     const int32_t e = p.expert_of_slot[size_t(g)];
     ASSERT_TRUE(0 <= e && e < E) << "slot " << g;
     EXPECT_EQ(p.slot_of_expert[size_t(e)], g) << "expert " << e;
-    if (g % (E / ep) > 0) EXPECT_LT(p.expert_of_slot[size_t(g - 1)], e) << "slot " << g;
+    if (g % (E / ep) > 0) {
+      EXPECT_LT(p.expert_of_slot[size_t(g - 1)], e) << "slot " << g;
+    }
   }
 }
 
@@ -65,10 +67,11 @@ TEST(Placement, BalancedBeatsContiguousOnRandomLoadsAndIsDeterministic) {
       // expert's load, unless slots run out (a rank full of light experts).
       const std::vector<double> sums = rank_loads(p, load, ep);
       const double mean = std::accumulate(sums.begin(), sums.end(), 0.0) / double(ep);
-      if (E / ep >= 4)
+      if (E / ep >= 4) {
         EXPECT_LE(*std::max_element(sums.begin(), sums.end()),
                   mean + *std::max_element(load.begin(), load.end()))
             << "E=" << E << " ep=" << ep;
+      }
       EXPECT_EQ(balanced_placement(load, ep).expert_of_slot, p.expert_of_slot);
     }
 }
