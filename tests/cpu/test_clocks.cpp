@@ -1,9 +1,13 @@
 // core/clocks.h: a rank's clock samples summarized (medians, the shares held down for power or
-// heat), and the fixed-size form ranks gather it in.
+// heat), the fixed-size form ranks gather it in, and the report's "# clocks:" lines.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "app/report.h"
 #include "core/clocks.h"
 
 namespace moe {
@@ -56,6 +60,52 @@ TEST(Clocks, PackedRoundTrip) {
   EXPECT_DOUBLE_EQ(u.power_limit_w, 700);
   EXPECT_DOUBLE_EQ(u.power_limited_share, 1.0 / 3);
   EXPECT_DOUBLE_EQ(u.thermal_limited_share, 0);
+}
+
+// The "# clocks:" lines print_clocks writes for `c`.
+std::string clocks_text(const ClocksReport& c) {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* f = open_memstream(&buf, &size);
+  print_clocks(c, f, "the timed steps");
+  std::fclose(f);
+  std::string text(buf, size);
+  std::free(buf);
+  return text;
+}
+
+ClockSummary rank_at(double mhz, int64_t samples) {
+  ClockSummary k;
+  k.samples = samples;
+  k.sm_mhz.median = k.sm_mhz.p10 = k.sm_mhz.p90 = mhz;
+  k.power_w.median = 690;
+  k.power_limit_w = 700;
+  k.power_limited_share = 1;
+  return k;
+}
+
+TEST(Clocks, ReportLines) {
+  ClocksReport none;
+  none.why_none = "the cpu backend has no GPU clocks to sample";
+  EXPECT_EQ(clocks_text(none), "# clocks: none (the cpu backend has no GPU clocks to sample)\n");
+  // Two ranks: the slower and the faster named, every sample counted.
+  ClocksReport two;
+  two.source = "NVML";
+  two.ranks = {rank_at(1470, 51), rank_at(1395, 51)};
+  const std::string t = clocks_text(two);
+  EXPECT_NE(t.find("# clocks: SM 1395 MHz (rank 1) to 1470 MHz (rank 0), the ranks' medians"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("of a 700 W limit; held down for power in 100%, for heat in 0% of 102 samples "
+                   "(NVML, every 10 ms of the timed steps)"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("took a sample"), std::string::npos) << t;
+  // A rank without samples: the others' clocks, and a line that says whose.
+  two.ranks[0].samples = 0;
+  const std::string part = clocks_text(two);
+  EXPECT_NE(part.find("# clocks: SM 1395 MHz (median"), std::string::npos) << part;
+  EXPECT_NE(part.find("# clocks: 1 of 2 ranks took a sample"), std::string::npos) << part;
 }
 
 }  // namespace
