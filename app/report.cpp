@@ -15,6 +15,7 @@
 #include "core/cost_model.h"
 #include "core/error.h"
 #include "core/fp8.h"
+#include "core/grouped_gemm.h"
 
 namespace moe {
 namespace {
@@ -425,6 +426,9 @@ json result_to_json(const RunResult& r) {
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0},
+      {"tile_rows", rs.tile_rows_over_rows > 0
+                        ? json{{"tile", kGroupedTileRows}, {"over_rows", rs.tile_rows_over_rows}}
+                        : json(nullptr)},
       {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others},
       {"first_step_rank_load",
        rs.first_step_rank_load_placed > 0
@@ -625,6 +629,18 @@ void print_summary(const RunResult& r, std::FILE* out) {
                      : 0.0,
                  rs.rows_padded_per_step, kept > 0 ? 100 * rs.rows_padded_per_step / kept : 0.0);
   }
+  // Where the grouped kernel ran a row GEMM (its method name, FP8 ones prefixed by the recipe).
+  bool grouped_rows = false;
+  for (ExpertGemm g :
+       {ExpertGemm::kUp, ExpertGemm::kDown, ExpertGemm::kDgradA, ExpertGemm::kDgradX})
+    grouped_rows =
+        grouped_rows || r.gemm.methods[size_t(g)].find("grouped_sm90") != std::string::npos;
+  if (rs.tile_rows_over_rows > 0 && grouped_rows)
+    std::fprintf(out,
+                 "# tiles: in %d-row tiles (the grouped kernel's row GEMMs) the experts' rows take "
+                 "%.2fx their count: %.1f%% of the tiles' rows lie past an expert's last row, "
+                 "multiplied and not stored\n",
+                 kGroupedTileRows, rs.tile_rows_over_rows, 100 * (1 - 1 / rs.tile_rows_over_rows));
   std::fprintf(out, "# memory: high-water %.1f MiB per rank (backend), peak RSS %.1f MiB\n",
                r.memory_high_water_bytes / 1048576.0, r.host_peak_rss_bytes / 1048576.0);
   if (r.checks.empty()) {

@@ -54,6 +54,10 @@ struct RoutingStats {
   // expert_placement balanced at ep > 1: the first step's rows per EP rank, max over mean, as
   // contiguous placement would have them and as placed (0 and 0 where no placement moved experts).
   double first_step_rank_load_contiguous = 0, first_step_rank_load_placed = 0;
+  // The rows the grouped kernel's row GEMMs multiply (each expert's rows at its rank rounded up
+  // to whole kGroupedTileRows tiles) over the rows routed, summed over the timed steps; 0 where
+  // not computed (a capacity: its drops are not in the counts).
+  double tile_rows_over_rows = 0;
 };
 
 // gemm.method auto's mix of each GEMM's fastest method (app/gemm_choice.h), tried against the

@@ -4,7 +4,9 @@
 // rows [offsets[g], offsets[g+1]) of the row operands; weights and weight gradients are dense
 // per group. All row-major.
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace moe {
 
@@ -30,5 +32,17 @@ enum class GroupedLayout {
   // no rows gets zeros.
   kRowsTTimesRows,
 };
+
+// Rows of C per tile in the CUDA grouped kernel's row GEMMs (gemm.method grouped_sm90): a group's
+// last tile multiplies rows past the group's end, which it does not store.
+constexpr int kGroupedTileRows = 128;
+
+// The rows such a GEMM multiplies for groups of rows[g] rows: each rounded up to whole tiles
+// (fractional rows, as averages, round up the same way).
+inline double rows_in_tiles(const std::vector<double>& rows, int tile = kGroupedTileRows) {
+  double total = 0;
+  for (double r : rows) total += std::ceil(r / tile) * tile;
+  return total;
+}
 
 }  // namespace moe

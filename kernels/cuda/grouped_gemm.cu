@@ -18,7 +18,7 @@ namespace {
 
 using namespace sm90;
 
-constexpr int kBM = 128;                  // rows of C per tile: one 64-row half per MMA warpgroup
+constexpr int kBM = kGroupedTileRows;     // rows of C per tile: one 64-row half per MMA warpgroup
 constexpr int kThreads = 384;             // warpgroup 0 loads, warpgroups 1 and 2 multiply
 constexpr int kProducerRegs = 40;         // the loader needs few registers ...
 constexpr int kConsumerRegs = 232;        // ... the MMA warpgroups' accumulators many

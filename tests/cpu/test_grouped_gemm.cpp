@@ -66,6 +66,12 @@ TEST(GroupedGemmCpu, EveryLayoutMatchesFloat64) {
   }
 }
 
+TEST(GroupedTiles, RowsRoundUpToWholeTiles) {
+  EXPECT_DOUBLE_EQ(rows_in_tiles({0, 1, 128, 129, 300}), 0 + 128 + 128 + 256 + 384);
+  EXPECT_DOUBLE_EQ(rows_in_tiles({64.5}, 64), 128);
+  EXPECT_DOUBLE_EQ(rows_in_tiles({}), 0);
+}
+
 TEST(GemmBenchShapes, BalancedRowsSumToTheRanksRowsAndAlign) {
   Workload w;
   w.model.experts = 8;

@@ -1,7 +1,7 @@
 // `run --profile` over the CPU backend with a device that records what the run asks of it: the
 // profiler is started and stopped around the timed steps only (never a warm-up step, never the
 // check), the clocks sampled over the same steps, and the result JSON records the option and
-// every rank's host.
+// every rank's host; and the result's grouped-tile rows.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -209,6 +209,28 @@ TEST(RunProfile, ClocksSampledOverTheTimedSteps) {
   EXPECT_TRUE(plain.result["timing"]["clocks"]["ranks"].empty());
   EXPECT_NE(plain.result["timing"]["clocks"]["why_none"].get<std::string>().find("cpu"),
             std::string::npos);
+}
+
+// The grouped kernel's tiles over balanced routing: 640 tokens x 2 over 8 experts is 160 rows
+// each, two 128-row tiles each: 256 / 160 = 1.6 the rows.
+TEST(RunResult, GroupedTileRowsOfBalancedRouting) {
+  RunOptions opt;
+  opt.warmup = 1;
+  opt.steps = 2;
+  opt.sets = {"check=off", "tokens_per_rank=640", "routing.mode=balanced"};
+  const TinyRun r = run_tiny(opt);
+  EXPECT_EQ(r.rc, 0);
+  ASSERT_TRUE(r.result.is_object());
+  const nlohmann::json& t = r.result["routing"]["tile_rows"];
+  EXPECT_EQ(t["tile"], 128);
+  EXPECT_DOUBLE_EQ(t["over_rows"].get<double>(), 1.6);
+  // With a capacity the counts hold rows it drops: not computed.
+  opt.sets = {"check=off", "capacity_factor=1.0"};
+  const TinyRun capped = run_tiny(opt);
+  EXPECT_EQ(capped.rc, 0);
+  ASSERT_TRUE(capped.result.is_object());
+  ASSERT_TRUE(capped.result["routing"].contains("tile_rows"));
+  EXPECT_TRUE(capped.result["routing"]["tile_rows"].is_null());
 }
 
 }  // namespace
