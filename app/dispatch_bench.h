@@ -43,6 +43,9 @@ struct DispatchBenchResult {
   double layout_ms = 0;       // layout(), its counts exchange included
   double counts_ms = 0;       // the counts exchange alone
   double rows_per_token = 0;  // rows of a token that reached other ranks (dispatch direction)
+  // The rows the grouped kernel's row GEMMs would multiply for this routing (each expert's rows at
+  // its rank rounded up to whole kGroupedTileRows tiles) over the rows routed.
+  double tile_rows_over_rows = 0;
   DispatchBenchDirection dirs[kNumDirs];
 };
 

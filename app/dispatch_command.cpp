@@ -14,6 +14,7 @@
 #include "app/dispatch_bench.h"
 #include "app/report.h"
 #include "core/error.h"
+#include "core/grouped_gemm.h"
 #include "core/mesh.h"
 #include "core/routing_modes.h"
 
@@ -115,6 +116,9 @@ void print_result(const DispatchBenchResult& r, int ep) {
   std::printf("  %-14s %7lld  %-12s %9.3f %9.3f", r.dispatcher.c_str(), (long long)r.tokens,
               "layout", r.layout_ms, r.counts_ms);
   if (ep > 1) std::printf("   (%.2f rows per token to other ranks)", r.rows_per_token);
+  if (r.tile_rows_over_rows > 0)
+    std::printf("   (in %d-row tiles the experts' rows take %.2fx their count)", kGroupedTileRows,
+                r.tile_rows_over_rows);
   std::printf("\n");
   for (int dir = 0; dir < kNumDirs; ++dir) {
     const DispatchBenchDirection& o = r.dirs[dir];
@@ -144,9 +148,15 @@ json result_json(const DispatchBenchResult& r) {
       dirs[direction_name(dir)]["peer_copy_gbps"] = o.peer_copy_gbps;
     }
   }
-  return {{"dispatcher", r.dispatcher},         {"tokens_per_rank", r.tokens},
-          {"layout_ms", r.layout_ms},           {"counts_exchange_ms", r.counts_ms},
-          {"rows_per_token", r.rows_per_token}, {"directions", dirs}};
+  return {{"dispatcher", r.dispatcher},
+          {"tokens_per_rank", r.tokens},
+          {"layout_ms", r.layout_ms},
+          {"counts_exchange_ms", r.counts_ms},
+          {"rows_per_token", r.rows_per_token},
+          {"directions", dirs},
+          {"tile_rows", r.tile_rows_over_rows > 0
+                            ? json{{"tile", kGroupedTileRows}, {"over_rows", r.tile_rows_over_rows}}
+                            : json(nullptr)}};
 }
 
 int run_dispatch_bench(const DispatchBenchOptions& opt) {
