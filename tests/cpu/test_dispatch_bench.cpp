@@ -45,5 +45,24 @@ TEST(DispatchBench, EveryDispatcherAtEpOneTimesItsPartsAndSendsNothing) {
   }
 }
 
+// Balanced routing of 320 tokens x 2 over 8 experts: 80 rows each, one 128-row tile each.
+TEST(DispatchBench, GroupedTileRowsOfTheRouting) {
+  const Mesh mesh = make_mesh(1, 0, 1, 1, 8);
+  CpuDevice device(DType::kBf16);
+  CpuOps ops(device);
+  MpiComm comm(MPI_COMM_WORLD, mesh);
+  const Workload w = test::small_workload(
+      {"tokens_per_rank=320", "routing.mode=balanced", "dispatch=alltoall"}, 7);
+  const DispatchBenchResult r =
+      bench_dispatcher(w, mesh, device, ops, comm, MPI_COMM_WORLD, 0, 1, 60.0);
+  EXPECT_DOUBLE_EQ(r.tile_rows_over_rows, 128.0 / 80.0);
+  // A capacity's drops are not in the counts: no figure.
+  const Workload capped = test::small_workload(
+      {"tokens_per_rank=320", "routing.mode=balanced", "capacity_factor=1.0"}, 7);
+  EXPECT_EQ(bench_dispatcher(capped, mesh, device, ops, comm, MPI_COMM_WORLD, 0, 1, 60.0)
+                .tile_rows_over_rows,
+            0.0);
+}
+
 }  // namespace
 }  // namespace moe
