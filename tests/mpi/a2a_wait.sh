@@ -16,9 +16,7 @@ grep -qE "^# lanes: .*all-to-all [0-9.]+ ms, .*; [0-9.]+ ms on the rank with the
 import json, sys
 r = json.load(open(sys.argv[1]))
 lanes, ph = r["timing"]["lanes"], r["timing"]["phases"]
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 a2a, least = lanes["a2a"]["median"], lanes["a2a_least_rank"]["median"]
 check(0 < least < a2a, f"least rank's all-to-all {least} ms against the slowest's {a2a} ms")
 # The idle rank waits about as long as the busy rank's expert phases.

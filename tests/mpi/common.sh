@@ -6,6 +6,8 @@ TINY=$SRC/configs/tiny.json
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The embedded python's shared check (tests/mpi/checks.py).
+export PYTHONPATH="$SRC/tests/mpi${PYTHONPATH:+:$PYTHONPATH}"
 mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$MOEBENCH" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # digests FILE KEY...: the named digests of a result JSON, as "key=value" words.

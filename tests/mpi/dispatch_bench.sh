@@ -23,9 +23,7 @@ mpi 1 dispatch --config "$TINY" --iters 2 --warmup 0 --out "$WORK/ep1.json" >/de
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
 work = sys.argv[1]
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 load = lambda n: json.load(open(f"{work}/{n}.json"))
 d = load("d")
 dirs = ("dispatch_fwd", "combine_fwd", "combine_bwd", "dispatch_bwd")

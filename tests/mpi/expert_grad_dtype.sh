@@ -15,9 +15,7 @@ grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/bf16.txt" || { cat "$WORK/bf16.tx
 import json, sys
 import numpy as np
 work = sys.argv[1]
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 a, b = (json.load(open(f"{work}/{n}.json")) for n in ("fp32", "bf16"))
 check(a["config"]["expert_grad_dtype"] == "fp32", "default expert_grad_dtype is not fp32")
 check(b["config"]["expert_grad_dtype"] == "bf16", "config does not record bf16 gradients")

@@ -52,9 +52,7 @@ mpi 2 "${args[@]}" --set fp8_weights=cached >"$WORK/bad_weights.txt" 2>&1 &&
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
 work = sys.argv[1]
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 plain = json.load(open(f"{work}/bf16.json"))
 check(plain["config"]["precision"] == "bf16", "default precision is not bf16")
 check(all("rel_l2_unquantized" not in t for t in plain["correctness"]["checks"][0]["tensors"].values()),

@@ -18,9 +18,7 @@ grep -q "^# overlap: dispatch_bwd runs beside experts_bwd" "$WORK/beside.txt" ||
 import json, sys
 work = sys.argv[1]
 a, b = (json.load(open(f"{work}/{n}.json")) for n in ("plain", "beside"))
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 check(a["digests"] == b["digests"], "the overlap changed results")
 check(a["config"]["overlap"] == "none", "plain run's overlap is not none")
 check(b["config"]["overlap"] == "dispatch_bwd", "overlap not in the result's config")

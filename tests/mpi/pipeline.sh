@@ -39,9 +39,7 @@ grep -q "^# lanes: main busy .* ms, side busy .* ms; all-to-all .* exposed" "$WO
 import json, sys
 work = sys.argv[1]
 none, pipe = (json.load(open(f"{work}/{n}.json")) for n in ("none-alltoall-bf16-fp32", "c4-alltoall-bf16-fp32"))
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 check(pipe["config"]["overlap"] == "pipeline" and pipe["config"]["overlap_chunks"] == 4,
       "the pipeline is not in the result's config")
 lanes, plain = pipe["timing"]["lanes"], none["timing"]["lanes"]

@@ -29,9 +29,7 @@ for mesh in "2 2 1" "4 4 1" "4 2 2"; do
   /usr/bin/python3 - "$WORK/contiguous-$tag.json" "$WORK/balanced-$tag.json" <<'PY'
 import json, sys
 c, b = (json.load(open(f)) for f in sys.argv[1:])
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 check(c["config"]["expert_placement"] == "contiguous" and b["config"]["expert_placement"] == "balanced",
       "expert_placement not in the result's config")
 check(c["routing"]["first_step_rank_load"] is None, "contiguous placement reports a placement")
@@ -65,9 +63,7 @@ done
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
 work = sys.argv[1]
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 load = lambda n: json.load(open(f"{work}/{n}.json"))
 bytes_ = {}
 for pl in ("contiguous", "balanced"):

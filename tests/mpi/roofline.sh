@@ -20,9 +20,7 @@ grep -q "^# efficiency:" "$WORK/off.txt" && fail "an efficiency footer without a
 import json, sys
 work = sys.argv[1]
 on, off, ep1 = (json.load(open(f"{work}/{n}.json")) for n in ("on", "off", "ep1"))
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 
 rl = on["roofline"]
 check(rl["done"] is True, "roofline.done is not true")

@@ -17,9 +17,7 @@ for g in false true; do
   /usr/bin/python3 - "$WORK/plain-$g.json" "$WORK/settled-$g.json" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
-def check(cond, what):
-    if not cond:
-        sys.exit(f"FAIL: {what}")
+from checks import check
 check(a["timing"]["settle_steps"] == 0, "steps added without warmup_s")
 check(b["timing"]["settle_steps"] > 0, "no steps added for warmup_s 0.5")
 check(b["config"]["warmup_s"] == 0.5, "warmup_s not in the result's config")
