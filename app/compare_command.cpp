@@ -140,7 +140,7 @@ void add_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
       const bool up = ratio > 1;
       if (kind == MetricKind::kTime) mark = up ? "slower" : "faster";
       if (kind == MetricKind::kRate) mark = up ? "faster" : "slower";
-      if (kind == MetricKind::kMemory) mark = up ? "more" : "less";
+      if (kind == MetricKind::kInfo) mark = up ? "more" : "less";
     }
     row.ratio_to_a.push_back(ratio);
     row.noise.push_back(noise);
@@ -298,6 +298,24 @@ void check_same_work(const std::vector<CompareRun>& runs) {
                      << msg);
 }
 
+// Runs whose slowest ranks' median SM clocks differ by more than this get compare's note.
+constexpr double kClockDifference = 0.03;
+
+// The lowest of the ranks' median SM clocks (timing.clocks), 0 where the result has none.
+double slowest_sm_mhz(const json& j) {
+  const json* ranks = find(j, "/timing/clocks/ranks");
+  double lowest = 0;
+  if (!ranks || !ranks->is_array()) return 0;
+  for (const json& r : *ranks) {
+    const json* mhz = find(r, "/sm_mhz/median");
+    const json* n = find(r, "/samples");
+    if (!mhz || !mhz->is_number() || !n || !n->is_number() || n->get<double>() <= 0) continue;
+    const double v = mhz->get<double>();
+    if (lowest == 0 || v < lowest) lowest = v;
+  }
+  return lowest;
+}
+
 std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double threshold_pct,
                                    const std::string& metrics) {
   std::vector<CompareRow> rows;
@@ -336,9 +354,18 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
           },
           threshold_pct);
   add_row(
-      rows, runs, "high_water", "MiB", MetricKind::kMemory,
+      rows, runs, "high_water", "MiB", MetricKind::kInfo,
       [](const json& j) {
         return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0, {}};
+      },
+      threshold_pct);
+  // The slowest rank's median SM clock (timing.clocks; results without it show "-"): marked
+  // beyond kClockDifference, as the table's note says.
+  add_row(
+      rows, runs, "sm_clock", "MHz", MetricKind::kInfo,
+      [](const json& j) {
+        const double mhz = slowest_sm_mhz(j);
+        return Sample{mhz > 0 ? mhz : kNaN, kClockDifference, {}};
       },
       threshold_pct);
   add_row(
@@ -417,24 +444,6 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
              "; note: the runs place the experts differently (expert_placement), and the "
              "dw_in and dw_out digests are over each rank's experts as placed";
   return line;
-}
-
-// Runs whose slowest ranks' median SM clocks differ by more than this get compare's note.
-constexpr double kClockDifference = 0.03;
-
-// The lowest of the ranks' median SM clocks (timing.clocks), 0 where the result has none.
-double slowest_sm_mhz(const json& j) {
-  const json* ranks = find(j, "/timing/clocks/ranks");
-  double lowest = 0;
-  if (!ranks || !ranks->is_array()) return 0;
-  for (const json& r : *ranks) {
-    const json* mhz = find(r, "/sm_mhz/median");
-    const json* n = find(r, "/samples");
-    if (!mhz || !mhz->is_number() || !n || !n->is_number() || n->get<double>() <= 0) continue;
-    const double v = mhz->get<double>();
-    if (lowest == 0 || v < lowest) lowest = v;
-  }
-  return lowest;
 }
 
 std::string render_table(const std::vector<CompareRun>& runs, const std::vector<CompareRow>& rows,

@@ -30,7 +30,7 @@ struct CompareRun {
 enum class MetricKind {
   kTime,    // lower is better: "slower" / "faster"; a regression when slower
   kRate,    // higher is better (throughput, bandwidth): "slower" when lower; a regression then
-  kMemory,  // "more" / "less"; informational
+  kInfo,    // "more" / "less"; informational (memory, the GPUs' clocks)
   kStatus,  // correctness: 1 pass, 0 fail, NaN not checked; shown, never ratio'd or marked
 };
 

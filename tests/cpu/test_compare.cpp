@@ -412,10 +412,20 @@ TEST(Compare, NotesRunsAtOtherClocks) {
     return render_table(runs, build_rows(runs, -1, "all"), -1);
   };
   const std::string quiet = table({a, near, none});
-  EXPECT_EQ(quiet.find("MHz"), std::string::npos) << quiet;
+  EXPECT_EQ(quiet.find("GPUs ran at"), std::string::npos) << quiet;
   const std::string noted = table({a, far});
   EXPECT_NE(noted.find("# note: B's GPUs ran at 1400 MHz against A's 1500"), std::string::npos)
       << noted;
+  // The sm_clock row: the slowest ranks' clocks, marked beyond 3%, "-" where a run has none.
+  const auto rows = build_rows(runs_of({a, near, far, none}), -1, "all");
+  const CompareRow& clock = row(rows, "sm_clock");
+  EXPECT_EQ(clock.unit, "MHz");
+  EXPECT_DOUBLE_EQ(clock.values[0], 1500);
+  EXPECT_DOUBLE_EQ(clock.values[1], 1530);
+  EXPECT_DOUBLE_EQ(clock.values[2], 1400);
+  EXPECT_TRUE(std::isnan(clock.values[3]));
+  EXPECT_EQ(clock.mark[1], "");
+  EXPECT_EQ(clock.mark[2], "less");
 }
 
 }  // namespace
