@@ -45,6 +45,9 @@ def metrics(result, path):
         mesh = result["mesh"]
         corr = result.get("correctness", {})
         ep = int(mesh["ep"])
+        # The slowest rank's median SM clock over the timed steps (timing.clocks; none on CPU).
+        clocks = [r["sm_mhz"]["median"] for r in
+                  result["timing"].get("clocks", {}).get("ranks", []) if r.get("samples")]
         return {
             "step": float(step["median"]), "p10": float(step["p10"]), "p90": float(step["p90"]),
             "tflops": float(result["throughput"]["tflops_per_rank"]),
@@ -52,6 +55,7 @@ def metrics(result, path):
             # One rank per EP group moves nothing over a link: no bus bandwidth to show.
             "busbw": a2a.get("busbw_gbps") if ep > 1 else None,
             "mesh": "%d (%dx%d)" % (mesh["world"], ep, mesh["fsdp"]),
+            "sm_mhz": min(clocks) if clocks else None,
             "check": ("PASS" if corr.get("pass") else "FAIL") if corr.get("checked") else "off",
             "backend": result.get("provenance", {}).get("backend", "?"),
             "workload": result.get("config", {}),
@@ -138,16 +142,18 @@ def fmt(v):
 
 def table(sweep):
     head = sweep.axes + ["ranks (ep x fsdp)", "step ms (median)", "p10-p90 ms",
-                         "TFLOP/s per rank", "a2a dispatch algbw GB/s", "busbw GB/s", "check"]
+                         "TFLOP/s per rank", "a2a dispatch algbw GB/s", "busbw GB/s",
+                         "SM MHz (slowest rank)", "check"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sweep.rows:
         cells = [str(r["axes"][a]) for a in sweep.axes]
         m = r["m"]
         if m:
             cells += [m["mesh"], fmt(m["step"]), "%s-%s" % (fmt(m["p10"]), fmt(m["p90"])),
-                      fmt(m["tflops"]), fmt(m["algbw"]), fmt(m["busbw"]), m["check"]]
+                      fmt(m["tflops"]), fmt(m["algbw"]), fmt(m["busbw"]), fmt(m["sm_mhz"]),
+                      m["check"]]
         else:
-            cells += ["-"] * 6
+            cells += ["-"] * 7
             cells.append("**%s**" % r["status"])
         if r["status"] != "ok":
             why = ("its result file is gone" if r["status"] == "missing" else
@@ -297,7 +303,10 @@ def main(argv):
     md.append("Step time: median over the timed steps of the per-step maximum over ranks (p10-p90 "
               "beside it). TFLOP/s per rank: model FLOPs / ranks / median step. All-to-all: the "
               "dispatch forward (`timing.phases.a2a_dispatch_fwd`), bandwidths as nccl-tests "
-              "(busbw = algbw * (ep-1)/ep; `-` at ep 1, where nothing crosses a link).")
+              "(busbw = algbw * (ep-1)/ep; `-` at ep 1, where nothing crosses a link). SM MHz: "
+              "the slowest rank's median SM clock over the timed steps (`timing.clocks`; `-` "
+              "where none was sampled, as on the CPU backend): at a power cap a slower point "
+              "may be its clocks'.")
     md.append("")
     for s in sweeps:
         md += ["## %s" % s.label, "", describe(s), ""] + table(s) + [""]

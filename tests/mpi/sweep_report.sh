@@ -93,6 +93,7 @@ assert st == {'mesh.ep=3': 'failed', 'mesh.ep=2': 'ok'}, st" "$FDIR/index.json" 
 MD=$WORK/report/report.md
 rows=$(grep -cE '^\| (16|32) \| (1|2) \| 2 \([12]x[12]\) \| [0-9.]+ \|.* PASS \|$' "$MD" || true)
 [ "$rows" -eq 4 ] || { cat "$MD"; fail "report.md has $rows rows of results, not 4"; }
+grep -q '| SM MHz (slowest rank) | check |' "$MD" || { cat "$MD"; fail "no clocks column"; }
 for png in step_ms tflops_per_rank a2a_busbw; do
   f=$WORK/report/$png.png
   [ -s "$f" ] || fail "no $png.png"
