@@ -74,21 +74,15 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   float* p = b.alloc<float>(plan.token_topk);
   float* stats = b.alloc<float>(plan.stats);
   ops.router_fwd(d, w.router, x, w_gate, bias, forced, logits, scores, idx, p, stats);
-  // expert_placement as `run` places the experts: by this routing's rows over the world, each
-  // row's expert mapped to its slot for the dispatcher.
+  // This routing's rows per expert over the world: the grouped kernel's tile rows, and with
+  // expert_placement the experts placed as `run` places them, each row's expert mapped to its
+  // slot for the dispatcher.
   const int32_t* routed = idx;
   comm.allreduce_f32(stats, size_t(2 * E + 1), Group::kWorld);
   std::vector<float> counts(size_t(2 * E + 1));
   device.copy_to_host(counts.data(), stats, 4 * counts.size());
-  // Each expert's rows at its rank: its world count over the FSDP groups, as the run counts them.
-  std::vector<double> group_rows(static_cast<size_t>(E));
-  double routed_rows = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    group_rows[size_t(e)] = double(counts[size_t(e)]) / double(mesh.fsdp);
-    routed_rows += group_rows[size_t(e)];
-  }
-  const double tile_rows_over_rows =
-      w.capacity_factor > 0 || routed_rows <= 0 ? 0 : rows_in_tiles(group_rows) / routed_rows;
+  GroupedTileRows tile_rows(w.capacity_factor == 0, mesh.fsdp);
+  tile_rows.add(counts.data(), E);
   if (places_experts(w)) {
     const Placement placed = place_by_counts(w, counts.data()).placement;
     int32_t* slot_of = b.alloc<int32_t>(plan.expert_slots);
@@ -176,7 +170,7 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
   r.layout_ms = summarize(samples[kBenchLayout]).median;
   r.counts_ms = summarize(samples[kBenchCounts]).median;
   r.rows_per_token = rows_to_others / double(T);
-  r.tile_rows_over_rows = tile_rows_over_rows;
+  r.tile_rows_over_rows = tile_rows.over_rows();
   // The equal-split all-to-alls, one per distinct byte count (alltoall's four directions move
   // the same bytes).
   std::map<int64_t, double> alltoall_ms;

@@ -154,9 +154,7 @@ json result_json(const DispatchBenchResult& r) {
           {"counts_exchange_ms", r.counts_ms},
           {"rows_per_token", r.rows_per_token},
           {"directions", dirs},
-          {"tile_rows", r.tile_rows_over_rows > 0
-                            ? json{{"tile", kGroupedTileRows}, {"over_rows", r.tile_rows_over_rows}}
-                            : json(nullptr)}};
+          {"tile_rows", tile_rows_json(r.tile_rows_over_rows)}};
 }
 
 int run_dispatch_bench(const DispatchBenchOptions& opt) {

@@ -273,6 +273,10 @@ void print_roofline_footer(const RunResult& r, std::FILE* out) {
 
 }  // namespace
 
+json tile_rows_json(double over_rows) {
+  return over_rows > 0 ? json{{"tile", kGroupedTileRows}, {"over_rows", over_rows}} : json(nullptr);
+}
+
 json clocks_json(const ClocksReport& c) {
   json ranks = json::array();
   for (size_t i = 0; i < c.ranks.size(); ++i) {
@@ -426,9 +430,7 @@ json result_to_json(const RunResult& r) {
       {"align", r.workload.align},
       {"rows_padded_per_step", rs.rows_padded_per_step},
       {"padding_fraction", kept > 0 ? rs.rows_padded_per_step / kept : 0.0},
-      {"tile_rows", rs.tile_rows_over_rows > 0
-                        ? json{{"tile", kGroupedTileRows}, {"over_rows", rs.tile_rows_over_rows}}
-                        : json(nullptr)},
+      {"tile_rows", tile_rows_json(rs.tile_rows_over_rows)},
       {"rows_per_token_to_other_ranks", rs.rows_per_token_to_others},
       {"first_step_rank_load",
        rs.first_step_rank_load_placed > 0
@@ -633,8 +635,8 @@ void print_summary(const RunResult& r, std::FILE* out) {
   bool grouped_rows = false;
   for (ExpertGemm g :
        {ExpertGemm::kUp, ExpertGemm::kDown, ExpertGemm::kDgradA, ExpertGemm::kDgradX})
-    grouped_rows =
-        grouped_rows || r.gemm.methods[size_t(g)].find("grouped_sm90") != std::string::npos;
+    grouped_rows = grouped_rows || r.gemm.methods[size_t(g)].find(
+                                       name_of(GemmMethod::kGroupedSm90)) != std::string::npos;
   if (rs.tile_rows_over_rows > 0 && grouped_rows)
     std::fprintf(out,
                  "# tiles: in %d-row tiles (the grouped kernel's row GEMMs) the experts' rows take "

@@ -17,6 +17,9 @@ void print_summary(const RunResult& r, std::FILE* out);
 // The GPUs' clocks (core/clocks.h): the result JSON's timing.clocks, and the "# clocks:" line
 // (shared with moebench gemm, whose GEMMs run at other clocks than a step's).
 nlohmann::json clocks_json(const ClocksReport& c);
+// The grouped kernel's tile rows over the rows routed (core/grouped_gemm.h's GroupedTileRows) as
+// the result JSON gives them: {tile, over_rows}, or null where unknown (0).
+nlohmann::json tile_rows_json(double over_rows);
 // `over`: what the samples were taken over ("the timed steps").
 void print_clocks(const ClocksReport& c, std::FILE* out, const char* over);
 // MOE_GIT_COMMIT, where set, must be a full sha (40 hex digits): a short one would be ignored and

@@ -475,7 +475,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   double host_waits = 0;                   // summed over timed steps, max over ranks each
   std::vector<double> expert_rows(d.E, 0.0), rank_rows(world_size, 0.0);
   double rows_dropped = 0, rows_padded = 0;  // world sums over the timed steps
-  double routed_rows = 0, tile_rows = 0;     // per FSDP group, summed over the timed steps
+  GroupedTileRows tile_rows(w.capacity_factor == 0, mesh.fsdp);
   // Bytes this rank sent to other EP ranks per direction, and rows of its tokens the dispatch
   // sent them, summed over timed steps.
   double bytes_sent[kNumDirs] = {}, rows_to_others = 0;
@@ -626,13 +626,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       host_waits += host[1];
       const StepTraffic tr = layer.traffic();
       for (int64_t e = 0; e < d.E; ++e) expert_rows[e] += layer.global_expert_counts()[e];
-      // Each expert's rows at its rank: its world count over the FSDP groups (each group routes
-      // its own tokens), in the grouped kernel's tiles.
-      std::vector<double> group_rows(size_t(d.E));
-      for (int64_t e = 0; e < d.E; ++e)
-        group_rows[size_t(e)] = double(layer.global_expert_counts()[e]) / double(mesh.fsdp);
-      for (double v : group_rows) routed_rows += v;
-      tile_rows += rows_in_tiles(group_rows);
+      tile_rows.add(layer.global_expert_counts().data(), d.E);
       double mine = double(tr.rows_received);
       std::vector<double> all(world_size);
       allgather_bounded(&mine, all.data(), 1, MPI_DOUBLE, world, "the all-gather of rows received",
@@ -723,8 +717,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.routing.rows_dropped_per_step = rows_dropped / steps;
   r.routing.rows_padded_per_step = rows_padded / steps;
   r.routing.capacity_rows = expert_capacity(w);
-  r.routing.tile_rows_over_rows =
-      w.capacity_factor > 0 || routed_rows <= 0 ? 0 : tile_rows / routed_rows;
+  r.routing.tile_rows_over_rows = tile_rows.over_rows();
   const double rows_kept = r.routing.rows_routed_per_step - r.routing.rows_dropped_per_step;
   for (double& b : bytes_sent) b /= steps;
   allreduce_bounded(bytes_sent, kNumDirs, MPI_DOUBLE, MPI_MAX, world, "the bytes-sent maximum",

@@ -6,7 +6,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 namespace moe {
 
@@ -37,12 +36,30 @@ enum class GroupedLayout {
 // last tile multiplies rows past the group's end, which it does not store.
 constexpr int kGroupedTileRows = 128;
 
-// The rows such a GEMM multiplies for groups of rows[g] rows: each rounded up to whole tiles
-// (fractional rows, as averages, round up the same way).
-inline double rows_in_tiles(const std::vector<double>& rows, int tile = kGroupedTileRows) {
-  double total = 0;
-  for (double r : rows) total += std::ceil(r / tile) * tile;
-  return total;
-}
+// The rows the grouped kernel's row GEMMs multiply for a routing against the rows routed, summed
+// over the steps added: each expert's rows at its rank (its world count over the FSDP groups, each
+// of which routes its own tokens) rounded up to whole tiles. Known only where routing is dropless:
+// a capacity's drops are still in the router's counts.
+class GroupedTileRows {
+ public:
+  GroupedTileRows(bool dropless, int64_t fsdp, int tile = kGroupedTileRows)
+      : counted_(dropless), fsdp_(double(fsdp)), tile_(tile) {}
+  void add(const float* world_counts, int64_t experts) {
+    if (!counted_) return;
+    for (int64_t e = 0; e < experts; ++e) {
+      const double rows = double(world_counts[e]) / fsdp_;
+      routed_ += rows;
+      tiled_ += std::ceil(rows / tile_) * tile_;
+    }
+  }
+  // Rows multiplied over rows routed; 0 where unknown or nothing was routed.
+  double over_rows() const { return routed_ > 0 ? tiled_ / routed_ : 0; }
+
+ private:
+  bool counted_;
+  double fsdp_;
+  int tile_;
+  double routed_ = 0, tiled_ = 0;
+};
 
 }  // namespace moe

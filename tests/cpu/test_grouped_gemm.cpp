@@ -67,9 +67,23 @@ TEST(GroupedGemmCpu, EveryLayoutMatchesFloat64) {
 }
 
 TEST(GroupedTiles, RowsRoundUpToWholeTiles) {
-  EXPECT_DOUBLE_EQ(rows_in_tiles({0, 1, 128, 129, 300}), 0 + 128 + 128 + 256 + 384);
-  EXPECT_DOUBLE_EQ(rows_in_tiles({64.5}, 64), 128);
-  EXPECT_DOUBLE_EQ(rows_in_tiles({}), 0);
+  const float counts[] = {0, 1, 128, 129, 300};
+  GroupedTileRows one(true, 1);
+  EXPECT_DOUBLE_EQ(one.over_rows(), 0);  // nothing routed yet
+  one.add(counts, 5);
+  EXPECT_DOUBLE_EQ(one.over_rows(), (0 + 128 + 128 + 256 + 384) / 558.0);
+  one.add(counts, 5);  // steps sum
+  EXPECT_DOUBLE_EQ(one.over_rows(), (0 + 128 + 128 + 256 + 384) / 558.0);
+  // Two FSDP groups: each expert's rank takes half its world count (64.5 rows: one 64-row tile
+  // and a second).
+  const float world[] = {129};
+  GroupedTileRows halves(true, 2, 64);
+  halves.add(world, 1);
+  EXPECT_DOUBLE_EQ(halves.over_rows(), 128 / 64.5);
+  // With a capacity the counts hold dropped rows: unknown.
+  GroupedTileRows capped(false, 1);
+  capped.add(counts, 5);
+  EXPECT_DOUBLE_EQ(capped.over_rows(), 0);
 }
 
 TEST(GemmBenchShapes, BalancedRowsSumToTheRanksRowsAndAlign) {
