@@ -81,20 +81,15 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.precision = w.precision;
   // The GEMMs' clocks: calls of a few ms each, a GPU far from its steady state under a power
   // cap (a step's GEMMs run at that state's clocks: docs/output.md, "Clocks").
-  ClocksReport clocks;
-  std::unique_ptr<ClockSampler> sampler = cuda::make_nvml_clock_sampler(-1, clocks.why_none);
+  std::string why_none;
+  std::unique_ptr<ClockSampler> sampler = cuda::make_nvml_clock_sampler(-1, why_none);
   if (sampler) sampler->set_on(true);
   const std::vector<cuda::ExpertGemmBenchRow> rows =
       cuda::bench_expert_gemms(shape, opt.methods, opt.iters);
-  if (sampler) {
-    const ClockSummary s = summarize_clocks(sampler->finish(), sampler->power_limit_w());
-    if (s.samples > 0) {
-      clocks.source = sampler->source();
-      clocks.ranks = {s};
-    } else {
-      clocks.why_none = "the GEMMs ended before a sample was taken";
-    }
-  }
+  const ClocksReport clocks =
+      sampler ? clocks_report({summarize_clocks(sampler->finish(), sampler->power_limit_w())},
+                              sampler->source(), "the GEMMs ended before a sample was taken")
+              : clocks_report({}, "", why_none);
   double dense_tflops = 0;
   for (const auto& r : rows)
     if (r.gemm == "dense") dense_tflops = r.flops / (r.median_ms * 1e9);

@@ -339,7 +339,6 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
 // timed steps.
 ClocksReport gather_clocks(ClockSampler* sampler, const std::string& why_none, MPI_Comm world,
                            double timeout_s) {
-  ClocksReport c;
   const ClockSummary mine =
       sampler ? summarize_clocks(sampler->finish(), sampler->power_limit_w()) : ClockSummary{};
   int world_size = 0;
@@ -348,18 +347,11 @@ ClocksReport gather_clocks(ClockSampler* sampler, const std::string& why_none, M
   pack_clock_summary(mine, packed.data());
   allgather_bounded(packed.data(), all.data(), kClockSummaryDoubles, MPI_DOUBLE, world,
                     "the all-gather of the clock samples", timeout_s);
-  int64_t taken = 0;
-  for (int i = 0; i < world_size; ++i) {
-    c.ranks.push_back(unpack_clock_summary(all.data() + size_t(i) * kClockSummaryDoubles));
-    taken += c.ranks.back().samples;
-  }
-  if (taken == 0) {
-    c.ranks.clear();
-    c.why_none = sampler ? "the timed steps ended before a sample was taken" : why_none;
-  } else {
-    c.source = sampler ? sampler->source() : "the other ranks' sampler";
-  }
-  return c;
+  std::vector<ClockSummary> ranks;
+  for (int i = 0; i < world_size; ++i)
+    ranks.push_back(unpack_clock_summary(all.data() + size_t(i) * kClockSummaryDoubles));
+  return clocks_report(std::move(ranks), sampler ? sampler->source() : "the other ranks' sampler",
+                       sampler ? "the timed steps ended before a sample was taken" : why_none);
 }
 
 }  // namespace
@@ -504,10 +496,12 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       device.profiler_stop();
     profiling = on;
   };
-  // The GPU's clocks and power, sampled over the same stretches as the profiler records.
+  // The GPU's clocks and power, sampled over the stretches the profiler records.
   std::string clocks_why_none;
   std::unique_ptr<ClockSampler> clocks = device.make_clock_sampler(clocks_why_none);
-  auto sample_clocks = [&](bool on) {
+  // The timed steps' stretches, the check and the dump outside them.
+  auto timed_stretch = [&](bool on) {
+    profile(on);
     if (clocks) clocks->set_on(on);
   };
   if (opt.profile && rank == 0) {
@@ -583,11 +577,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     // timed steps replay it.
     if (w.graph && s == untimed - 1) layer.capture_next_step();
     start_step(gemm_choice.input_step(s));
-    if (timed) profile(true);
-    if (timed) sample_clocks(true);
+    if (timed) timed_stretch(true);
     layer.run_step(ms);
-    if (check_now || dump_now || last) profile(false);
-    if (check_now || dump_now || last) sample_clocks(false);
+    if (check_now || dump_now || last) timed_stretch(false);
     allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
     // The shared experts run on the same GEMM methods (0 ms without them). A GEMM's time is the

@@ -112,14 +112,6 @@ struct HostReport {
   std::string step = "issued";
 };
 
-// The GPUs' clocks and power over the timed steps (core/clocks.h): each rank's summary, by world
-// rank (samples 0 where a rank took none); empty, with why in why_none, where no rank took any.
-struct ClocksReport {
-  std::string source;  // where the readings came from ("NVML"); "" where none were taken
-  std::string why_none;
-  std::vector<ClockSummary> ranks;
-};
-
 // Per-step samples kept in a result (10^4 x 19 series at most: well under a few MB of JSON).
 constexpr size_t kMaxSamples = 10000;
 

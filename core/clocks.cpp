@@ -1,5 +1,7 @@
 #include "core/clocks.h"
 
+#include <algorithm>
+
 namespace moe {
 
 ClockSummary summarize_clocks(const std::vector<ClockSample>& samples, double power_limit_w) {
@@ -45,6 +47,19 @@ ClockSummary unpack_clock_summary(const double* in) {
   s.power_limited_share = in[9];
   s.thermal_limited_share = in[10];
   return s;
+}
+
+ClocksReport clocks_report(std::vector<ClockSummary> ranks, const std::string& source,
+                           const std::string& why_none) {
+  ClocksReport c;
+  if (std::any_of(ranks.begin(), ranks.end(),
+                  [](const ClockSummary& k) { return k.samples > 0; })) {
+    c.source = source;
+    c.ranks = std::move(ranks);
+  } else {
+    c.why_none = why_none;
+  }
+  return c;
 }
 
 }  // namespace moe

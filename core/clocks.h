@@ -37,6 +37,17 @@ constexpr int kClockSummaryDoubles = 11;
 void pack_clock_summary(const ClockSummary& s, double* out);
 ClockSummary unpack_clock_summary(const double* in);
 
+// The clocks as reported: each rank's summary, by world rank (samples 0 where a rank took none);
+// no ranks, with why in why_none, where no rank took any.
+struct ClocksReport {
+  std::string source;  // where the readings came from ("NVML"); "" where none were taken
+  std::string why_none;
+  std::vector<ClockSummary> ranks;
+};
+// `ranks` read from `source` as a report; where none of them took a sample, none and `why_none`.
+ClocksReport clocks_report(std::vector<ClockSummary> ranks, const std::string& source,
+                           const std::string& why_none);
+
 // How often a sampler reads the clocks while on.
 constexpr int kClockSampleIntervalMs = 10;
 

@@ -100,6 +100,12 @@ Fn symbol(void* lib, const char* name) {
 }  // namespace
 
 std::unique_ptr<ClockSampler> make_nvml_clock_sampler(int device, std::string& why_none) {
+  char bus_id[32] = {0};
+  if ((device < 0 && cudaGetDevice(&device) != cudaSuccess) ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+    why_none = "the CUDA runtime gave no PCI bus id for the device";
+    return nullptr;
+  }
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     why_none = "the driver's NVML library (libnvidia-ml.so.1) did not load";
@@ -115,30 +121,23 @@ std::unique_ptr<ClockSampler> make_nvml_clock_sampler(int device, std::string& w
   // Renamed in newer drivers; either reads the same bits.
   auto reasons = symbol<ReasonsFn>(lib, "nvmlDeviceGetCurrentClocksEventReasons");
   if (!reasons) reasons = symbol<ReasonsFn>(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  if (!init || !shutdown || !by_pci || !clock_info || !power_usage) {
-    why_none = "the driver's NVML library lacks the clock and power queries";
-    dlclose(lib);
-    return nullptr;
-  }
-  auto fail = [&](const char* what, int rc) {
-    why_none = std::string("NVML: ") + what + ": " + (error_string ? error_string(rc) : "error");
+  // Every way out before the sampler owns the library: why, and the library closed (after NVML's
+  // shutdown where it was initialised).
+  bool initialised = false;
+  auto fail = [&](const std::string& why) {
+    why_none = why;
+    if (initialised) shutdown();
     dlclose(lib);
     return nullptr;
   };
-  if (const int rc = init(); rc != 0) return fail("nvmlInit", rc);
-  char bus_id[32] = {0};
-  if ((device < 0 && cudaGetDevice(&device) != cudaSuccess) ||
-      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
-    shutdown();
-    why_none = "the CUDA runtime gave no PCI bus id for the device";
-    dlclose(lib);
-    return nullptr;
-  }
+  auto nvml_error = [&](int rc) { return std::string(error_string ? error_string(rc) : "error"); };
+  if (!init || !shutdown || !by_pci || !clock_info || !power_usage)
+    return fail("the driver's NVML library lacks the clock and power queries");
+  if (const int rc = init(); rc != 0) return fail("NVML: nvmlInit: " + nvml_error(rc));
+  initialised = true;
   NvmlDevice dev = nullptr;
-  if (const int rc = by_pci(bus_id, &dev); rc != 0) {
-    shutdown();
-    return fail("no device at the GPU's PCI bus id", rc);
-  }
+  if (const int rc = by_pci(bus_id, &dev); rc != 0)
+    return fail("NVML: no device at the GPU's PCI bus id: " + nvml_error(rc));
   unsigned int limit_mw = 0;
   if (!power_limit || power_limit(dev, &limit_mw) != 0) limit_mw = 0;
   return std::make_unique<NvmlClockSampler>(lib, dev, shutdown, clock_info, power_usage, reasons,

@@ -84,6 +84,20 @@ ClockSummary rank_at(double mhz, int64_t samples) {
   return k;
 }
 
+TEST(Clocks, ReportOfRanks) {
+  ClockSummary none, some;
+  some.samples = 4;
+  const ClocksReport empty = clocks_report({none, none}, "NVML", "no samples");
+  EXPECT_TRUE(empty.ranks.empty());
+  EXPECT_EQ(empty.source, "");
+  EXPECT_EQ(empty.why_none, "no samples");
+  const ClocksReport one = clocks_report({none, some}, "NVML", "no samples");
+  ASSERT_EQ(one.ranks.size(), 2u);  // every rank kept, the one without samples too
+  EXPECT_EQ(one.ranks[1].samples, 4);
+  EXPECT_EQ(one.source, "NVML");
+  EXPECT_EQ(one.why_none, "");
+}
+
 TEST(Clocks, ReportLines) {
   ClocksReport none;
   none.why_none = "the cpu backend has no GPU clocks to sample";
