@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "app/calibrate.h"
+#include "app/first_routing.h"
 #include "core/bounded_wait.h"
 #include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/grouped_gemm.h"
 #include "core/init.h"
 #include "core/placement.h"
-#include "core/routing_modes.h"
 #include "core/stats.h"
 #include "dispatch/owned_buffers.h"
 
@@ -43,37 +43,17 @@ DispatchBenchResult bench_dispatcher(const Workload& w, const Mesh& mesh, Device
                                      double timeout_s) {
   MOE_CHECK(iters >= 1 && warmup >= 0, "bench_dispatcher: " << warmup << " + " << iters);
   const Dims d = step_dims(w, mesh);
-  const int64_t T = d.T, H = d.H, E = d.E, K = d.K;
+  const int64_t T = d.T, H = d.H, E = d.E;
   const BufferPlan plan =
       plan_step_buffers(w, int64_t(device.storage_bytes()), int64_t(device.bytes_of(d.grad_dtype)));
   OwnedBuffers b(device);
 
-  // The routing of the step's first step: the seeded gate over the seeded tokens (or the forced
-  // routing.mode's experts), as `run` routes them.
-  void* x = b.alloc(plan.token_rows);
-  device.fill_seeded(x, x_rule(w, mesh.rank, 0), 0, T * H);
-  void* w_gate = b.alloc(plan.w_gate);
-  device.fill_seeded(w_gate, w_gate_rule(w), 0, H * E);
-  float* bias = nullptr;
-  if (w.router.expert_bias) {
-    std::vector<float> host(E);
-    init_expert_bias(w, host.data());
-    bias = b.alloc<float>(plan.expert_bias);
-    device.copy_to_device(bias, host.data(), 4 * size_t(E));
-  }
-  int32_t* forced = nullptr;
-  if (routing_is_forced(w)) {
-    std::vector<int32_t> host(T * K);
-    forced_routing(w, 0, int64_t(mesh.rank) * T, T, host.data());
-    forced = b.alloc<int32_t>(plan.token_topk);
-    device.copy_to_device(forced, host.data(), 4 * host.size());
-  }
-  float* logits = b.alloc<float>(plan.token_scores);
-  float* scores = b.alloc<float>(plan.token_scores);
-  int32_t* idx = b.alloc<int32_t>(plan.token_topk);
-  float* p = b.alloc<float>(plan.token_topk);
-  float* stats = b.alloc<float>(plan.stats);
-  ops.router_fwd(d, w.router, x, w_gate, bias, forced, logits, scores, idx, p, stats);
+  // The routing of the step's first step, as `run` routes it.
+  const FirstRouting first = route_first_step(w, d, mesh.rank, plan, device, ops, b);
+  void* x = first.x;
+  int32_t* idx = first.idx;
+  float* p = first.p;
+  float* stats = first.stats;
   // This routing's rows per expert over the world: the grouped kernel's tile rows, and with
   // expert_placement the experts placed as `run` places them, each row's expert mapped to its
   // slot for the dispatcher.

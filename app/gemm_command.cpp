@@ -3,14 +3,22 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "app/backend.h"
+#include "app/catalog.h"
+#include "app/first_routing.h"
 #include "app/report.h"
 #include "core/error.h"
+#include "core/placement.h"
+#include "core/routing_modes.h"
 #ifdef MOE_HAVE_CUDA
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_bench.h"
 #include "kernels/cuda/nvml_clocks.h"
 #endif
@@ -20,8 +28,11 @@ namespace moe {
 CLI::App* add_gemm_subcommand(CLI::App& app, GemmBenchOptions& opt) {
   CLI::App* g = app.add_subcommand(
       "gemm", "the expert GEMMs alone on a workload's shapes, per method (CUDA backend)");
-  g->add_option("-c,--config", opt.config, "workload JSON (see configs/)")->required();
-  g->add_option("--set", opt.sets, "override a workload key (repeatable)")->take_all();
+  g->add_option("-c,--config", opt.config,
+                "workload JSON, or a committed workload's name (`moebench list`)")
+      ->required();
+  g->add_option("--set", opt.sets, "override a workload key: --set align=16 (repeatable)")
+      ->take_all();
   g->add_option("--ep", opt.ep, "expert-parallel size the shapes are for (default: mesh.ep, or 1)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   g->add_option("--iters", opt.iters, "timed calls per GEMM (median reported)")
@@ -30,7 +41,18 @@ CLI::App* add_gemm_subcommand(CLI::App& app, GemmBenchOptions& opt) {
   g->add_option("--methods", opt.methods, "gemm.method values to time")
       ->capture_default_str()
       ->delimiter(',');
+  g->add_option("--rows", opt.rows,
+                "rows per expert: balanced (equal), or routed (the workload's first step's "
+                "routing, at the EP rank with the most rows)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"balanced", "routed"}));
   g->add_option("-o,--out", opt.out, "write the figures as JSON here (atomically)");
+  g->footer(
+      "Examples:\n"
+      "  moebench gemm --config bench/deepseek_v3 --ep 2 --methods grouped_sm90 --rows routed\n"
+      "  moebench gemm --config bench/mixtral_8x7b --set tokens_per_rank=8192 \\\n"
+      "      --set precision=fp8_tensor --set align=16 --out gemm.json\n"
+      "docs/usage.md, \"moebench gemm\".");
   return g;
 }
 
@@ -45,10 +67,48 @@ std::vector<int64_t> balanced_expert_rows(const Workload& w, int64_t ep) {
   return rows;
 }
 
+RoutedExpertRows routed_expert_rows(const Workload& workload, int64_t ep,
+                                    const std::vector<std::vector<float>>& counts_by_source) {
+  Workload w = workload;  // one EP group of ep ranks
+  w.mesh.ep = ep;
+  w.mesh.fsdp = 1;
+  const int64_t E = w.model.experts, El = E / ep, cap = expert_capacity(w);
+  MOE_CHECK(E % ep == 0 && int64_t(counts_by_source.size()) == ep,
+            "routed_expert_rows: " << E << " experts, ep " << ep << ", " << counts_by_source.size()
+                                   << " sources");
+  // The router's counts, before any capacity, place the experts (as in `run`); the kept rows are
+  // what the GEMMs multiply.
+  std::vector<float> routed(size_t(E), 0.0f), kept(size_t(E), 0.0f);
+  for (const std::vector<float>& source : counts_by_source) {
+    MOE_CHECK(int64_t(source.size()) >= E, "routed_expert_rows: a source has too few counts");
+    for (int64_t e = 0; e < E; ++e) {
+      routed[size_t(e)] += source[size_t(e)];
+      kept[size_t(e)] += cap > 0 ? std::min(source[size_t(e)], float(cap)) : source[size_t(e)];
+    }
+  }
+  const Placement placed = place_by_counts(w, routed.data()).placement;
+  RoutedExpertRows best;
+  double best_rows = -1;
+  for (int64_t q = 0; q < ep; ++q) {
+    std::vector<int64_t> rows(static_cast<size_t>(El));
+    double total = 0;
+    for (int64_t l = 0; l < El; ++l) {
+      const int64_t n = int64_t(kept[size_t(placed.expert_of_slot[size_t(q * El + l)])]);
+      total += double(n);
+      rows[size_t(l)] = (n + w.align - 1) / w.align * w.align;
+    }
+    if (total > best_rows) {
+      best = {q, rows};
+      best_rows = total;
+    }
+  }
+  return best;
+}
+
 namespace {
 
 int run_gemm_bench(const GemmBenchOptions& opt) {
-  Workload w = load_workload_file(opt.config);
+  Workload w = load_workload_file(resolve_config(opt.config, committed_configs_dir()));
   for (const std::string& s : opt.sets) apply_override(w, s);
   const int64_t ep = opt.ep > 0 ? opt.ep : (w.mesh.ep > 0 ? w.mesh.ep : 1);
   MOE_USER_CHECK(w.model.experts % ep == 0, "--ep " << ep << " does not divide model.experts "
@@ -75,7 +135,22 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   shape.E_local = w.model.experts / ep;
   shape.H = w.model.hidden;
   shape.F = w.model.ffn;
-  shape.rows = balanced_expert_rows(w, ep);
+  const bool routed = opt.rows == "routed";
+  int64_t ep_rank = -1;
+  if (routed) {
+    MOE_USER_CHECK(w.capacity_factor == 0 || w.overlap != Overlap::kPipeline,
+                   "moebench gemm --rows routed routes each rank's tokens at once, and overlap "
+                   "pipeline caps each chunk's rows apart; set overlap=none (or capacity_factor "
+                   "null) for the GEMMs' rows");
+    CudaDevice device(0, w.dtype);
+    CudaOps ops(device, w.gemm);
+    const RoutedExpertRows r =
+        routed_expert_rows(w, ep, first_step_counts_by_source(w, ep, device, ops));
+    shape.rows = r.rows;
+    ep_rank = r.ep_rank;
+  } else {
+    shape.rows = balanced_expert_rows(w, ep);
+  }
   shape.grad_dtype = w.expert_grad_dtype;
   shape.sm90 = cuda::schedule_of(w.gemm);
   shape.precision = w.precision;
@@ -93,19 +168,31 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   double dense_tflops = 0;
   for (const auto& r : rows)
     if (r.gemm == "dense") dense_tflops = r.flops / (r.median_ms * 1e9);
+  const auto [least, most] = std::minmax_element(shape.rows.begin(), shape.rows.end());
+  const double mean_rows =
+      double(std::accumulate(shape.rows.begin(), shape.rows.end(), int64_t(0))) /
+      double(shape.rows.size());
+  std::string rows_from = "balanced";
+  if (routed)
+    rows_from = "routed: the first step's, routing.mode " + std::string(name_of(w.routing.mode)) +
+                ", at EP rank " + std::to_string(ep_rank) + ", the one with the most rows";
   std::printf(
-      "# %s at ep %lld: %lld local experts x %lld rows (balanced), H %lld, F %lld, "
+      "# %s at ep %lld: %lld local experts x %lld-%lld rows (mean %.1f; %s), H %lld, F %lld, "
       "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s, precision %s; median "
       "of %d calls\n",
-      w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)shape.rows.front(),
-      (long long)shape.H, (long long)shape.F, dtype_name(shape.grad_dtype), shape.sm90.cluster,
-      name_of(w.gemm.sm90_schedule), name_of(w.precision), opt.iters);
+      w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)*least, (long long)*most,
+      mean_rows, rows_from.c_str(), (long long)shape.H, (long long)shape.F,
+      dtype_name(shape.grad_dtype), shape.sm90.cluster, name_of(w.gemm.sm90_schedule),
+      name_of(w.precision), opt.iters);
   std::printf("# %-10s %-24s %7s %7s %7s %10s %9s %7s %9s\n", "gemm", "method", "M", "N", "K",
               "median ms", "TFLOP/s", "%dense", "quant ms");
   nlohmann::json j = {{"workload", w.name},
                       {"ep", ep},
                       {"experts_local", shape.E_local},
                       {"rows", shape.rows},
+                      {"rows_from", routed ? "routed" : "balanced"},
+                      {"routing_mode", name_of(w.routing.mode)},
+                      {"ep_rank", routed ? nlohmann::json(ep_rank) : nlohmann::json(nullptr)},
                       {"iters", opt.iters},
                       {"sm90_cluster", shape.sm90.cluster},
                       {"sm90_schedule", name_of(w.gemm.sm90_schedule)},

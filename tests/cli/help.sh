@@ -59,6 +59,14 @@ for want in "--tokens" "--dispatchers" "--iters INT:INT in [1 - 100000]=20" "Exa
   "mpirun -np 2 moebench dispatch --config bench/deepseek_v3"; do
   grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "dispatch --help lacks '$want'"; }
 done
+sandboxed "$MOEBENCH" gemm --help
+for want in "--rows TEXT:{balanced,routed}=balanced" "Examples:" "moebench gemm --config bench/deepseek_v3"; do
+  grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "gemm --help lacks '$want'"; }
+done
+rc=0
+sandboxed "$MOEBENCH" gemm --config "$TINY" --rows even || rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--rows: even not in {balanced,routed}" "$WORK/err.txt" ||
+  { cat "$WORK/out.txt" "$WORK/err.txt"; fail "gemm --rows even: exit $rc"; }
 sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
 grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
   grep -qE '^backends: cpu' "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "--version"; }
