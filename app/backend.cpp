@@ -221,6 +221,27 @@ std::string backend_build_versions() {
 #endif
 }
 
+#ifdef MOE_HAVE_CUDA
+std::map<std::string, std::string> cuda_backend_info(int gpu) {
+  std::map<std::string, std::string> info;
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+  int rt = 0, drv = 0, nccl = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  ncclGetVersion(&nccl);
+  info["device"] = prop.name;
+  info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  // The CUDA level the driver supports; nvidia_driver is the driver's own release.
+  info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+  const std::string nvidia = nvidia_driver_version();
+  info["nvidia_driver"] = nvidia.empty() ? "unknown (no /proc/driver/nvidia/version)" : nvidia;
+  info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
+                 std::to_string(nccl % 100);
+  return info;
+}
+#endif
+
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s) {
   Backend b;
@@ -266,19 +287,8 @@ Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, 
   // The device's waits poll NCCL's errors, under the run's timeout: a dead peer ends the job.
   NcclComm* c = comm.get();
   device->set_waiter([c](const char* what) { c->wait(what); });
-  int rt = 0, drv = 0, nccl = 0;
-  cudaRuntimeGetVersion(&rt);
-  cudaDriverGetVersion(&drv);
-  ncclGetVersion(&nccl);
-  b.info["device"] = prop.name;
+  b.info = cuda_backend_info(gpu);
   b.gemm_methods = ops->current_expert_gemm_methods();
-  b.info["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
-  // The CUDA level the driver supports; nvidia_driver is the driver's own release.
-  b.info["cuda_driver"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
-  const std::string nvidia = nvidia_driver_version();
-  b.info["nvidia_driver"] = nvidia.empty() ? "unknown (no /proc/driver/nvidia/version)" : nvidia;
-  b.info["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
-                   std::to_string(nccl % 100);
   b.device = std::move(device);
   b.ops = std::move(ops);
   b.comm = std::move(comm);

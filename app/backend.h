@@ -70,4 +70,9 @@ std::string backend_build_versions();
 Backend make_backend(const std::string& name, MPI_Comm world, const Mesh& mesh, const Workload& w,
                      double timeout_s);
 
+#ifdef MOE_HAVE_CUDA
+// GPU `gpu`'s name and the CUDA runtime, driver and NCCL versions (a result's provenance).
+std::map<std::string, std::string> cuda_backend_info(int gpu);
+#endif
+
 }  // namespace moe

@@ -35,6 +35,10 @@ constexpr double kNoiseFloor = 0.01;
 constexpr double kSignificance = 0.001;
 constexpr size_t kMinSamples = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// `moebench gemm` keeps each GEMM's median alone, so its noise is taken, not measured: medians of
+// 20 calls of the same GEMM on one GPU moved by up to 5% between rounds of one device call on the
+// larger GEMMs (results/2026-11-28-session29; more on sub-millisecond ones).
+constexpr double kGemmNoise = 0.05;
 
 // The run report's phase order (result JSON objects are sorted by name, so the order is lost):
 // the phases that partition the step, then their separately timed parts. Phases a later commit
@@ -171,6 +175,9 @@ std::string phase_label(const std::vector<CompareRun>& runs, const std::string& 
   return name;
 }
 
+// A `moebench gemm --out` result (its "gemms" table) rather than a run's.
+bool is_gemm_result(const json& j) { return j.is_object() && j.contains("gemms"); }
+
 void flatten(const json& j, const std::string& path, std::map<std::string, json>& out) {
   if (j.is_object()) {
     for (const auto& item : j.items()) flatten(item.value(), path + "." + item.key(), out);
@@ -213,11 +220,30 @@ std::string fmt_value(double v, MetricKind kind) {
 
 }  // namespace
 
+// A `moebench gemm` result: a table of GEMMs, each with a positive, finite median.
+void check_gemm_result(const json& j, const std::string& name) {
+  const json* gemms = find(j, "/gemms");
+  MOE_USER_CHECK(gemms && gemms->is_array() && !gemms->empty(),
+                 name << ": gemms is not a non-empty array: not a complete moebench gemm result");
+  for (const json& g : *gemms) {
+    MOE_USER_CHECK(find(g, "/gemm") && find(g, "/gemm")->is_string() && find(g, "/method") &&
+                       find(g, "/method")->is_string(),
+                   name << ": a gemms entry without a gemm and method name: not a moebench "
+                           "gemm result");
+    const double ms = number(g, "/median_ms");
+    MOE_USER_CHECK(std::isfinite(ms) && ms > 0,
+                   name << ": " << g["gemm"].get<std::string>() << " "
+                        << g["method"].get<std::string>() << " has median_ms " << ms
+                        << ", not a positive finite time; compare only results of GEMMs that ran");
+  }
+}
+
 void check_result(const json& j, const std::string& name) {
   MOE_USER_CHECK(j.is_object(), name << " is not a moebench result: not a JSON object");
+  if (is_gemm_result(j)) return check_gemm_result(j, name);
   MOE_USER_CHECK(j.contains("schema_version"),
                  name << " is not a moebench result (no schema_version); give the JSON that "
-                         "`moebench run --out FILE` writes");
+                         "`moebench run --out FILE` (or `moebench gemm --out FILE`) writes");
   const json& v = j["schema_version"];
   int major = -1;
   if (v.is_number()) major = int(std::floor(v.get<double>()));
@@ -259,8 +285,17 @@ CompareRun load_result(const std::string& path) {
 }
 
 std::vector<std::string> work_differences(const CompareRun& a, const CompareRun& b) {
+  const bool gemm_a = is_gemm_result(a.result), gemm_b = is_gemm_result(b.result);
+  auto kind = [](bool gemm) { return gemm ? "a moebench gemm result" : "a run's result"; };
+  if (gemm_a != gemm_b)
+    return {std::string("kind: ") + kind(gemm_a) + " (" + a.name + ") vs " + kind(gemm_b) + " (" +
+            b.name + ")"};
   std::map<std::string, json> fa, fb;
-  for (const char* top : {"config", "mesh"}) {
+  // A run's work is its config and resolved mesh; a GEMM table's also its shapes' EP size and
+  // rows per expert (results before config was recorded have only those).
+  std::vector<const char*> tops = {"config", "mesh"};
+  if (gemm_a) tops = {"config", "ep", "experts_local", "rows", "precision"};
+  for (const char* top : tops) {
     if (a.result.contains(top)) flatten(a.result[top], top, fa);
     if (b.result.contains(top)) flatten(b.result[top], top, fb);
   }
@@ -282,8 +317,21 @@ std::vector<std::string> work_differences(const CompareRun& a, const CompareRun&
     const auto ia = fa.find(k), ib = fb.find(k);
     const bool in_a = ia != fa.end(), in_b = ib != fb.end();
     if (in_a && in_b && ia->second == ib->second) continue;
-    diffs.push_back(k + ": " + (in_a ? ia->second.dump() : "(absent)") + " (" + a.name + ") vs " +
-                    (in_b ? ib->second.dump() : "(absent)") + " (" + b.name + ")");
+    // A GEMM table's rows per expert, by their count, range and sum (the lists run to hundreds).
+    auto shown = [&k](const json& v) {
+      if (k != "rows" || !v.is_array() || v.empty()) return v.dump();
+      double least = 0, most = 0, sum = 0;
+      for (size_t i = 0; i < v.size(); ++i) {
+        const double x = v[i].is_number() ? v[i].get<double>() : kNaN;
+        least = i == 0 ? x : std::min(least, x);
+        most = i == 0 ? x : std::max(most, x);
+        sum += x;
+      }
+      return std::to_string(v.size()) + " experts of " + fmt("%.0f", least) + "-" +
+             fmt("%.0f", most) + " rows, " + fmt("%.0f", sum) + " in all";
+    };
+    diffs.push_back(k + ": " + (in_a ? shown(ia->second) : "(absent)") + " (" + a.name + ") vs " +
+                    (in_b ? shown(ib->second) : "(absent)") + " (" + b.name + ")");
   }
   return diffs;
 }
@@ -301,9 +349,10 @@ void check_same_work(const std::vector<CompareRun>& runs) {
 // Runs whose slowest ranks' median SM clocks differ by more than this get compare's note.
 constexpr double kClockDifference = 0.03;
 
-// The lowest of the ranks' median SM clocks (timing.clocks), 0 where the result has none.
+// The lowest of the ranks' median SM clocks (timing.clocks; a GEMM table's clocks), 0 where the
+// result has none.
 double slowest_sm_mhz(const json& j) {
-  const json* ranks = find(j, "/timing/clocks/ranks");
+  const json* ranks = find(j, is_gemm_result(j) ? "/clocks/ranks" : "/timing/clocks/ranks");
   double lowest = 0;
   if (!ranks || !ranks->is_array()) return 0;
   for (const json& r : *ranks) {
@@ -316,8 +365,49 @@ double slowest_sm_mhz(const json& j) {
   return lowest;
 }
 
+// The slowest rank's median SM clock (a run's timing.clocks, a GEMM table's clocks; results
+// without it show "-"): marked beyond kClockDifference, as the table's note says.
+void add_clock_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
+                   double threshold_pct) {
+  add_row(
+      rows, runs, "sm_clock", "MHz", MetricKind::kInfo,
+      [](const json& j) {
+        const double mhz = slowest_sm_mhz(j);
+        return Sample{mhz > 0 ? mhz : kNaN, kClockDifference, {}};
+      },
+      threshold_pct);
+}
+
+// A GEMM table's rows: each (gemm, method) any run timed, in A's order then the others', by its
+// median; the clocks the calls ran at.
+std::vector<CompareRow> build_gemm_rows(const std::vector<CompareRun>& runs, double threshold_pct,
+                                        const std::string& metrics) {
+  std::vector<CompareRow> rows;
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const CompareRun& r : runs)
+    for (const json& g : r.result["gemms"]) {
+      const std::pair<std::string, std::string> k{g["gemm"].get<std::string>(),
+                                                  g["method"].get<std::string>()};
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+  for (const auto& [gemm, method] : keys)
+    add_row(
+        rows, runs, gemm + " " + method, "ms", MetricKind::kTime,
+        [gemm = gemm, method = method](const json& j) {
+          for (const json& g : j["gemms"])
+            if (g["gemm"] == gemm && g["method"] == method)
+              return Sample{number(g, "/median_ms"), kGemmNoise, {}};
+          return Sample{};
+        },
+        threshold_pct);
+  if (metrics == "timing") return rows;
+  add_clock_row(rows, runs, threshold_pct);
+  return rows;
+}
+
 std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double threshold_pct,
                                    const std::string& metrics) {
+  if (is_gemm_result(runs[0].result)) return build_gemm_rows(runs, threshold_pct, metrics);
   std::vector<CompareRow> rows;
   const std::vector<std::string> phases = phase_names(runs);
   auto stats = [](const std::string& ptr, const std::string& series) {
@@ -359,15 +449,7 @@ std::vector<CompareRow> build_rows(const std::vector<CompareRun>& runs, double t
         return Sample{number(j, "/memory/high_water_bytes") / 1048576.0, 0, {}};
       },
       threshold_pct);
-  // The slowest rank's median SM clock (timing.clocks; results without it show "-"): marked
-  // beyond kClockDifference, as the table's note says.
-  add_row(
-      rows, runs, "sm_clock", "MHz", MetricKind::kInfo,
-      [](const json& j) {
-        const double mhz = slowest_sm_mhz(j);
-        return Sample{mhz > 0 ? mhz : kNaN, kClockDifference, {}};
-      },
-      threshold_pct);
+  add_clock_row(rows, runs, threshold_pct);
   add_row(
       rows, runs, "correctness", "", MetricKind::kStatus,
       [](const json& j) {
@@ -450,8 +532,40 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
                          double threshold_pct) {
   std::ostringstream os;
   char buf[512];
-  os << "# moebench compare: " << runs.size() << " runs of the same work, each against A\n";
-  for (size_t i = 0; i < runs.size(); ++i) {
+  const bool gemm = is_gemm_result(runs[0].result);
+  os << "# moebench compare: " << runs.size() << (gemm ? " moebench gemm results" : " runs")
+     << " of the same work, each against A\n";
+  for (size_t i = 0; gemm && i < runs.size(); ++i) {
+    const json& j = runs[i].result;
+    const json* dirty = find(j, "/provenance/git_dirty");
+    std::snprintf(buf, sizeof buf, "# %-2s %s: commit %.12s%s, device %s, median of %s calls, %s\n",
+                  label(i).c_str(), runs[i].name.c_str(), text(j, "/provenance/git_commit").c_str(),
+                  dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
+                  text(j, "/provenance/device").c_str(), text(j, "/iters").c_str(),
+                  text(j, "/provenance/time_utc").c_str());
+    os << buf;
+  }
+  if (gemm) {
+    const json& a = runs[0].result;
+    const json* rows = find(a, "/rows");
+    double least = kNaN, most = kNaN, sum = 0;
+    size_t n = 0;
+    if (rows && rows->is_array())
+      for (const json& r : *rows)
+        if (r.is_number()) {
+          const double v = r.get<double>();
+          least = n == 0 ? v : std::min(least, v);
+          most = n == 0 ? v : std::max(most, v);
+          sum += v;
+          ++n;
+        }
+    os << "# workload " << text(a, "/workload") << " at ep " << text(a, "/ep") << ": "
+       << text(a, "/experts_local") << " local experts x " << fmt("%.0f", least) << "-"
+       << fmt("%.0f", most) << " rows (mean " << fmt("%.1f", n ? sum / double(n) : kNaN) << ", "
+       << text(a, "/rows_from", "balanced") << "), H=" << text(a, "/config/model/hidden")
+       << " F=" << text(a, "/config/model/ffn") << ", precision " << text(a, "/precision") << "\n";
+  }
+  for (size_t i = 0; !gemm && i < runs.size(); ++i) {
     const json& j = runs[i].result;
     const json* dirty = find(j, "/provenance/git_dirty");
     // A profiler's cost is in a profiled run's times: a difference may be the profiler's.
@@ -467,15 +581,19 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
     os << buf;
   }
   const json& a = runs[0].result;
-  os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
-     << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
-     << " K=" << text(a, "/config/model/topk")
-     << ", tokens_per_rank=" << text(a, "/config/tokens_per_rank") << ", dtype "
-     << text(a, "/config/dtype") << "; mesh " << text(a, "/mesh/world") << " ranks = ep "
-     << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
-  if (threshold_pct >= 0)
+  if (!gemm)
+    os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
+       << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
+       << " K=" << text(a, "/config/model/topk")
+       << ", tokens_per_rank=" << text(a, "/config/tokens_per_rank") << ", dtype "
+       << text(a, "/config/dtype") << "; mesh " << text(a, "/mesh/world") << " ranks = ep "
+       << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
+  if (threshold_pct >= 0) {
     os << "# noise: a change counts beyond " << fmt("%g", threshold_pct) << "% (--threshold)\n";
-  else {
+  } else if (gemm) {
+    os << "# noise: moebench gemm keeps each GEMM's median alone: a change counts beyond "
+       << fmt("%g", 100 * kGemmNoise) << "% (--threshold sets another)\n";
+  } else {
     os << "# noise: with per-step samples in both runs, a change counts where a Mann-Whitney U "
           "test gives p < "
        << fmt("%g", kSignificance)
@@ -503,8 +621,9 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
     if (a_mhz > 0 && mhz > 0 && std::abs(mhz / a_mhz - 1) > kClockDifference)
       os << "# note: " << label(i) << "'s GPUs ran at " << fmt("%.0f", mhz) << " MHz against A's "
          << fmt("%.0f", a_mhz)
-         << " (the slowest rank's median SM clock, timing.clocks): a difference in time may be "
-            "the clocks'\n";
+         << (gemm ? " (the calls' median SM clock, clocks)"
+                  : " (the slowest rank's median SM clock, timing.clocks)")
+         << ": a difference in time may be the clocks'\n";
   }
   os << "# X/A = X's value over A's; times: > 1 is slower; throughput, bandwidth: > 1 is "
         "faster\n#\n";
@@ -534,7 +653,7 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
     os << trim_right(line) << "\n";
   }
 
-  os << "#\n# digests: " << digest_summary(runs) << "\n";
+  if (!gemm) os << "#\n# digests: " << digest_summary(runs) << "\n";
   // The verdict names what --fail-on-regression acts on.
   std::string slower;
   for (size_t i = 1; i < runs.size(); ++i) {
@@ -553,7 +672,9 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
 
 CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
   CLI::App* c = app.add_subcommand(
-      "compare", "compare result JSON files (run --out) of the same work, each against the first");
+      "compare",
+      "compare result JSON files (run --out, or gemm --out) of the same work, each against the "
+      "first");
   c->add_option("files", opt.files, "result files: A (the baseline), B, C, ...")
       ->required()
       ->expected(2, -1);
@@ -580,6 +701,8 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
       "check, reference and roofline, and mesh.*, must be equal, else compare refuses, naming\n"
       "the keys (--allow-different-work compares them anyway). Results with no timed steps or\n"
       "times that are not positive and finite are refused.\n"
+      "moebench gemm tables (gemm --out) compare alike, one row per GEMM and method by its\n"
+      "median; keeping no spread, a change counts beyond 5% unless --threshold is given.\n"
       "Exit status: 0 compared; 1 with --fail-on-regression, when any run is slower than A\n"
       "beyond the noise in the step, a phase, throughput or bandwidth; 2 bad input (unreadable,\n"
       "not a moebench result, or different work).");

@@ -23,6 +23,7 @@ struct GemmBenchOptions {
   std::vector<std::string> methods = {"lt_multistream", "grouped_batched", "grouped_sm90"};
   std::string out;                // result JSON (atomically), optional
   std::string rows = "balanced";  // balanced | routed: where the rows per expert come from
+  std::string command_line;       // for the result's provenance
 };
 
 CLI::App* add_gemm_subcommand(CLI::App& app, GemmBenchOptions& opt);

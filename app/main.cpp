@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   if (rank != 0 && log_level == "info") spdlog::set_level(spdlog::level::warn);
   for (int i = 0; i < argc; ++i) opt.command_line += (i ? " " : "") + std::string(argv[i]);
   dispatch_opt.command_line = opt.command_line;
+  gemm_opt.command_line = opt.command_line;
 
   int rc = 0;
   try {

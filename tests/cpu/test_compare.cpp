@@ -428,5 +428,61 @@ TEST(Compare, NotesRunsAtOtherClocks) {
   EXPECT_EQ(clock.mark[2], "less");
 }
 
+// A `moebench gemm --out` result cut to what compare reads: up and wgrad_in by grouped_sm90.
+json make_gemm_result(double up_ms, double wgrad_ms) {
+  return {{"command", "gemm"},
+          {"config", {{"name", "g"}, {"tokens_per_rank", 32}, {"gemm", {{"sm90_cluster", 1}}}}},
+          {"provenance", {{"git_commit", "0123456789abcdef"}, {"device", "H100"}}},
+          {"workload", "g"},
+          {"ep", 2},
+          {"experts_local", 2},
+          {"rows", {16, 48}},
+          {"rows_from", "routed"},
+          {"precision", "bf16"},
+          {"iters", 20},
+          {"gemms",
+           {{{"gemm", "up"}, {"method", "grouped_sm90"}, {"median_ms", up_ms}},
+            {{"gemm", "wgrad_in"}, {"method", "grouped_sm90"}, {"median_ms", wgrad_ms}}}}};
+}
+
+TEST(Compare, GemmResultsByGemmAndMethod) {
+  json a = make_gemm_result(2.0, 4.0), b = make_gemm_result(2.3, 4.1);
+  b["gemms"].push_back({{"gemm", "up"}, {"method", "lt_multistream"}, {"median_ms", 3.0}});
+  b["config"]["gemm"]["sm90_cluster"] = 2;  // a GEMM knob: the same work
+  const auto runs = runs_of({a, b});
+  EXPECT_TRUE(work_differences(runs[0], runs[1]).empty());
+  const auto rows = build_rows(runs, -1, "all");
+  // Beyond the 5% a GEMM median is given: 2.3 / 2.0 slower, 4.1 / 4.0 within it.
+  EXPECT_EQ(row(rows, "up grouped_sm90").mark[1], "slower");
+  EXPECT_EQ(row(rows, "wgrad_in grouped_sm90").mark[1], "");
+  EXPECT_TRUE(std::isnan(row(rows, "up lt_multistream").values[0]));
+  EXPECT_TRUE(has_regression(rows));
+  EXPECT_EQ(row(build_rows(runs, 20, "all"), "up grouped_sm90").mark[1], "");
+  const std::string table = render_table(runs, rows, -1);
+  EXPECT_NE(table.find("2 moebench gemm results"), std::string::npos) << table;
+  EXPECT_NE(table.find("2 local experts x 16-48 rows (mean 32.0, routed)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("a change counts beyond 5%"), std::string::npos) << table;
+  EXPECT_EQ(table.find("digests"), std::string::npos) << table;
+}
+
+TEST(Compare, GemmResultsOfOtherWorkOrKindAreRefused) {
+  json a = make_gemm_result(2.0, 4.0), rows = make_gemm_result(2.0, 4.0);
+  rows["rows"] = {16, 16, 64};
+  auto diffs = work_differences(runs_of({a, rows})[0], runs_of({a, rows})[1]);
+  ASSERT_EQ(diffs.size(), 1u);
+  EXPECT_NE(diffs[0].find("rows: 2 experts of 16-48 rows, 64 in all"), std::string::npos)
+      << diffs[0];
+  diffs = work_differences(runs_of({a, make_result()})[0], runs_of({a, make_result()})[1]);
+  ASSERT_EQ(diffs.size(), 1u);
+  EXPECT_NE(diffs[0].find("kind: a moebench gemm result"), std::string::npos) << diffs[0];
+  json zero = make_gemm_result(0.0, 4.0);
+  EXPECT_THROW(check_result(zero, "zero.json"), UserError);
+  json empty = make_gemm_result(2.0, 4.0);
+  empty["gemms"] = json::array();
+  EXPECT_THROW(check_result(empty, "empty.json"), UserError);
+  EXPECT_NO_THROW(check_result(a, "a.json"));
+}
+
 }  // namespace
 }  // namespace moe
