@@ -178,6 +178,24 @@ std::string phase_label(const std::vector<CompareRun>& runs, const std::string& 
 // A `moebench gemm --out` result (its "gemms" table) rather than a run's.
 bool is_gemm_result(const json& j) { return j.is_object() && j.contains("gemms"); }
 
+// A GEMM table's rows per expert: how many experts, their least and most rows, and the sum.
+struct RowsSummary {
+  size_t experts = 0;
+  double least = kNaN, most = kNaN, sum = 0;
+};
+RowsSummary summarize_rows(const json* rows) {
+  RowsSummary r;
+  if (!rows || !rows->is_array()) return r;
+  for (const json& v : *rows) {
+    const double x = v.is_number() ? v.get<double>() : kNaN;
+    r.least = r.experts == 0 ? x : std::min(r.least, x);
+    r.most = r.experts == 0 ? x : std::max(r.most, x);
+    r.sum += x;
+    ++r.experts;
+  }
+  return r;
+}
+
 void flatten(const json& j, const std::string& path, std::map<std::string, json>& out) {
   if (j.is_object()) {
     for (const auto& item : j.items()) flatten(item.value(), path + "." + item.key(), out);
@@ -320,15 +338,9 @@ std::vector<std::string> work_differences(const CompareRun& a, const CompareRun&
     // A GEMM table's rows per expert, by their count, range and sum (the lists run to hundreds).
     auto shown = [&k](const json& v) {
       if (k != "rows" || !v.is_array() || v.empty()) return v.dump();
-      double least = 0, most = 0, sum = 0;
-      for (size_t i = 0; i < v.size(); ++i) {
-        const double x = v[i].is_number() ? v[i].get<double>() : kNaN;
-        least = i == 0 ? x : std::min(least, x);
-        most = i == 0 ? x : std::max(most, x);
-        sum += x;
-      }
-      return std::to_string(v.size()) + " experts of " + fmt("%.0f", least) + "-" +
-             fmt("%.0f", most) + " rows, " + fmt("%.0f", sum) + " in all";
+      const RowsSummary r = summarize_rows(&v);
+      return std::to_string(r.experts) + " experts of " + fmt("%.0f", r.least) + "-" +
+             fmt("%.0f", r.most) + " rows, " + fmt("%.0f", r.sum) + " in all";
     };
     diffs.push_back(k + ": " + (in_a ? shown(ia->second) : "(absent)") + " (" + a.name + ") vs " +
                     (in_b ? shown(ib->second) : "(absent)") + " (" + b.name + ")");
@@ -547,21 +559,11 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
   }
   if (gemm) {
     const json& a = runs[0].result;
-    const json* rows = find(a, "/rows");
-    double least = kNaN, most = kNaN, sum = 0;
-    size_t n = 0;
-    if (rows && rows->is_array())
-      for (const json& r : *rows)
-        if (r.is_number()) {
-          const double v = r.get<double>();
-          least = n == 0 ? v : std::min(least, v);
-          most = n == 0 ? v : std::max(most, v);
-          sum += v;
-          ++n;
-        }
+    const RowsSummary r = summarize_rows(find(a, "/rows"));
     os << "# workload " << text(a, "/workload") << " at ep " << text(a, "/ep") << ": "
-       << text(a, "/experts_local") << " local experts x " << fmt("%.0f", least) << "-"
-       << fmt("%.0f", most) << " rows (mean " << fmt("%.1f", n ? sum / double(n) : kNaN) << ", "
+       << text(a, "/experts_local") << " local experts x " << fmt("%.0f", r.least) << "-"
+       << fmt("%.0f", r.most) << " rows (mean "
+       << fmt("%.1f", r.experts ? r.sum / double(r.experts) : kNaN) << ", "
        << text(a, "/rows_from", "balanced") << "), H=" << text(a, "/config/model/hidden")
        << " F=" << text(a, "/config/model/ffn") << ", precision " << text(a, "/precision") << "\n";
   }
@@ -716,6 +718,11 @@ int compare_command(const CompareOptions& opt) {
     MOE_USER_CHECK(opt.files.size() >= 2, "compare needs at least two result files");
     std::vector<CompareRun> runs;
     for (const std::string& f : opt.files) runs.push_back(load_result(f));
+    // A GEMM table and a run's result share no metric: never compared, whatever is allowed.
+    for (const CompareRun& r : runs)
+      MOE_USER_CHECK(is_gemm_result(r.result) == is_gemm_result(runs[0].result),
+                     "cannot compare " << r.name << " with " << runs[0].name
+                                       << ": one is a moebench gemm result, the other a run's");
     if (!opt.allow_different_work) check_same_work(runs);
     const std::vector<CompareRow> rows = build_rows(runs, opt.threshold_pct, opt.metrics);
     if (print) {

@@ -1,7 +1,7 @@
 #pragma once
 // The routing of a run's first step for one rank's tokens, on either backend: the seeded gate over
-// the seeded tokens (or the forced routing.mode's experts), as `run` routes them. The benches route
-// so, that their rows be the step's rows.
+// the seeded tokens (or the forced routing.mode's experts), as `run` routes them, so that the
+// benches' rows are the step's rows.
 #include <cstdint>
 #include <vector>
 
@@ -18,8 +18,8 @@ struct FirstRouting {
   void* x = nullptr;       // [T, H] storage: world rank `rank`'s tokens of step 0
   int32_t* idx = nullptr;  // [T, K] their experts
   float* p = nullptr;      // [T, K] their weights
-  float* stats =
-      nullptr;  // [2E + 1] the router's statistics of these tokens: [0, E) rows per expert
+  // [2E + 1] the router's statistics of these tokens: [0, E) rows per expert
+  float* stats = nullptr;
 };
 FirstRouting route_first_step(const Workload& w, const Dims& d, int rank, const BufferPlan& plan,
                               Device& device, Ops& ops, OwnedBuffers& b);

@@ -77,6 +77,23 @@ void set_time(json& r, const std::string& stats_ptr, double factor, double sprea
   }
 }
 
+// A `moebench gemm --out` result cut to what compare reads: up and wgrad_in by grouped_sm90.
+json make_gemm_result(double up_ms, double wgrad_ms) {
+  return {{"command", "gemm"},
+          {"config", {{"name", "g"}, {"tokens_per_rank", 32}, {"gemm", {{"sm90_cluster", 1}}}}},
+          {"provenance", {{"git_commit", "0123456789abcdef"}, {"device", "H100"}}},
+          {"workload", "g"},
+          {"ep", 2},
+          {"experts_local", 2},
+          {"rows", {16, 48}},
+          {"rows_from", "routed"},
+          {"precision", "bf16"},
+          {"iters", 20},
+          {"gemms",
+           {{{"gemm", "up"}, {"method", "grouped_sm90"}, {"median_ms", up_ms}},
+            {{"gemm", "wgrad_in"}, {"method", "grouped_sm90"}, {"median_ms", wgrad_ms}}}}};
+}
+
 std::vector<CompareRun> runs_of(const std::vector<json>& results) {
   std::vector<CompareRun> runs;
   for (size_t i = 0; i < results.size(); ++i)
@@ -339,6 +356,19 @@ TEST(Compare, CommandExitStatus) {
   EXPECT_EQ(compare_command(opt), 2);
   opt.files = {dir + "/a.json", dir + "/missing.json"};
   EXPECT_EQ(compare_command(opt), 2);
+  // A GEMM table beside a run's result: refused even when different work is allowed; two tables,
+  // one 15% slower, fail as runs do.
+  std::ofstream(dir + "/gemm.json") << make_gemm_result(2.0, 4.0).dump();
+  std::ofstream(dir + "/gemm_slow.json") << make_gemm_result(2.3, 4.0).dump();
+  opt.files = {dir + "/a.json", dir + "/gemm.json"};
+  opt.allow_different_work = true;
+  EXPECT_EQ(compare_command(opt), 2);
+  opt.files = {dir + "/gemm.json", dir + "/gemm_slow.json"};
+  opt.allow_different_work = false;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(compare_command(opt), 1);
+  const std::string gemm_out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(gemm_out.find("B: up grouped_sm90 x1.150"), std::string::npos) << gemm_out;
   std::filesystem::remove_all(dir);
 }
 
@@ -426,23 +456,6 @@ TEST(Compare, NotesRunsAtOtherClocks) {
   EXPECT_TRUE(std::isnan(clock.values[3]));
   EXPECT_EQ(clock.mark[1], "");
   EXPECT_EQ(clock.mark[2], "less");
-}
-
-// A `moebench gemm --out` result cut to what compare reads: up and wgrad_in by grouped_sm90.
-json make_gemm_result(double up_ms, double wgrad_ms) {
-  return {{"command", "gemm"},
-          {"config", {{"name", "g"}, {"tokens_per_rank", 32}, {"gemm", {{"sm90_cluster", 1}}}}},
-          {"provenance", {{"git_commit", "0123456789abcdef"}, {"device", "H100"}}},
-          {"workload", "g"},
-          {"ep", 2},
-          {"experts_local", 2},
-          {"rows", {16, 48}},
-          {"rows_from", "routed"},
-          {"precision", "bf16"},
-          {"iters", 20},
-          {"gemms",
-           {{{"gemm", "up"}, {"method", "grouped_sm90"}, {"median_ms", up_ms}},
-            {{"gemm", "wgrad_in"}, {"method", "grouped_sm90"}, {"median_ms", wgrad_ms}}}}};
 }
 
 TEST(Compare, GemmResultsByGemmAndMethod) {
