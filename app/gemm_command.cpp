@@ -113,6 +113,11 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   const int64_t ep = opt.ep > 0 ? opt.ep : (w.mesh.ep > 0 ? w.mesh.ep : 1);
   MOE_USER_CHECK(w.model.experts % ep == 0, "--ep " << ep << " does not divide model.experts "
                                                     << w.model.experts << "; pick a divisor");
+  // The workload checked as `run` checks it, on the mesh of one EP group the shapes are for:
+  // bad input is named before any GPU work.
+  w.mesh.ep = ep;
+  w.mesh.fsdp = 1;
+  resolve_and_validate(w, int(ep));
   MOE_USER_CHECK(w.dtype == DType::kBf16,
                  "moebench gemm times bf16 GEMMs; set dtype=bf16 (the workload has "
                      << dtype_name(w.dtype) << ")");

@@ -67,6 +67,11 @@ rc=0
 sandboxed "$MOEBENCH" gemm --config "$TINY" --rows even || rc=$?
 [ $rc -eq 2 ] && grep -qF -- "--rows: even not in {balanced,routed}" "$WORK/err.txt" ||
   { cat "$WORK/out.txt" "$WORK/err.txt"; fail "gemm --rows even: exit $rc"; }
+# A bad workload is named as run names it, before the GPU is asked for.
+rc=0
+sandboxed "$MOEBENCH" gemm --config "$TINY" --set model.topk=99 || rc=$?
+[ $rc -eq 2 ] && grep -qF "model.topk = 99 exceeds model.experts" "$WORK/err.txt" ||
+  { cat "$WORK/out.txt" "$WORK/err.txt"; fail "gemm with topk 99: exit $rc"; }
 sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
 grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
   grep -qE '^backends: cpu' "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "--version"; }
