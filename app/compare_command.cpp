@@ -540,34 +540,10 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
   return line;
 }
 
-std::string render_table(const std::vector<CompareRun>& runs, const std::vector<CompareRow>& rows,
-                         double threshold_pct) {
-  std::ostringstream os;
+// A run's header lines: each run's commit, backend, device and steps; A's workload and mesh.
+void write_run_header(std::ostringstream& os, const std::vector<CompareRun>& runs) {
   char buf[512];
-  const bool gemm = is_gemm_result(runs[0].result);
-  os << "# moebench compare: " << runs.size() << (gemm ? " moebench gemm results" : " runs")
-     << " of the same work, each against A\n";
-  for (size_t i = 0; gemm && i < runs.size(); ++i) {
-    const json& j = runs[i].result;
-    const json* dirty = find(j, "/provenance/git_dirty");
-    std::snprintf(buf, sizeof buf, "# %-2s %s: commit %.12s%s, device %s, median of %s calls, %s\n",
-                  label(i).c_str(), runs[i].name.c_str(), text(j, "/provenance/git_commit").c_str(),
-                  dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
-                  text(j, "/provenance/device").c_str(), text(j, "/iters").c_str(),
-                  text(j, "/provenance/time_utc").c_str());
-    os << buf;
-  }
-  if (gemm) {
-    const json& a = runs[0].result;
-    const RowsSummary r = summarize_rows(find(a, "/rows"));
-    os << "# workload " << text(a, "/workload") << " at ep " << text(a, "/ep") << ": "
-       << text(a, "/experts_local") << " local experts x " << fmt("%.0f", r.least) << "-"
-       << fmt("%.0f", r.most) << " rows (mean "
-       << fmt("%.1f", r.experts ? r.sum / double(r.experts) : kNaN) << ", "
-       << text(a, "/rows_from", "balanced") << "), H=" << text(a, "/config/model/hidden")
-       << " F=" << text(a, "/config/model/ffn") << ", precision " << text(a, "/precision") << "\n";
-  }
-  for (size_t i = 0; !gemm && i < runs.size(); ++i) {
+  for (size_t i = 0; i < runs.size(); ++i) {
     const json& j = runs[i].result;
     const json* dirty = find(j, "/provenance/git_dirty");
     // A profiler's cost is in a profiled run's times: a difference may be the profiler's.
@@ -583,13 +559,48 @@ std::string render_table(const std::vector<CompareRun>& runs, const std::vector<
     os << buf;
   }
   const json& a = runs[0].result;
-  if (!gemm)
-    os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
-       << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
-       << " K=" << text(a, "/config/model/topk")
-       << ", tokens_per_rank=" << text(a, "/config/tokens_per_rank") << ", dtype "
-       << text(a, "/config/dtype") << "; mesh " << text(a, "/mesh/world") << " ranks = ep "
-       << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
+  os << "# workload " << text(a, "/config/name") << ": H=" << text(a, "/config/model/hidden")
+     << " F=" << text(a, "/config/model/ffn") << " E=" << text(a, "/config/model/experts")
+     << " K=" << text(a, "/config/model/topk")
+     << ", tokens_per_rank=" << text(a, "/config/tokens_per_rank") << ", dtype "
+     << text(a, "/config/dtype") << "; mesh " << text(a, "/mesh/world") << " ranks = ep "
+     << text(a, "/mesh/ep") << " x fsdp " << text(a, "/mesh/fsdp") << "\n";
+}
+
+// A GEMM table's header lines: each table's commit, device and calls; A's shapes.
+void write_gemm_header(std::ostringstream& os, const std::vector<CompareRun>& runs) {
+  char buf[512];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const json& j = runs[i].result;
+    const json* dirty = find(j, "/provenance/git_dirty");
+    std::snprintf(buf, sizeof buf, "# %-2s %s: commit %.12s%s, device %s, median of %s calls, %s\n",
+                  label(i).c_str(), runs[i].name.c_str(), text(j, "/provenance/git_commit").c_str(),
+                  dirty && dirty->is_boolean() && *dirty ? " (dirty)" : "",
+                  text(j, "/provenance/device").c_str(), text(j, "/iters").c_str(),
+                  text(j, "/provenance/time_utc").c_str());
+    os << buf;
+  }
+  const json& a = runs[0].result;
+  const RowsSummary r = summarize_rows(find(a, "/rows"));
+  os << "# workload " << text(a, "/workload") << " at ep " << text(a, "/ep") << ": "
+     << text(a, "/experts_local") << " local experts x " << fmt("%.0f", r.least) << "-"
+     << fmt("%.0f", r.most) << " rows (mean "
+     << fmt("%.1f", r.experts ? r.sum / double(r.experts) : kNaN) << ", "
+     << text(a, "/rows_from", "balanced") << "), H=" << text(a, "/config/model/hidden")
+     << " F=" << text(a, "/config/model/ffn") << ", precision " << text(a, "/precision") << "\n";
+}
+
+std::string render_table(const std::vector<CompareRun>& runs, const std::vector<CompareRow>& rows,
+                         double threshold_pct) {
+  std::ostringstream os;
+  char buf[512];
+  const bool gemm = is_gemm_result(runs[0].result);
+  os << "# moebench compare: " << runs.size() << (gemm ? " moebench gemm results" : " runs")
+     << " of the same work, each against A\n";
+  if (gemm)
+    write_gemm_header(os, runs);
+  else
+    write_run_header(os, runs);
   if (threshold_pct >= 0) {
     os << "# noise: a change counts beyond " << fmt("%g", threshold_pct) << "% (--threshold)\n";
   } else if (gemm) {

@@ -14,6 +14,7 @@
 #include "app/first_routing.h"
 #include "app/report.h"
 #include "core/error.h"
+#include "core/layout.h"
 #include "core/placement.h"
 #include "core/routing_modes.h"
 #ifdef MOE_HAVE_CUDA
@@ -78,30 +79,31 @@ RoutedExpertRows routed_expert_rows(const Workload& workload, int64_t ep,
                                    << " sources");
   // The router's counts, before any capacity, place the experts (as in `run`); the kept rows are
   // what the GEMMs multiply.
-  std::vector<float> routed(size_t(E), 0.0f), kept(size_t(E), 0.0f);
+  std::vector<float> routed(size_t(E), 0.0f);
+  std::vector<double> kept(size_t(E), 0.0);
+  auto kept_of = [cap](float c) { return cap > 0 ? std::min(c, float(cap)) : c; };
   for (const std::vector<float>& source : counts_by_source) {
     MOE_CHECK(int64_t(source.size()) >= E, "routed_expert_rows: a source has too few counts");
     for (int64_t e = 0; e < E; ++e) {
       routed[size_t(e)] += source[size_t(e)];
-      kept[size_t(e)] += cap > 0 ? std::min(source[size_t(e)], float(cap)) : source[size_t(e)];
+      kept[size_t(e)] += kept_of(source[size_t(e)]);
     }
   }
   const Placement placed = place_by_counts(w, routed.data()).placement;
+  const std::vector<double> loads = rank_loads(placed, kept, ep);
   RoutedExpertRows best;
-  double best_rows = -1;
-  for (int64_t q = 0; q < ep; ++q) {
-    std::vector<int64_t> rows(static_cast<size_t>(El));
-    double total = 0;
+  // The busiest EP rank (the lowest at a tie).
+  best.ep_rank = std::max_element(loads.begin(), loads.end()) - loads.begin();
+  // Its experts' rows from each source, laid out as the step lays them out (core/layout.h).
+  std::vector<int32_t> counts(size_t(ep * El));
+  for (int64_t src = 0; src < ep; ++src)
     for (int64_t l = 0; l < El; ++l) {
-      const int64_t n = int64_t(kept[size_t(placed.expert_of_slot[size_t(q * El + l)])]);
-      total += double(n);
-      rows[size_t(l)] = (n + w.align - 1) / w.align * w.align;
+      const int32_t e = placed.expert_of_slot[size_t(best.ep_rank * El + l)];
+      counts[size_t(src * El + l)] = int32_t(kept_of(counts_by_source[size_t(src)][size_t(e)]));
     }
-    if (total > best_rows) {
-      best = {q, rows};
-      best_rows = total;
-    }
-  }
+  std::vector<int64_t> offsets(size_t(El + 1));
+  expert_major_offsets(counts.data(), ep, El, w.align, offsets.data());
+  for (int64_t l = 0; l < El; ++l) best.rows.push_back(offsets[size_t(l + 1)] - offsets[size_t(l)]);
   return best;
 }
 
