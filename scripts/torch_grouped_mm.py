@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """The peer figure for `moebench gemm`: torch._grouped_mm (CUTLASS's sm90 grouped GEMM inside
-PyTorch) on the same six expert GEMMs, at the same balanced shapes, timed the same way (CUDA
-events, median of --iters calls after two untimed ones). Needs torch with CUDA (the GPU machine
-has it); prints the table `moebench gemm` prints.
+PyTorch) on the same six expert GEMMs, at the same shapes, timed the same way (CUDA events, median
+of --iters calls after two untimed ones). Needs torch with CUDA (the GPU machine has it); prints
+the table `moebench gemm` prints.
 
   scripts/torch_grouped_mm.py configs/bench/qwen3_30b_a3b.json [--ep N] [--tokens T] [--iters N]
+  scripts/torch_grouped_mm.py --rows-from gemm.json [--iters N]
+
+A config gives balanced rows, as `moebench gemm --rows balanced` times them; --rows-from takes
+the model and the exact rows per expert that a `moebench gemm --out` file timed (with --rows
+routed: the step's own skewed rows). --shapes prints the shapes and exits (no torch needed).
 """
 import argparse
 import json
@@ -33,24 +38,58 @@ def load_workload(path):
     return merged
 
 
+def gemm_file_shapes(ap, path):
+    # A `moebench gemm --out` file: the workload as it timed it, and its rows per local expert.
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError) as e:
+        ap.error(f"--rows-from {path}: cannot read it as JSON ({e})")
+    if not isinstance(d, dict) or d.get("command") != "gemm" or not d.get("rows"):
+        ap.error(f"--rows-from {path}: not a `moebench gemm --out` file (no \"command\": \"gemm\" "
+                 "with its \"rows\"); write one with moebench gemm ... --out FILE")
+    source = d.get("rows_from", "?")
+    if d.get("ep_rank") is not None:
+        source += f", EP rank {d['ep_rank']}"
+    return d["config"], d["rows"], d["ep"], f"{source}, from {os.path.basename(path)}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("config")
+    ap.add_argument("config", nargs="?", help="workload JSON (balanced rows)")
+    ap.add_argument("--rows-from", metavar="GEMM_JSON",
+                    help="a `moebench gemm --out` file: its model and exact rows per expert")
     ap.add_argument("--ep", type=int, default=0, help="default: mesh.ep, or 1")
     ap.add_argument("--tokens", type=int, default=0, help="tokens per rank (default: the config's)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32",
                     help="output dtype of the weight gradients")
+    ap.add_argument("--shapes", action="store_true", help="print the shapes and exit")
     a = ap.parse_args()
-    import torch  # imported late so that --help works without torch
+    if (a.config is None) == (a.rows_from is None):
+        ap.error("give a workload config or --rows-from GEMM_JSON, not both or neither")
+    if a.rows_from and (a.ep or a.tokens):
+        ap.error("--ep and --tokens come from the --rows-from file; leave them out")
 
-    w = load_workload(a.config)
-    m = w["model"]
-    H, F, E, K = m["hidden"], m["ffn"], m["experts"], m["topk"]
-    ep = a.ep or (w.get("mesh", {}).get("ep") if isinstance(w.get("mesh", {}).get("ep"), int) else 1)
-    T = a.tokens or w["tokens_per_rank"]
-    rows = balanced_rows(T, K, E, ep, w.get("align", 1))
+    if a.rows_from:
+        w, rows, ep, source = gemm_file_shapes(ap, a.rows_from)
+    else:
+        w = load_workload(a.config)
+        m = w["model"]
+        ep = a.ep or (w.get("mesh", {}).get("ep")
+                      if isinstance(w.get("mesh", {}).get("ep"), int) else 1)
+        T = a.tokens or w["tokens_per_rank"]
+        rows = balanced_rows(T, m["topk"], m["experts"], ep, w.get("align", 1))
+        source = "balanced"
+    H, F = w["model"]["hidden"], w["model"]["ffn"]
     G, R = len(rows), sum(rows)
+    header = (f"# {w.get('name', a.config)} at ep {ep}: {G} local experts x {min(rows)}-{max(rows)} "
+              f"rows (mean {R / G:.1f}; {source}), H {H}, F {F}")
+    if a.shapes:
+        print(header)
+        print("rows " + " ".join(str(r) for r in rows))
+        return 0
+    import torch  # imported late so that --help and --shapes work without torch
+
     dev = torch.device("cuda")
     bf = torch.bfloat16
     gd = torch.float32 if a.grad_dtype == "fp32" else bf
@@ -75,8 +114,7 @@ def main():
     flops = {"up": 2 * R * 2 * F * H, "down": 2 * R * H * F, "dgrad_a": 2 * R * F * H,
              "dgrad_x": 2 * R * H * 2 * F, "wgrad_out": 2 * R * F * H,
              "wgrad_in": 2 * R * H * 2 * F, "dense": 2 * R * 2 * F * H}
-    print(f"# {w.get('name', a.config)} at ep {ep}: {G} local experts x {rows[0]} rows (balanced), "
-          f"H {H}, F {F}, torch {torch.__version__}; median of {a.iters} calls")
+    print(f"{header}, torch {torch.__version__}; median of {a.iters} calls")
     print(f"# {'gemm':10s} {'method':16s} {'M':>7s} {'N':>7s} {'K':>7s} {'median ms':>10s} "
           f"{'TFLOP/s':>9s}")
     def bf16_out(name):

@@ -72,6 +72,33 @@ rc=0
 sandboxed "$MOEBENCH" gemm --config "$TINY" --set model.topk=99 || rc=$?
 [ $rc -eq 2 ] && grep -qF "model.topk = 99 exceeds model.experts" "$WORK/err.txt" ||
   { cat "$WORK/out.txt" "$WORK/err.txt"; fail "gemm with topk 99: exit $rc"; }
+# scripts/torch_grouped_mm.py, the peer figure: the shapes it would time, without torch: balanced
+# rows from a workload, or exactly the rows of a `moebench gemm --out` file; anything else refused
+# with exit 2 and the reason.
+TG="$SRC/scripts/torch_grouped_mm.py"
+python3 "$TG" "$SRC/configs/bench/deepseek_v3.json" --ep 2 --shapes >"$WORK/out.txt" 2>&1 ||
+  { cat "$WORK/out.txt"; fail "torch_grouped_mm.py --shapes: exit $?"; }
+grep -qF "128 local experts x 256-256 rows (mean 256.0; balanced), H 7168, F 2048" "$WORK/out.txt" ||
+  { cat "$WORK/out.txt"; fail "torch_grouped_mm.py: DeepSeek-V3's balanced shapes at ep 2"; }
+cat >"$WORK/gemm.json" <<'JSON'
+{"command": "gemm", "config": {"name": "t", "model": {"hidden": 64, "ffn": 32}}, "ep": 2,
+ "rows": [16, 0, 48, 768], "rows_from": "routed", "ep_rank": 1}
+JSON
+python3 "$TG" --rows-from "$WORK/gemm.json" --shapes >"$WORK/out.txt" 2>&1 ||
+  { cat "$WORK/out.txt"; fail "torch_grouped_mm.py --rows-from: exit $?"; }
+grep -qF "t at ep 2: 4 local experts x 0-768 rows (mean 208.0; routed, EP rank 1, from gemm.json), H 64, F 32" \
+  "$WORK/out.txt" && grep -qx "rows 16 0 48 768" "$WORK/out.txt" ||
+  { cat "$WORK/out.txt"; fail "torch_grouped_mm.py --rows-from: the file's rows"; }
+echo '{"timing": {}}' >"$WORK/run.json"
+for bad in "--rows-from $WORK/run.json|not a \`moebench gemm --out\` file" \
+  "--rows-from $WORK/missing.json|cannot read it as JSON" \
+  "--rows-from $WORK/gemm.json --ep 2|--ep and --tokens come from the --rows-from file" \
+  "$SRC/configs/tiny.json --rows-from $WORK/gemm.json|not both or neither"; do
+  rc=0
+  python3 "$TG" ${bad%%|*} --shapes >"$WORK/out.txt" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "${bad#*|}" "$WORK/out.txt" ||
+    { cat "$WORK/out.txt"; fail "torch_grouped_mm.py ${bad%%|*}: exit $rc"; }
+done
 sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
 grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
   grep -qE '^backends: cpu' "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "--version"; }
