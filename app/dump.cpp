@@ -23,7 +23,17 @@ int64_t dump_bytes_per_rank(const Workload& w, const Mesh& mesh) {
 void check_dump_target(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return;  // created at the dump
+  if (!fs::exists(dir, ec)) {
+    // Created at the dump, under its nearest existing ancestor: refused now, before the run,
+    // where that cannot be.
+    fs::path up = fs::absolute(dir, ec).parent_path();
+    while (!up.empty() && !fs::exists(up, ec) && up != up.parent_path()) up = up.parent_path();
+    MOE_USER_CHECK(fs::is_directory(up, ec), "--dump " << dir << ": " << up.string()
+                                                       << " is a file, so the directory cannot "
+                                                          "be created under it; choose another");
+    check_can_write_in(up.string(), "--dump " + dir);
+    return;
+  }
   MOE_USER_CHECK(fs::is_directory(dir, ec),
                  "--dump " << dir << " is an existing file; give a new or empty directory");
   std::string first;
@@ -43,7 +53,8 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
   const std::string d = dir + "/rank" + std::to_string(mesh.rank);
   std::error_code ec;
   std::filesystem::create_directories(d, ec);
-  MOE_CHECK(!ec, "cannot create dump directory " << d << ": " << ec.message());
+  MOE_USER_CHECK(!ec, "--dump " << dir << ": cannot create " << d << " (" << ec.message()
+                                << "); choose a writable directory");
 
   write_npy(d + "/x.npy", o.x.data(), {T, H});
   write_npy(d + "/dout.npy", o.dout.data(), {T, H});

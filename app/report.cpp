@@ -697,14 +697,20 @@ void check_json_target(const std::string& path) {
   const fs::path parent = fs::absolute(path, ec).parent_path();
   MOE_USER_CHECK(fs::is_directory(parent, ec), "--out " << path << ": directory " << parent.string()
                                                         << " does not exist; create it first");
+  check_can_write_in(parent.string(), "--out " + path);
+}
+
+void check_can_write_in(const std::string& dir, const std::string& what) {
   // Permission bits say little (root writes anywhere, a read-only mount refuses root): a probe
-  // file created and removed says whether the result can be written there.
-  const fs::path probe = parent / (".moebench-probe." + std::to_string(::getpid()));
+  // file created and removed says whether files can be written there.
+  namespace fs = std::filesystem;
+  const fs::path probe = fs::path(dir) / (".moebench-probe." + std::to_string(::getpid()));
   {
     std::ofstream f(probe);
-    MOE_USER_CHECK(f.good(), "--out " << path << ": cannot write in " << parent.string() << " ("
-                                      << std::strerror(errno) << "); choose a writable directory");
+    MOE_USER_CHECK(f.good(), what << ": cannot write in " << dir << " (" << std::strerror(errno)
+                                  << "); choose a writable directory");
   }
+  std::error_code ec;
   fs::remove(probe, ec);
 }
 

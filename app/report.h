@@ -30,6 +30,8 @@ void check_git_commit_env();
 // directory, its directory exists and takes a file (probed, then removed). Before any work. "-"
 // (stdout) always passes.
 void check_json_target(const std::string& path);
+// Refuses (a user error, `what` naming the option and path) a directory no file can be written in.
+void check_can_write_in(const std::string& dir, const std::string& what);
 // Writes JSON to path via a temporary file and rename, so no reader ever sees a partial file; on
 // failure the temporary file is removed.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);

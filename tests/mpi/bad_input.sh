@@ -26,6 +26,10 @@ expect_error 2 "line 3" run --config "$WORK/broken.json"
 expect_error 2 "no-such-file.json" run --config "$WORK/no-such-file.json"
 expect_error 2 "--dump-limit-mib" run --config "$TINY" --dump "$WORK/dump" --dump-limit-mib 1 \
   --set tokens_per_rank=4096
+# A --dump that cannot be created is refused before the run, not after its steps.
+touch "$WORK/afile"
+expect_error 2 "afile is a file, so the directory cannot be created under it" run --config "$TINY" \
+  --dump "$WORK/afile/dump"
 expect_error 2 "--backend cuda" run --config "$TINY" --backend cuda
 expect_error 2 'reference = "gpu" needs --backend cuda' run --config "$TINY" --backend cpu \
   --set reference=gpu
