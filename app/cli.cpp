@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -78,6 +79,21 @@ std::string version_text() {
                   " (when the build was configured)\n";
   const std::string libs = backend_build_versions();
   return s + "backends: cpu" + (libs.empty() ? " (built without CUDA)" : ", cuda (" + libs + ")");
+}
+
+CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        char* end = nullptr;
+        v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
+          return "Value " + text + " not a finite number in [" + CLI::detail::to_string(lo) + ", " +
+                 CLI::detail::to_string(hi) + "]";
+        return std::string();
+      },
+      "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]",
+      "finite_range");
 }
 
 }  // namespace moe

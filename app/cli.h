@@ -1,6 +1,7 @@
 #pragma once
 // The command line's habits, apart from its options (app/main.cpp): which rank prints before MPI
 // starts, a suggestion for a mistyped subcommand, where logs go and in what colour, --version.
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ std::string unknown_subcommand_message(int argc, const char* const* argv,
 // Logs go to stderr (stdout carries the report, or the result JSON with --out -), coloured only
 // where stderr is a colour terminal and NO_COLOR is unset or empty (https://no-color.org).
 void setup_logging(int rank);
+
+// A number option's check: finite and within [lo, hi]. CLI::Range lets NaN through (every
+// comparison with it is false), and a NaN --timeout-s would never time out.
+CLI::Validator finite_range(double lo, double hi);
 
 // What `moebench --version` prints: version, the commit it was configured at, and the versions of
 // the libraries a CUDA build was built against.

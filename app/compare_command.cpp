@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "app/cli.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/workload.h"
@@ -693,7 +694,7 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& opt) {
       ->expected(2, -1);
   c->add_option("--threshold", opt.threshold_pct,
                 "a fixed change in percent that counts, instead of the runs' own noise")
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(finite_range(0.0, 1000.0));
   c->add_flag("--fail-on-regression", opt.fail_on_regression,
               "exit 1 when a step or phase time, throughput or bandwidth of any run is slower "
               "than A's beyond the noise");

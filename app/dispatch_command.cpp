@@ -11,6 +11,7 @@
 #include "app/all_ranks.h"
 #include "app/backend.h"
 #include "app/catalog.h"
+#include "app/cli.h"
 #include "app/dispatch_bench.h"
 #include "app/report.h"
 #include "core/error.h"
@@ -49,7 +50,7 @@ CLI::App* add_dispatch_subcommand(CLI::App& app, DispatchBenchOptions& opt) {
   s->add_option("-o,--out", opt.out, "write the figures as JSON here (atomically)");
   s->add_option("--timeout-s", opt.timeout_s,
                 "seconds a rank waits on its peers before aborting the job")
-      ->check(CLI::Range(0.001, 604800.0))
+      ->check(finite_range(0.001, 604800.0))
       ->capture_default_str();
   s->footer(
       "Examples:\n"

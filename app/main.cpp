@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(0), moe::kMaxSteps));
   run->add_option("--timeout-s", opt.timeout_s,
                   "seconds a rank waits on its peers before aborting the job")
-      ->check(CLI::Range(0.001, 604800.0))
+      ->check(moe::finite_range(0.001, 604800.0))
       ->capture_default_str();
   run->add_flag("-q,--quiet", opt.quiet,
                 "log errors only: the report (and the plan of --dry-run) still prints");

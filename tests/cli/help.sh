@@ -99,6 +99,15 @@ for bad in "--rows-from $WORK/run.json|not a \`moebench gemm --out\` file" \
   [ $rc -eq 2 ] && grep -qF -- "${bad#*|}" "$WORK/out.txt" ||
     { cat "$WORK/out.txt"; fail "torch_grouped_mm.py ${bad%%|*}: exit $rc"; }
 done
+# A NaN passes a plain range check (every comparison with it is false): refused by name.
+for args in "run --config $TINY --timeout-s nan|--timeout-s: Value nan not a finite number" \
+  "dispatch --config $TINY --timeout-s nan|--timeout-s: Value nan not a finite number" \
+  "compare a.json b.json --threshold nan|--threshold: Value nan not a finite number"; do
+  rc=0
+  sandboxed "$MOEBENCH" ${args%%|*} || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "${args#*|}" "$WORK/err.txt" ||
+    { cat "$WORK/out.txt" "$WORK/err.txt"; fail "moebench ${args%%|*}: exit $rc"; }
+done
 sandboxed "$MOEBENCH" --version || fail "--version: exit $?"
 grep -qE '^moebench [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out.txt" && grep -qE '^commit ([0-9a-f]{40}|unknown)' "$WORK/out.txt" &&
   grep -qE '^backends: cpu' "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "--version"; }

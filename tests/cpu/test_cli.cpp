@@ -1,5 +1,5 @@
-// The command line's suggestions for a mistyped subcommand, and the launcher's rank read before
-// MPI starts.
+// The command line's suggestions for a mistyped subcommand, the launcher's rank read before MPI
+// starts, and the finite range check of number options.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -49,6 +49,13 @@ TEST(Cli, ReadsTheLauncherRankFromTheEnvironment) {
     setenv("OMPI_COMM_WORLD_RANK", keep.c_str(), 1);
   else
     unsetenv("OMPI_COMM_WORLD_RANK");
+}
+
+TEST(Cli, FiniteRangeRefusesNanInfinityAndWhatLiesOutside) {
+  const CLI::Validator v = finite_range(0.001, 100.0);
+  for (std::string ok : {"0.001", "5", "1e2", "0.5"}) EXPECT_EQ(v(ok), "") << ok;
+  for (std::string bad : {"nan", "NaN", "inf", "-inf", "0", "100.5", "1e999", "abc", "5x", ""})
+    EXPECT_NE(v(bad), "") << bad;  // CLI::Range passed "nan": a --timeout-s that never fires
 }
 
 }  // namespace
