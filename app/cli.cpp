@@ -84,9 +84,8 @@ std::string version_text() {
 CLI::Validator finite_range(double lo, double hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
-        double v = 0;
         char* end = nullptr;
-        v = std::strtod(text.c_str(), &end);
+        const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
           return "Value " + text + " not a finite number in [" + CLI::detail::to_string(lo) + ", " +
                  CLI::detail::to_string(hi) + "]";
