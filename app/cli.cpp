@@ -87,8 +87,8 @@ CLI::Validator finite_range(double lo, double hi) {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
-          return "Value " + text + " not a finite number in [" + CLI::detail::to_string(lo) + ", " +
-                 CLI::detail::to_string(hi) + "]";
+          return "Value " + text + " not in range " + CLI::detail::to_string(lo) + " to " +
+                 CLI::detail::to_string(hi) + " (a finite number)";
         return std::string();
       },
       "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]",
