@@ -193,17 +193,14 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
       name_of(w.precision), opt.iters);
   std::printf("# %-10s %-24s %7s %7s %7s %10s %9s %7s %9s\n", "gemm", "method", "M", "N", "K",
               "median ms", "TFLOP/s", "%dense", "quant ms");
-  // The workload as timed (its mesh the --ep of the shapes), and where and from what it ran:
-  // what `moebench compare` checks and shows.
-  Workload shown = w;
-  shown.mesh.ep = ep;
-  shown.mesh.fsdp = 1;
+  // The workload as timed (its mesh already the one EP group of the shapes), and where and from
+  // what it ran: what `moebench compare` checks and shows.
   RunResult about;
   about.backend = "cuda";
   about.backend_info = cuda_backend_info(0);
   about.command_line = opt.command_line;
   nlohmann::json j = {{"command", "gemm"},
-                      {"config", workload_to_json(shown)},
+                      {"config", workload_to_json(w)},
                       {"provenance", provenance(about)},
                       {"workload", w.name},
                       {"ep", ep},
