@@ -237,6 +237,20 @@ std::string fmt_value(double v, MetricKind kind) {
   return fmt("%.4g", v);
 }
 
+// The expert GEMMs' methods a run used: one name when all six share it, else each GEMM's.
+std::string gemm_methods(const json& result) {
+  const json* m = find(result, "/gemm/methods");
+  if (!m || !m->is_object() || m->empty()) return "";
+  std::set<std::string> names;
+  std::string each;
+  for (const auto& item : m->items()) {
+    const std::string v = item.value().is_string() ? item.value().get<std::string>() : "?";
+    names.insert(v);
+    each += (each.empty() ? "" : ", ") + item.key() + " " + v;
+  }
+  return names.size() == 1 ? *names.begin() : each;
+}
+
 }  // namespace
 
 // A `moebench gemm` result: a table of GEMMs, each with a positive, finite median.
@@ -524,20 +538,34 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
     return number(j, "/timing/warmup_steps") + number(j, "/timing/timed_steps");
   };
   for (size_t i = 1; i < runs.size(); ++i)
-    if (steps(runs[i].result) != steps(runs[0].result))
-      return line +
-             "; note: the runs ran different numbers of steps and the digests are of "
-             "the last step";
+    if (steps(runs[i].result) != steps(runs[0].result)) {
+      line +=
+          "; note: the runs ran different numbers of steps and the digests are of the last step";
+      break;
+    }
   // dw_in's and dw_out's digests are over each rank's experts as placed (docs/layer.md).
   auto placement = [](const json& j) {
     const json* p = find(j, "/config/expert_placement");
     return p && p->is_string() ? p->get<std::string>() : std::string("contiguous");
   };
   for (size_t i = 1; i < runs.size(); ++i)
-    if (placement(runs[i].result) != placement(runs[0].result))
-      return line +
-             "; note: the runs place the experts differently (expert_placement), and the "
-             "dw_in and dw_out digests are over each rank's experts as placed";
+    if (placement(runs[i].result) != placement(runs[0].result)) {
+      line +=
+          "; note: the runs place the experts differently (expert_placement), and the dw_in "
+          "and dw_out digests are over each rank's experts as placed";
+      break;
+    }
+  // GEMM methods may sum in other orders (on an H200, lt_multistream and grouped_sm90 gave equal
+  // bits on Mixtral-8x7B's shapes, not on DeepSeek-V3's), and gemm.method auto chooses per run
+  // (graph: true takes grouped_sm90), so equal workloads can differ in the last bits.
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const std::string a = gemm_methods(runs[0].result), b = gemm_methods(runs[i].result);
+    if (!a.empty() && !b.empty() && a != b) {
+      line += "; note: the runs multiply with different GEMM methods (A: " + a + "; " + label(i) +
+              ": " + b + "), which may sum in other orders: pin gemm.method to compare bits";
+      break;
+    }
+  }
   return line;
 }
 

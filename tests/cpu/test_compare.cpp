@@ -408,6 +408,28 @@ TEST(Compare, DigestsAndTable) {
             std::string::npos)
       << moved;
   EXPECT_EQ(line.find("expert_placement"), std::string::npos) << line;
+  // gemm.method auto chooses per run, and methods may sum in other orders: the note names
+  // both runs' methods; equal methods, or results without them, get none.
+  auto with_methods = [](const std::string& up) {
+    json r = make_result();
+    for (const char* g : {"up", "down", "dgrad_a", "dgrad_x", "wgrad_out", "wgrad_in"})
+      r["gemm"]["methods"][g] = "grouped_sm90";
+    r["gemm"]["methods"]["up"] = up;
+    return r;
+  };
+  json mixed = with_methods("lt_multistream");
+  mixed["digests"]["out"] = "eeee";
+  const std::string methods =
+      digest_summary(runs_of({with_methods("grouped_sm90"), with_methods("grouped_sm90"), mixed}));
+  EXPECT_NE(methods.find("note: the runs multiply with different GEMM methods (A: grouped_sm90; "
+                         "C: dgrad_a grouped_sm90, dgrad_x grouped_sm90, down grouped_sm90, up "
+                         "lt_multistream, wgrad_in grouped_sm90, wgrad_out grouped_sm90), which "
+                         "may sum in other orders: pin gemm.method to compare bits"),
+            std::string::npos)
+      << methods;
+  EXPECT_EQ(digest_summary(runs_of({with_methods("grouped_sm90"), with_methods("grouped_sm90")})),
+            "bitwise identical results");
+  EXPECT_EQ(line.find("GEMM methods"), std::string::npos) << line;
   const auto runs = runs_of({make_result(), c});
   const std::string table = render_table(runs, build_rows(runs, -1, "all"), -1);
   EXPECT_NE(table.find("# A  a.json: commit 0123456789ab, backend cpu"), std::string::npos)
