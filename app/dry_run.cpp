@@ -56,6 +56,17 @@ std::vector<std::string> shape_warnings(const Workload& w, const Mesh& m, double
   return out;
 }
 
+// A key read only beside another: set alone it does nothing, which a user ablating a model (a
+// DeepSeek-V3 config with model.shared_experts=0) should see, not guess.
+std::vector<std::string> unused_key_warnings(const Workload& w) {
+  if (w.model.shared_experts > 0 || w.model.shared_ffn == 0) return {};
+  std::ostringstream os;
+  os << "model.shared_ffn = " << w.model.shared_ffn
+     << " has no effect: model.shared_experts = 0, so there are no shared experts (set "
+        "model.shared_experts >= 1 to add them)";
+  return {os.str()};
+}
+
 // With FP8 each step quantizes every expert weight the rank holds (after the FSDP gather), both
 // ways round: 2 bytes read and 2 written per parameter (fp8_tensor reads them once more for the
 // amaxes), at the memory's rate whatever the rows, while the GEMMs' saving grows with the rows.
@@ -189,6 +200,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
   }
   for (std::string& s : shape_warnings(w, m, chunk_rows)) warnings.push_back(std::move(s));
   for (std::string& s : fp8_warnings(w, m, rows_per_expert)) warnings.push_back(std::move(s));
+  for (std::string& s : unused_key_warnings(w)) warnings.push_back(std::move(s));
   plan["warnings"] = warnings;
   return plan;
 }

@@ -1,5 +1,6 @@
 // The dry run's warnings: a cuda plan that outgrows the GPU it would run on is named, one that
-// fits is not, and the CPU plan never compares with a GPU; FP8 with few rows per expert.
+// fits is not, and the CPU plan never compares with a GPU; FP8 with few rows per expert; a
+// shared_ffn without shared experts.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -61,6 +62,29 @@ TEST(DryRun, WarnsWhereFp8WeightQuantizationOutweighsItsGemms) {
       dry_run_plan(bench("deepseek_v3.json", "bf16", 1), 1, "cuda", host)));
   EXPECT_FALSE(mentions_fp8_quantization(
       dry_run_plan(bench("mixtral_8x7b.json", "fp8_tensor", 1), 1, "cuda", host)));
+}
+
+bool mentions_unused_shared_ffn(const nlohmann::json& plan) {
+  for (const auto& w : plan["warnings"])
+    if (w.get<std::string>().find("model.shared_ffn = 2048 has no effect: model.shared_experts = "
+                                  "0") != std::string::npos)
+      return true;
+  return false;
+}
+
+// DeepSeek-V3 without its shared expert (an ablation) keeps its shared_ffn, which then does
+// nothing: named. With the shared expert, or with no width set, nothing is said.
+TEST(DryRun, WarnsWhereSharedFfnHasNoSharedExperts) {
+  PlanHost host;
+  Workload w = bench("deepseek_v3.json", "bf16", 1);
+  EXPECT_FALSE(mentions_unused_shared_ffn(dry_run_plan(w, 1, "cpu", host)));
+  apply_override(w, "model.shared_experts=0");
+  resolve_and_validate(w, 1);
+  const nlohmann::json ablated = dry_run_plan(w, 1, "cpu", host);
+  EXPECT_TRUE(mentions_unused_shared_ffn(ablated)) << ablated["warnings"].dump();
+  apply_override(w, "model.shared_ffn=0");
+  resolve_and_validate(w, 1);
+  EXPECT_FALSE(mentions_unused_shared_ffn(dry_run_plan(w, 1, "cpu", host)));
 }
 
 }  // namespace
