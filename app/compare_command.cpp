@@ -532,40 +532,38 @@ std::string digest_summary(const std::vector<CompareRun>& runs) {
   std::string line;
   for (const std::string& p : parts) line += (line.empty() ? "" : "; ") + p;
   line += " (expected when a commit changes the numerics; informational)";
+  // The first run (after A) that `differs` from A, or 0 for none.
+  auto first_differing = [&](auto differs) {
+    for (size_t i = 1; i < runs.size(); ++i)
+      if (differs(runs[0].result, runs[i].result)) return i;
+    return size_t(0);
+  };
   // Each step draws new tokens and the digests are of the last step, so runs of different
   // lengths differ without any change in the numerics.
   auto steps = [](const json& j) {
     return number(j, "/timing/warmup_steps") + number(j, "/timing/timed_steps");
   };
-  for (size_t i = 1; i < runs.size(); ++i)
-    if (steps(runs[i].result) != steps(runs[0].result)) {
-      line +=
-          "; note: the runs ran different numbers of steps and the digests are of the last step";
-      break;
-    }
+  if (first_differing([&](const json& a, const json& b) { return steps(a) != steps(b); }))
+    line += "; note: the runs ran different numbers of steps and the digests are of the last step";
   // dw_in's and dw_out's digests are over each rank's experts as placed (docs/layer.md).
   auto placement = [](const json& j) {
     const json* p = find(j, "/config/expert_placement");
     return p && p->is_string() ? p->get<std::string>() : std::string("contiguous");
   };
-  for (size_t i = 1; i < runs.size(); ++i)
-    if (placement(runs[i].result) != placement(runs[0].result)) {
-      line +=
-          "; note: the runs place the experts differently (expert_placement), and the dw_in "
-          "and dw_out digests are over each rank's experts as placed";
-      break;
-    }
+  if (first_differing([&](const json& a, const json& b) { return placement(a) != placement(b); }))
+    line +=
+        "; note: the runs place the experts differently (expert_placement), and the dw_in and "
+        "dw_out digests are over each rank's experts as placed";
   // GEMM methods may sum in other orders (on an H200, lt_multistream and grouped_sm90 gave equal
   // bits on Mixtral-8x7B's shapes, not on DeepSeek-V3's), and gemm.method auto chooses per run
   // (graph: true takes grouped_sm90), so equal workloads can differ in the last bits.
-  for (size_t i = 1; i < runs.size(); ++i) {
-    const std::string a = gemm_methods(runs[0].result), b = gemm_methods(runs[i].result);
-    if (!a.empty() && !b.empty() && a != b) {
-      line += "; note: the runs multiply with different GEMM methods (A: " + a + "; " + label(i) +
-              ": " + b + "), which may sum in other orders: pin gemm.method to compare bits";
-      break;
-    }
-  }
+  if (const size_t i = first_differing([](const json& a, const json& b) {
+        const std::string ma = gemm_methods(a), mb = gemm_methods(b);
+        return !ma.empty() && !mb.empty() && ma != mb;
+      }))
+    line += "; note: the runs multiply with different GEMM methods (A: " +
+            gemm_methods(runs[0].result) + "; " + label(i) + ": " + gemm_methods(runs[i].result) +
+            "), which may sum in other orders: pin gemm.method to compare bits";
   return line;
 }
 
