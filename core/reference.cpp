@@ -852,12 +852,14 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const ui
 std::unique_ptr<ReferenceMath> cpu_reference_math_from_seed(const Workload& w,
                                                             ReferenceProblem& prob) {
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
-  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn;
+  // model.shared_ffn without shared experts sizes nothing (validation lets it through with a
+  // dry-run warning).
+  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
   // Through a float buffer of one expert at a time, to keep the staging small.
   std::vector<float> buf;
   auto fill = [&](const InitRule& rule, int64_t n, int64_t chunk, std::vector<double>& dst) {
     dst.resize(n);
-    buf.resize(std::max<int64_t>(chunk, 1));
+    buf.resize(std::max<int64_t>(std::min(chunk, n), 1));
     for (int64_t b = 0; b < n; b += chunk) {
       const int64_t e = std::min(n, b + chunk);
       init_range(rule, b, e, buf.data());

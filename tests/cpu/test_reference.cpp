@@ -631,6 +631,18 @@ bool all_finite(const std::vector<double>& v) {
   return true;
 }
 
+// Rank 0's x and dout from the workload's seeds, and the reference's inputs over them.
+ReferenceInputs seeded_inputs(const Workload& w, std::vector<float>& x, std::vector<float>& dout) {
+  x.resize(size_t(w.tokens_per_rank * w.model.hidden));
+  dout.resize(x.size());
+  init_x(w, 0, 0, x.data());
+  init_dout(w, 0, 0, dout.data());
+  ReferenceInputs in;
+  in.x = x.data();
+  in.dout = dout.data();
+  return in;
+}
+
 TEST(ReferenceWorld, OneRankWorld) {
   Workload w;
   w.model = ModelShape{16, 8, 8, 2};
@@ -644,13 +656,8 @@ TEST(ReferenceWorld, OneRankWorld) {
   w.router.z_coeff = 0.001;
   const int64_t T = 6, H = 16, F = 8, E = 8, K = 2;
   Mesh mesh = make_mesh(1, 0, 1, 1, E);
-  std::vector<float> x(T * H), dout(T * H);
-  init_x(w, 0, 0, x.data());
-  init_dout(w, 0, 0, dout.data());
-
-  ReferenceInputs in;
-  in.x = x.data();
-  in.dout = dout.data();
+  std::vector<float> x, dout;
+  ReferenceInputs in = seeded_inputs(w, x, dout);
   ReferenceResult first = compute_reference(w, mesh, MPI_COMM_WORLD, in);
   ASSERT_EQ(int64_t(first.out.size()), T * H);
   ASSERT_EQ(int64_t(first.dx.size()), T * H);
@@ -685,6 +692,23 @@ TEST(ReferenceWorld, OneRankWorld) {
   ReferenceResult bad = compute_reference(w, mesh, MPI_COMM_WORLD, in);
   EXPECT_EQ(bad.routing_mismatches + bad.routing_near_ties, T);
   EXPECT_GT(bad.routing_mismatches, 0);
+}
+
+// A model.shared_ffn with no shared experts (an ablation of DeepSeek-V3's: --set
+// model.shared_experts=0) sizes nothing: the reference staged a width of 2^31 and threw
+// std::bad_alloc, where the run it checks ignores the width.
+TEST(ReferenceWorld, SharedFfnWithoutSharedExpertsSizesNothing) {
+  Workload w;
+  w.model = ModelShape{16, 8, 4, 2};
+  w.model.shared_ffn = int64_t(1) << 31;
+  w.tokens_per_rank = 4;
+  const int64_t T = 4, H = 16;
+  Mesh mesh = make_mesh(1, 0, 1, 1, 4);
+  std::vector<float> x, dout;
+  const ReferenceResult r = compute_reference(w, mesh, MPI_COMM_WORLD, seeded_inputs(w, x, dout));
+  EXPECT_EQ(int64_t(r.out.size()), T * H);
+  EXPECT_TRUE(r.dw_sh_in.empty());
+  EXPECT_TRUE(all_finite(r.out));
 }
 
 }  // namespace
