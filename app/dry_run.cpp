@@ -163,6 +163,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
       {"memory",
        {{"estimate", "per rank, balanced routing"},
         {"step_bytes", need.step},
+        {"step_fp8_bytes", need.step_fp8},
         {"step_memory", backend == "cuda" ? "gpu" : "host"},
         {"check_host_bytes", need.check.host},
         {"check_gpu_bytes", need.check.device},
@@ -294,6 +295,9 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
                 plan["fsdp_gather_bytes_per_rank"].get<double>() / (1 << 20));
   std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
               gib(mem["step_bytes"].get<double>()), mem["step_memory"] == "gpu" ? "GPU" : "host");
+  if (mem["step_fp8_bytes"].get<int64_t>() > 0)
+    std::printf(" (%.2f GiB of it FP8 weight codes and GEMM scratch)",
+                gib(mem["step_fp8_bytes"].get<double>()));
   if (cfg["check"] != "off") {
     std::printf("; the check %.2f GiB of host memory", gib(mem["check_host_bytes"].get<double>()));
     if (mem["check_gpu_bytes"].get<int64_t>() > 0)

@@ -64,7 +64,8 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                      << (step_need >> 20) << " MiB of GPU memory per rank ("
                      << (ref_need.device >> 20) << " MiB of it the GPU reference) but "
                      << (step_avail >> 20) << " MiB is free: lower tokens_per_rank or raise mesh.ep"
-                     << (ref_need.device > 0 ? ", or set check=off" : ""));
+                     << (ref_need.device > 0 ? ", or set check=off" : "")
+                     << " (--dry-run breaks the memory down)");
   MOE_USER_CHECK(
       host_avail == 0 || host_need <= host_avail,
       "workload needs about "
@@ -80,7 +81,8 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
           << (w.check == CheckMode::kOff
                   ? ""
                   : ", or set check to \"off\" (the float64 reference holds every "
-                    "expert)"));
+                    "expert)")
+          << " (--dry-run breaks the memory down)");
 }
 
 // One digest per tensor over the whole world: each rank digests its part where it lives, then

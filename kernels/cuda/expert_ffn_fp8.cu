@@ -14,8 +14,7 @@ namespace {
 constexpr int64_t kB = kFp8Block;
 
 int64_t blocks_of(int64_t n) { return (n + kB - 1) / kB; }
-// The row stride of a weight gradient's transposed operands: FP8 rows start 16-byte aligned.
-int64_t transposed_ld(int64_t rows_bound) { return (rows_bound + 15) / 16 * 16; }
+int64_t transposed_ld(int64_t rows_bound) { return fp8_transposed_ld(rows_bound); }
 char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // cuBLASLt's per-expert calls, where the grouped kernel did not take a GEMM.
@@ -34,12 +33,9 @@ void require_block_recipe(Fp8Recipe recipe) {
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Floats of one orientation of a quantized weight [G, P, Q]'s scales, and one expert's share.
+// One expert's share of a quantized weight [G, P, Q]'s scales (all of them: weight_fp8_scales).
 int64_t scales_per_expert(int64_t P, int64_t Q, Fp8Recipe recipe) {
   return recipe == Fp8Recipe::kTensor ? kTensorScaleStride : weight_fp8_scale_stride(P, Q);
-}
-int64_t weight_scales(int64_t G, int64_t P, int64_t Q) {
-  return G * std::max(kTensorScaleStride, weight_fp8_scale_stride(P, Q));
 }
 
 Fp8Weight weight_from(const Fp8Weight& w, int64_t first, int64_t P, int64_t Q, Fp8Recipe recipe) {
@@ -75,13 +71,6 @@ GemmShape shape_of(ExpertGemm which, int64_t H, int64_t F) {
 
 }  // namespace
 
-size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F) {
-  const size_t codes = align256(size_t(G * H * 2 * F)) + align256(size_t(G * F * H));
-  const size_t scales = align256(size_t(weight_scales(G, H, 2 * F)) * 4) +
-                        align256(size_t(weight_scales(G, F, H)) * 4);
-  return 2 * (codes + scales);
-}
-
 Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t G, int64_t H,
                                     int64_t F, Fp8Recipe recipe, void* base, cudaStream_t stream) {
   char* p = static_cast<char*>(base);
@@ -93,8 +82,8 @@ Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t
   auto quantize = [&](const void* W, int64_t P, int64_t Q) {
     auto* q = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
     auto* qt = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
-    auto* s = reinterpret_cast<float*>(take(size_t(weight_scales(G, P, Q)) * 4));
-    auto* st = reinterpret_cast<float*>(take(size_t(weight_scales(G, P, Q)) * 4));
+    auto* s = reinterpret_cast<float*>(take(size_t(weight_fp8_scales(G, P, Q)) * 4));
+    auto* st = reinterpret_cast<float*>(take(size_t(weight_fp8_scales(G, P, Q)) * 4));
     quantize_weight_fp8(W, G, P, Q, recipe, q, s, qt, st, stream);
     return Fp8Weight{q, s, qt, st};
   };
@@ -107,25 +96,6 @@ Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t
 Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64_t F,
                             Fp8Recipe recipe) {
   return {weight_from(w.in, first, H, 2 * F, recipe), weight_from(w.out, first, F, H, recipe)};
-}
-
-Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F) {
-  const int64_t widest = std::max(H, 2 * F);
-  const int64_t ld = transposed_ld(rows_bound);
-  const int64_t tensor_scales = kTensorScaleStride * E_local;
-  auto cols_scales = [&](int64_t K) {
-    return size_t(std::max(cols_fp8_scale_bound(E_local, ld, K), tensor_scales)) * 4;
-  };
-  Fp8ScratchBytes b;
-  b.a = size_t(ld * widest);
-  b.dy_t = size_t(ld * H);
-  b.dh_t = size_t(ld * 2 * F);
-  b.a_scales = std::max(size_t(blocks_of(widest) * rows_bound) * 4, cols_scales(widest));
-  b.dy_t_scales = cols_scales(H);
-  b.dh_t_scales = cols_scales(2 * F);
-  b.a_t = size_t(ld * F);
-  b.a_t_scales = cols_scales(F);
-  return b;
 }
 
 void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOffsets& rows,

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "core/fp8.h"
+#include "core/fp8_buffers.h"
 #include "core/ops.h"
 #include "kernels/cuda/expert_ffn.h"
 
@@ -38,8 +39,8 @@ struct Fp8Weight {
 struct Fp8Weights {
   Fp8Weight in, out;
 };
-// The device memory an Fp8Weights of G experts takes, codes and scales.
-size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F);
+// The device memory an Fp8Weights of G experts takes, codes and scales (core/fp8_buffers.h).
+using moe::fp8_weights_bytes;
 // Quantizes w_in, w_out (bf16) into `base` (fp8_weights_bytes of it) and says where each part sits.
 Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t G, int64_t H,
                                     int64_t F, Fp8Recipe recipe, void* base, cudaStream_t stream);
@@ -60,12 +61,9 @@ struct Fp8Scratch {
   float* dh_t_scales = nullptr;
 };
 // The most bytes each part of Fp8Scratch holds for these shapes (rows_bound: the expert-major
-// rows, padding included), and an Fp8Transposed of a (a_t, a_t_scales).
-struct Fp8ScratchBytes {
-  size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
-  size_t a_t = 0, a_t_scales = 0;
-};
-Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
+// rows, padding included), and an Fp8Transposed of a (a_t, a_t_scales): core/fp8_buffers.h.
+using moe::fp8_scratch_bytes;
+using moe::Fp8ScratchBytes;
 
 // a's transposed codes and their scales (w_out's weight gradient's first operand), kept from the
 // forward to the weight gradients: the forward's quantization of a writes them in the same read

@@ -442,7 +442,7 @@ void tensor_scales_for(TileJob& j, int64_t group_elems, cudaStream_t stream) {
 }
 
 // A kBlock weight's row of 128 x 128 tiles along a dimension of n, padded to 4 (16 bytes).
-int64_t tiles_ld(int64_t n) { return ((n + kB - 1) / kB + 3) / 4 * 4; }
+int64_t tiles_ld(int64_t n) { return weight_fp8_tiles_ld(n); }
 
 // Each cut's kernel, with as many persistent blocks as fit on the GPU (and no more than tiles).
 template <Cut kCut>
@@ -584,14 +584,6 @@ void quantize_cols_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t
   quantize_rows_and_cols_fp8(X, offsets, G, rows_bound, K, recipe, nullptr, nullptr, qt, ld,
                              scales_t, stream);
 }
-
-int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K) {
-  return K * (rows_bound / kB + G);
-}
-
-int64_t weight_fp8_scale_stride(int64_t P, int64_t Q) { return tiles_ld(P) * tiles_ld(Q); }
-
-int64_t weight_fp8_tiles_ld(int64_t K) { return tiles_ld(K); }
 
 void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Recipe recipe,
                          uint8_t* q, float* scales, uint8_t* qt, float* scales_t,

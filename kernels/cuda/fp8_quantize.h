@@ -16,11 +16,15 @@
 #include <cstdint>
 
 #include "core/fp8.h"
+#include "core/fp8_buffers.h"
 
 namespace moe::cuda {
 
-// Per-tensor scales sit 4 floats apart: cuBLASLt reads a scale from a 16-byte aligned address.
-constexpr int64_t kTensorScaleStride = 4;
+// The sizes and strides of FP8 operands and their scales (core/fp8_buffers.h).
+using moe::cols_fp8_scale_bound;
+using moe::kTensorScaleStride;
+using moe::weight_fp8_scale_stride;
+using moe::weight_fp8_tiles_ld;
 
 // An operand X [R, K] bf16 in expert-major groups, group g owning rows [offsets[g], offsets[g + 1])
 // (device offsets, G + 1; rows_bound >= offsets[G] sizes the grid), quantized for the GEMMs it
@@ -48,19 +52,14 @@ void quantize_cols_fp8(const void* X, const int64_t* offsets, int64_t G, int64_t
                        int64_t K, Fp8Recipe recipe, uint8_t* qt, int64_t ld, float* scales_t,
                        cudaStream_t stream);
 
-// Scales a transposed kBlock operand needs at most: K * (rows_bound / 128 + G).
-int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K);
+// Scales a transposed kBlock operand needs at most: core/fp8_buffers.h cols_fp8_scale_bound.
 
 // Weights W [G, P, Q] bf16, both ways round in one pass (either output may be null): q gets each
 // expert's codes as stored [P, Q] (the GEMM's B [N, K] with N = P) and qt transposed [Q, P].
 // scales, scales_t: kTensor as above (the same values); kBlock, one per 128 x 128 tile, expert g's
 // from + g * weight_fp8_scale_stride(P, Q), tile (nb, kb) of that orientation's [N, K] at
-// nb * ld + kb with ld = ceil(K / 128) rounded up to a multiple of 4 (cuBLASLt's BLK128x128_32F
+// nb * ld + kb with ld = weight_fp8_tiles_ld(K) (core/fp8_buffers.h; cuBLASLt's BLK128x128_32F
 // layout on Hopper: results/2026-11-25-fp8-cublaslt-probe).
-// An expert's share of a kBlock weight's scales, either way round (a multiple of 4: every
-// expert's scales start 16-byte aligned), and the ld of an orientation whose K is K.
-int64_t weight_fp8_scale_stride(int64_t P, int64_t Q);
-int64_t weight_fp8_tiles_ld(int64_t K);
 void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Recipe recipe,
                          uint8_t* q, float* scales, uint8_t* qt, float* scales_t,
                          cudaStream_t stream);

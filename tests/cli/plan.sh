@@ -36,10 +36,21 @@ mem = plan["memory"]
 assert mem["step_bytes"] > 0 and mem["check_host_bytes"] > 0 and mem["step_memory"] == "host", mem
 assert mem["host_total_bytes"] > 0 and mem["host_ranks"] == 2, mem
 assert mem["host_bytes_per_rank"] == mem["step_bytes"] + mem["check_host_bytes"], mem
+assert mem["step_fp8_bytes"] == 0, mem  # bf16 on the CPU backend
 assert plan["config"]["model"]["ffn"] == 100 and plan["backend"] == "cpu", plan
 assert plan["expert_gemms"][0] == {"m": 16.0, "k": 64, "n": 200}, plan["expert_gemms"]
 assert any("model.ffn = 100" in w for w in plan["warnings"]), plan["warnings"]
 assert plan["model_flops_per_step"] > 0 and plan["dispatch"]["name"] == "alltoall", plan
+PYEOF
+# The CUDA backend's FP8 codes and scratch are part of the step's memory (planned on any build).
+"$MOEBENCH" run --config "$TINY" --dry-run --json --backend cuda --set precision=fp8_block \
+  --set align=16 >"$WORK/plan8.json" 2>"$WORK/plan8.err" ||
+  { cat "$WORK/plan8.json" "$WORK/plan8.err"; fail "--dry-run --json fp8 on cuda failed"; }
+"$PY" - "$WORK/plan8.json" <<'PYEOF' || { cat "$WORK/plan8.json"; fail "--json fp8 plan"; }
+import json, sys
+mem = json.load(open(sys.argv[1]))["memory"]
+codes = 2 * 8 * 3 * 64 * 32  # the 8 experts' weights both ways round, one byte each
+assert mem["step_fp8_bytes"] >= codes and mem["step_bytes"] > mem["step_fp8_bytes"], mem
 PYEOF
 rc=0
 "$MOEBENCH" run --config "$TINY" --json >"$WORK/bad.txt" 2>&1 || rc=$?

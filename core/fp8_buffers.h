@@ -1,0 +1,50 @@
+#pragma once
+// The sizes of the CUDA backend's FP8 buffers: the weights' cached codes (both ways round, with
+// their scales), the expert GEMMs' operand scratch and a's transposed codes kept from the forward
+// to the weight gradients. kernels/cuda allocates by these, and the memory estimate (--dry-run,
+// the run's refusal before allocating) counts them, on any build.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/workload.h"
+
+namespace moe {
+
+// Per-tensor scales sit 4 floats apart: cuBLASLt reads a scale from a 16-byte aligned address.
+constexpr int64_t kTensorScaleStride = 4;
+
+// Scales a transposed fp8_block operand [K, ld] of G groups and rows_bound rows needs at most:
+// K * (rows_bound / 128 + G).
+int64_t cols_fp8_scale_bound(int64_t G, int64_t rows_bound, int64_t K);
+// An fp8_block weight orientation [N, K]'s row of 128 x 128 tile scales: ceil(K / 128) rounded up
+// to a multiple of 4 (cuBLASLt's BLK128x128_32F layout on Hopper), and one expert's share of a
+// weight [P, Q]'s scales, either way round (a multiple of 4: every expert's start 16-byte aligned).
+int64_t weight_fp8_tiles_ld(int64_t K);
+int64_t weight_fp8_scale_stride(int64_t P, int64_t Q);
+// Floats of one orientation of G experts' quantized weight [P, Q]'s scales, either recipe's.
+int64_t weight_fp8_scales(int64_t G, int64_t P, int64_t Q);
+// The row stride of a weight gradient's transposed operands: FP8 rows start 16-byte aligned.
+int64_t fp8_transposed_ld(int64_t rows_bound);
+
+// G experts' w_in [H, 2F] and w_out [F, H] quantized once, as stored and transposed, with scales
+// for either recipe (each piece 256-byte aligned).
+size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F);
+
+// The FP8 GEMMs' scratch for rows_bound expert-major rows of E_local experts: the row codes of the
+// GEMM at hand (a, its widest operand) and its scales, the data gradients' transposed codes for
+// the weight gradients (dy_t, dh_t) and theirs, and a's transposed codes and scales (a_t), which
+// are kept from each forward to its weight gradient.
+struct Fp8ScratchBytes {
+  size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
+  size_t a_t = 0, a_t_scales = 0;
+};
+Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
+
+// What the CUDA backend adds to the step's memory for w.precision's FP8 (0 for bf16): the routed
+// and shared experts' cached weight codes, the scratch (shared by both, sized for the larger),
+// and a's transposed codes of every forward before the first weight gradient (each pipeline
+// chunk's, and each shared expert's). rows: the expert-major rows each chunk is planned for
+// (BufferPlan::planned_rows); w resolved.
+int64_t cuda_fp8_step_bytes(const Workload& w, int64_t rows);
+
+}  // namespace moe
