@@ -14,7 +14,6 @@ namespace {
 constexpr int64_t kB = kFp8Block;
 
 int64_t blocks_of(int64_t n) { return (n + kB - 1) / kB; }
-int64_t transposed_ld(int64_t rows_bound) { return fp8_transposed_ld(rows_bound); }
 char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // cuBLASLt's per-expert calls, where the grouped kernel did not take a GEMM.
@@ -103,7 +102,7 @@ void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOff
                                 const Fp8Scratch& sc, cudaStream_t stream, bool amax_ready,
                                 const Fp8Transposed& down_t) {
   const GemmShape s = shape_of(which, H, F);
-  const int64_t ld = transposed_ld(rows.rows_bound);
+  const int64_t ld = fp8_transposed_ld(rows.rows_bound);
   MOE_CHECK(!amax_ready || !s.wgrad, "FP8: a weight gradient's operand comes with no amax");
   if (s.wgrad) {
     quantize_cols_fp8(X, rows.device, G, rows.rows_bound, s.M, recipe, sc.a, ld, sc.a_scales,
@@ -170,7 +169,7 @@ void run_fp8_gemm(ExpertGemm which, const Fp8Weights& w, const ExpertOffsets& ro
     gemm.grouped_fp8(problems, scaling, false, DType::kBf16, stream);
     return;
   }
-  const int64_t ld = transposed_ld(rows.rows_bound), M = s.M, N = s.N;
+  const int64_t ld = fp8_transposed_ld(rows.rows_bound), M = s.M, N = s.N;
   // The second operand, dye's or dh's, transposed by the data gradient before.
   const uint8_t* B = which == ExpertGemm::kWgradOut ? sc.dy_t : sc.dh_t;
   const float* B_scales = which == ExpertGemm::kWgradOut ? sc.dy_t_scales : sc.dh_t_scales;
@@ -265,7 +264,7 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
   if (xe_packed) {
     require_block_recipe(recipe);
     quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,
-                             transposed_ld(rows.rows_bound), sc.a_scales, stream);
+                             fp8_transposed_ld(rows.rows_bound), sc.a_scales, stream);
   } else {
     quantize_fp8_gemm_operands(ExpertGemm::kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
   }
