@@ -184,8 +184,9 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   MemoryNeed need;
-  need.step = estimate_rank_bytes(no_check, world_size, storage_bytes_of(backend, w.dtype),
-                                  storage_bytes_of(backend, w.expert_grad_dtype));
+  need.step_parts = estimate_step_memory(no_check, world_size, storage_bytes_of(backend, w.dtype),
+                                         storage_bytes_of(backend, w.expert_grad_dtype));
+  need.step = need.step_parts.total();
   if (backend == "cuda" && w.precision != Precision::kBf16) {
     // FP8's codes and scratch (core/fp8_buffers.h), for the rows the ragged buffers are planned
     // for.

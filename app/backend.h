@@ -49,7 +49,8 @@ int storage_bytes_of(const std::string& backend, DType dtype);
 // backend's memory, and the check's reference (none with check off).
 struct MemoryNeed {
   int64_t step = 0;
-  int64_t step_fp8 = 0;  // of step, the CUDA backend's FP8 codes and scratch (core/fp8_buffers.h)
+  StepMemory step_parts;  // of step, by what the buffers hold
+  int64_t step_fp8 = 0;   // of step, the CUDA backend's FP8 codes and scratch (core/fp8_buffers.h)
   ReferenceBytes check;
 };
 MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);

@@ -163,6 +163,14 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
       {"memory",
        {{"estimate", "per rank, balanced routing"},
         {"step_bytes", need.step},
+        {"step_parts",
+         {{"weights", need.step_parts.weights},
+          {"gradients", need.step_parts.gradients},
+          {"expert_rows", need.step_parts.expert_rows},
+          {"tokens", need.step_parts.tokens},
+          {"shared_experts", need.step_parts.shared_experts},
+          {"dispatcher", need.step_parts.dispatcher},
+          {"fp8", need.step_fp8}}},
         {"step_fp8_bytes", need.step_fp8},
         {"step_memory", backend == "cuda" ? "gpu" : "host"},
         {"check_host_bytes", need.check.host},
@@ -295,9 +303,21 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
                 plan["fsdp_gather_bytes_per_rank"].get<double>() / (1 << 20));
   std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
               gib(mem["step_bytes"].get<double>()), mem["step_memory"] == "gpu" ? "GPU" : "host");
-  if (mem["step_fp8_bytes"].get<int64_t>() > 0)
-    std::printf(" (%.2f GiB of it FP8 weight codes and GEMM scratch)",
-                gib(mem["step_fp8_bytes"].get<double>()));
+  // Of it, by what the buffers hold (parts under 0.01 GiB left out).
+  const char* sep = " (";
+  for (const auto& [key, what] : {std::pair{"weights", "weights"},
+                                  {"gradients", "their gradients"},
+                                  {"expert_rows", "expert rows"},
+                                  {"tokens", "token buffers"},
+                                  {"shared_experts", "shared experts"},
+                                  {"dispatcher", "dispatcher"},
+                                  {"fp8", "FP8 weight codes and GEMM scratch"}}) {
+    const double bytes = mem["step_parts"][key].get<double>();
+    if (bytes < 0.005 * (1 << 30)) continue;
+    std::printf("%s%s %.2f", sep, what, gib(bytes));
+    sep = ", ";
+  }
+  if (std::string(sep) == ", ") std::printf(" GiB)");
   if (cfg["check"] != "off") {
     std::printf("; the check %.2f GiB of host memory", gib(mem["check_host_bytes"].get<double>()));
     if (mem["check_gpu_bytes"].get<int64_t>() > 0)

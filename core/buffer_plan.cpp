@@ -114,28 +114,23 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
   return p;
 }
 
-int64_t BufferPlan::fixed_bytes() const {
-  return saturating_sum({w_gate,
-                         dw_gate,
-                         expert_bias,
-                         w_in_shard,
-                         w_out_shard,
-                         w_in_full,
-                         w_out_full,
-                         dw_in_full,
-                         dw_out_full,
-                         dw_in_shard,
-                         dw_out_shard,
-                         saturating_product({4, token_rows}),
-                         token_rows_fp8,
-                         dx_acc,
+int64_t BufferPlan::weight_bytes() const {
+  return saturating_sum({w_gate, expert_bias, w_in_shard, w_out_shard, w_in_full, w_out_full});
+}
+
+int64_t BufferPlan::gradient_bytes() const {
+  return saturating_sum(
+      {dw_gate, dw_in_full, dw_out_full, dw_in_shard, dw_out_shard, merged_offsets, merged_blocks});
+}
+
+int64_t BufferPlan::token_bytes() const {
+  return saturating_sum({saturating_product({4, token_rows}), token_rows_fp8, dx_acc,
                          saturating_product({3, token_scores}),
-                         saturating_product({num_token_topk, token_topk}),
-                         stats,
-                         expert_slots,
-                         shared.bytes(),
-                         merged_offsets,
-                         merged_blocks});
+                         saturating_product({num_token_topk, token_topk}), stats, expert_slots});
+}
+
+int64_t BufferPlan::fixed_bytes() const {
+  return saturating_sum({weight_bytes(), gradient_bytes(), token_bytes(), shared.bytes()});
 }
 
 int64_t BufferPlan::ragged_bytes(int64_t rows) const {

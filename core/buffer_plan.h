@@ -84,6 +84,11 @@ struct BufferPlan {
   int num_xe = 1;
   SharedBuffers shared;
 
+  // The fixed buffers by what they hold (--dry-run's memory line): the router's and experts'
+  // weights, their gradients, the per-token buffers; with the shared experts', all of them.
+  int64_t weight_bytes() const;
+  int64_t gradient_bytes() const;
+  int64_t token_bytes() const;
   int64_t fixed_bytes() const;
   // The ragged buffers grown for `rows` expert-major rows (headroom included unless exact).
   int64_t ragged_bytes(int64_t rows) const;

@@ -312,16 +312,31 @@ void resolve_and_validate(Workload& w, int world_size) {
 // check != off (it holds every expert and the world's tokens, so it dominates small workloads).
 int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_bytes,
                             int grad_bytes) {
+  int64_t bytes = estimate_step_memory(w_in, world_size, storage_bytes, grad_bytes).total();
+  if (w_in.check != CheckMode::kOff)
+    bytes = sum({bytes, estimate_reference_bytes(w_in, world_size, false).host});
+  return bytes;
+}
+
+int64_t StepMemory::total() const {
+  return sum({weights, gradients, expert_rows, tokens, shared_experts, dispatcher});
+}
+
+StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storage_bytes,
+                                int grad_bytes) {
   MOE_CHECK(storage_bytes > 0 && grad_bytes > 0,
             "storage_bytes " << storage_bytes << ", grad_bytes " << grad_bytes);
   Workload w = w_in;
   if (w.mesh.ep == 0 || w.mesh.fsdp == 0) resolve_and_validate(w, world_size);
   const BufferPlan plan = plan_step_buffers(w, storage_bytes, grad_bytes);
-  int64_t bytes = sum({plan.fixed_bytes(), plan.ragged_bytes(plan.planned_rows),
-                       step_dispatch_buffer_bytes(w, storage_bytes)});
-  if (w.check != CheckMode::kOff)
-    bytes = sum({bytes, estimate_reference_bytes(w, world_size, false).host});
-  return bytes;
+  StepMemory m;
+  m.weights = plan.weight_bytes();
+  m.gradients = plan.gradient_bytes();
+  m.expert_rows = plan.ragged_bytes(plan.planned_rows);
+  m.tokens = plan.token_bytes();
+  m.shared_experts = plan.shared.bytes();
+  m.dispatcher = step_dispatch_buffer_bytes(w, storage_bytes);
+  return m;
 }
 
 ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bool on_gpu) {

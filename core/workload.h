@@ -205,6 +205,16 @@ void resolve_and_validate(Workload& w, int world_size);
 // and 4). A workload whose mesh is still "auto" is resolved on a copy.
 int64_t estimate_rank_bytes(const Workload& w, int world_size);  // the CPU backend's
 int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes, int grad_bytes);
+// The step's part of that by what the buffers hold (--dry-run's memory line), check aside: the
+// router's and experts' weights, their gradients, the expert-major rows (ragged, with their
+// growth headroom), the per-token buffers, the shared experts' buffers and the dispatcher's.
+struct StepMemory {
+  int64_t weights = 0, gradients = 0, expert_rows = 0, tokens = 0, shared_experts = 0;
+  int64_t dispatcher = 0;
+  int64_t total() const;
+};
+StepMemory estimate_step_memory(const Workload& w, int world_size, int storage_bytes,
+                                int grad_bytes);
 
 // The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
 // it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.
