@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -42,9 +44,31 @@
 #include "core/placement.h"
 #include "core/reference.h"
 #include "core/routing_modes.h"
+#include "core/saturating.h"
 
 namespace moe {
 namespace {
+
+// What to change where the step's buffers do not fit, by their largest part (--dry-run lists
+// them): the experts' weights and gradients are split over the EP group, the rows are the rank's
+// tokens times K whatever the mesh.
+std::string step_memory_fix(const MemoryNeed& need) {
+  const StepMemory& p = need.step_parts;
+  const int64_t experts = saturating_sum({p.weights, p.gradients, p.shared_experts});
+  const int64_t rows = saturating_sum({p.expert_rows, p.tokens, p.dispatcher});
+  std::ostringstream fix;
+  if (need.step_fp8 > std::max(experts, rows))
+    fix << "raise mesh.ep (the FP8 codes of the rank's expert weights take "
+        << (need.step_fp8 >> 20) << " MiB of it) or set precision=bf16";
+  else if (experts >= rows)
+    fix << "raise mesh.ep, or lower model.experts or model.ffn (the experts' weights and "
+           "gradients take "
+        << (experts >> 20) << " MiB of it)";
+  else
+    fix << "lower tokens_per_rank (the expert rows and token buffers take " << (rows >> 20)
+        << " MiB of it)";
+  return fix.str();
+}
 
 // Refuses a workload whose buffers cannot fit before allocating anything. The reference lives in
 // host memory (float64, every expert), or with reference on the GPU mostly in device memory.
@@ -63,7 +87,7 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                  "workload needs about "
                      << (step_need >> 20) << " MiB of GPU memory per rank ("
                      << (ref_need.device >> 20) << " MiB of it the GPU reference) but "
-                     << (step_avail >> 20) << " MiB is free: lower tokens_per_rank or raise mesh.ep"
+                     << (step_avail >> 20) << " MiB is free: " << step_memory_fix(need)
                      << (ref_need.device > 0 ? ", or set check=off" : "")
                      << " (--dry-run breaks the memory down)");
   MOE_USER_CHECK(
@@ -74,8 +98,8 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
           << (dump_bytes > 0
                   ? "(" + std::to_string(dump_bytes >> 20) + " MiB of it the --dump's copies) "
                   : std::string())
-          << "but only " << (host_avail >> 20)
-          << " MiB per rank is available: lower tokens_per_rank or raise mesh.ep"
+          << "but only " << (host_avail >> 20) << " MiB per rank is available: "
+          << (backend == "cpu" ? step_memory_fix(need) : "lower tokens_per_rank or raise mesh.ep")
           << (w.check == CheckMode::kOff || ref_on_gpu || backend == "cpu" ? ""
                                                                            : ", set reference=gpu")
           << (w.check == CheckMode::kOff

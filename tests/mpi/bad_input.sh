@@ -35,6 +35,12 @@ expect_error 2 'reference = "gpu" needs --backend cuda' run --config "$TINY" --b
   --set reference=gpu
 expect_error 2 "reference" run --config "$TINY" --set reference=fpga
 expect_error 2 "warmup_s = -1 must be between 0 and 3600" run --config "$TINY" --set warmup_s=-1
+# A workload beyond this host's memory is refused before allocating, with the fix for its largest
+# part: terabytes of expert weights, or of rows.
+expect_error 1 "raise mesh.ep, or lower model.experts or model.ffn (the experts' weights" \
+  run --config "$TINY" --set model.ffn=2147483648 --set check=off
+expect_error 1 "lower tokens_per_rank (the expert rows and token buffers" run --config "$TINY" \
+  --set tokens_per_rank=16777216 --set model.hidden=120 --set model.topk=8 --set check=off
 # A short sha for the provenance would be ignored in favour of whatever checkout git finds.
 MOE_GIT_COMMIT=924d460 expect_error 2 "MOE_GIT_COMMIT=924d460: not a full 40-digit" \
   run --config "$TINY"
