@@ -8,11 +8,8 @@
 
 #include "app/launch.h"
 #include "comm/mpi_comm.h"
-#include "core/buffer_plan.h"
 #include "core/error.h"
 #include "core/fp8.h"
-#include "core/fp8_buffers.h"
-#include "core/saturating.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -184,19 +181,10 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   MemoryNeed need;
-  need.step_parts = estimate_step_memory(no_check, world_size, storage_bytes_of(backend, w.dtype),
-                                         storage_bytes_of(backend, w.expert_grad_dtype));
+  need.step_parts =
+      estimate_step_memory(no_check, world_size, storage_bytes_of(backend, w.dtype),
+                           storage_bytes_of(backend, w.expert_grad_dtype), backend == "cuda");
   need.step = need.step_parts.total();
-  if (backend == "cuda" && w.precision != Precision::kBf16) {
-    // FP8's codes and scratch (core/fp8_buffers.h), for the rows the ragged buffers are planned
-    // for.
-    Workload r = no_check;
-    if (r.mesh.ep == 0 || r.mesh.fsdp == 0) resolve_and_validate(r, world_size);
-    const BufferPlan plan = plan_step_buffers(r, storage_bytes_of(backend, w.dtype),
-                                              storage_bytes_of(backend, w.expert_grad_dtype));
-    need.step_fp8 = cuda_fp8_step_bytes(r, plan.planned_rows);
-    need.step = saturating_sum({need.step, need.step_fp8});
-  }
   if (w.check != CheckMode::kOff)
     need.check = estimate_reference_bytes(w, world_size, reference_device(backend, w) == "gpu");
   return need;

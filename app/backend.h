@@ -50,7 +50,6 @@ int storage_bytes_of(const std::string& backend, DType dtype);
 struct MemoryNeed {
   int64_t step = 0;
   StepMemory step_parts;  // of step, by what the buffers hold
-  int64_t step_fp8 = 0;   // of step, the CUDA backend's FP8 codes and scratch (core/fp8_buffers.h)
   ReferenceBytes check;
 };
 MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);

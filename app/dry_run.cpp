@@ -151,7 +151,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
       // Per shared expert, forward: [T x H] @ [H x 2F_sh] and [T x F_sh] @ [F_sh x H].
       {"shared_experts",
        {{"count", w.model.shared_experts},
-        {"ffn", w.model.shared_experts > 0 ? w.model.shared_ffn : 0},
+        {"ffn", w.model.shared_ffn_used()},
         {"gemms", w.model.shared_experts == 0
                       ? json::array()
                       : json{{{"m", T}, {"k", w.model.hidden}, {"n", 2 * w.model.shared_ffn}},
@@ -170,8 +170,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
           {"tokens", need.step_parts.tokens},
           {"shared_experts", need.step_parts.shared_experts},
           {"dispatcher", need.step_parts.dispatcher},
-          {"fp8", need.step_fp8}}},
-        {"step_fp8_bytes", need.step_fp8},
+          {"fp8", need.step_parts.fp8}}},
         {"step_memory", backend == "cuda" ? "gpu" : "host"},
         {"check_host_bytes", need.check.host},
         {"check_gpu_bytes", need.check.device},
@@ -304,7 +303,7 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
   std::printf("# memory per rank (estimate, balanced routing): step %.2f GiB of %s memory",
               gib(mem["step_bytes"].get<double>()), mem["step_memory"] == "gpu" ? "GPU" : "host");
   // Of it, by what the buffers hold (parts under 0.01 GiB left out).
-  const char* sep = " (";
+  bool any = false;
   for (const auto& [key, what] : {std::pair{"weights", "weights"},
                                   {"gradients", "their gradients"},
                                   {"expert_rows", "expert rows"},
@@ -314,10 +313,10 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
                                   {"fp8", "FP8 weight codes and GEMM scratch"}}) {
     const double bytes = mem["step_parts"][key].get<double>();
     if (bytes < 0.005 * (1 << 30)) continue;
-    std::printf("%s%s %.2f", sep, what, gib(bytes));
-    sep = ", ";
+    std::printf("%s%s %.2f", any ? ", " : " (", what, gib(bytes));
+    any = true;
   }
-  if (std::string(sep) == ", ") std::printf(" GiB)");
+  if (any) std::printf(" GiB)");
   if (cfg["check"] != "off") {
     std::printf("; the check %.2f GiB of host memory", gib(mem["check_host_bytes"].get<double>()));
     if (mem["check_gpu_bytes"].get<int64_t>() > 0)

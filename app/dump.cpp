@@ -14,7 +14,7 @@ namespace moe {
 int64_t dump_bytes_per_rank(const Workload& w, const Mesh& mesh) {
   const int64_t T = w.tokens_per_rank, H = w.model.hidden, F = w.model.ffn, E = w.model.experts,
                 K = w.model.topk, El = mesh.experts_per_rank;
-  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn_used();
   const int64_t floats =
       4 * T * H + 2 * T * K + 2 * H * E + E + 2 * 3 * El * H * F + 2 * 3 * S * H * Fs;
   return 4 * floats;
@@ -93,7 +93,7 @@ void write_dump(const std::string& dir, const Workload& w, const Mesh& mesh, con
                          {"E", E},
                          {"K", K},
                          {"shared_experts", S},
-                         {"shared_ffn", S > 0 ? Fs : 0},
+                         {"shared_ffn", w.model.shared_ffn_used()},
                          {"dtype", dtype_name(w.dtype)},
                          {"expert_grad_dtype", dtype_name(w.expert_grad_dtype)},
                          {"router", cfg.at("router")},

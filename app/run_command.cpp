@@ -57,9 +57,9 @@ std::string step_memory_fix(const MemoryNeed& need) {
   const int64_t experts = saturating_sum({p.weights, p.gradients, p.shared_experts});
   const int64_t rows = saturating_sum({p.expert_rows, p.tokens, p.dispatcher});
   std::ostringstream fix;
-  if (need.step_fp8 > std::max(experts, rows))
-    fix << "raise mesh.ep (the FP8 codes of the rank's expert weights take "
-        << (need.step_fp8 >> 20) << " MiB of it) or set precision=bf16";
+  if (p.fp8 > std::max(experts, rows))
+    fix << "raise mesh.ep (the FP8 codes of the rank's expert weights take " << (p.fp8 >> 20)
+        << " MiB of it) or set precision=bf16";
   else if (experts >= rows)
     fix << "raise mesh.ep, or lower model.experts or model.ffn (the experts' weights and "
            "gradients take "
@@ -99,7 +99,7 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
                   ? "(" + std::to_string(dump_bytes >> 20) + " MiB of it the --dump's copies) "
                   : std::string())
           << "but only " << (host_avail >> 20) << " MiB per rank is available: "
-          << (backend == "cpu" ? step_memory_fix(need) : "lower tokens_per_rank or raise mesh.ep")
+          << (backend == "cpu" ? step_memory_fix(need) : "lower tokens_per_rank")
           << (w.check == CheckMode::kOff || ref_on_gpu || backend == "cpu" ? ""
                                                                            : ", set reference=gpu")
           << (w.check == CheckMode::kOff

@@ -14,7 +14,7 @@ double model_flops_per_step(const ModelShape& m, double tokens, double rows_kept
 }
 
 double shared_width(const ModelShape& m) {
-  return m.shared_experts > 0 ? double(m.shared_experts) * double(m.shared_ffn) : 0.0;
+  return double(m.shared_experts) * double(m.shared_ffn_used());
 }
 
 double routed_weight_elems(const Workload& w, const Mesh& m) {

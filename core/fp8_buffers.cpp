@@ -60,7 +60,7 @@ int64_t cuda_fp8_step_bytes(const Workload& w, int64_t rows) {
   if (w.precision == Precision::kBf16) return 0;
   const int64_t H = w.model.hidden, F = w.model.ffn, T = w.tokens_per_rank;
   const int64_t E_local = w.model.experts / std::max<int64_t>(w.mesh.ep, 1);
-  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn_used();
   const int64_t chunks = step_chunks(w);
   // An absurd shape reads as too big rather than overflowing the sizes below.
   constexpr int64_t kSane = int64_t(1) << 56;
@@ -71,16 +71,15 @@ int64_t cuda_fp8_step_bytes(const Workload& w, int64_t rows) {
   auto scratch = [](const Fp8ScratchBytes& b) {
     return std::vector<size_t>{b.a, b.dy_t, b.dh_t, b.a_scales, b.dy_t_scales, b.dh_t_scales};
   };
-  auto kept = [](const Fp8ScratchBytes& b) { return align256(b.a_t) + b.a_t_scales; };
   std::vector<size_t> slots = scratch(routed);
-  size_t bytes = fp8_weights_bytes(E_local, H, F) + size_t(chunks) * kept(routed);
+  size_t bytes = fp8_weights_bytes(E_local, H, F) + size_t(chunks) * routed.kept_a_t();
   if (S > 0) {
     // The shared experts (core/shared_experts.cpp) run the same path one at a time, each on the
     // rank's T tokens as one group, each keeping its own a's codes.
     const Fp8ScratchBytes shared = fp8_scratch_bytes(T, 1, H, Fs);
     const std::vector<size_t> theirs = scratch(shared);
     for (size_t i = 0; i < slots.size(); ++i) slots[i] = std::max(slots[i], theirs[i]);
-    bytes += fp8_weights_bytes(S, H, Fs) + size_t(S) * kept(shared);
+    bytes += fp8_weights_bytes(S, H, Fs) + size_t(S) * shared.kept_a_t();
   }
   for (size_t s : slots) bytes += std::max<size_t>(s, 16);
   return int64_t(bytes);

@@ -37,6 +37,9 @@ size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F);
 struct Fp8ScratchBytes {
   size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
   size_t a_t = 0, a_t_scales = 0;
+  // Kept a_t: its codes padded to 256 bytes, where its scales start, and the two together.
+  size_t a_t_padded() const { return (a_t + 255) / 256 * 256; }
+  size_t kept_a_t() const { return a_t_padded() + a_t_scales; }
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 

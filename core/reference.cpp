@@ -852,9 +852,7 @@ double reference_loss(const ReferenceProblem& prob, const int32_t* idx, const ui
 std::unique_ptr<ReferenceMath> cpu_reference_math_from_seed(const Workload& w,
                                                             ReferenceProblem& prob) {
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts;
-  // model.shared_ffn without shared experts sizes nothing (validation lets it through with a
-  // dry-run warning).
-  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn_used();
   // Through a float buffer of one expert at a time, to keep the staging small.
   std::vector<float> buf;
   auto fill = [&](const InitRule& rule, int64_t n, int64_t chunk, std::vector<double>& dst) {

@@ -11,6 +11,7 @@
 #include "core/buffer_plan.h"
 #include "core/dispatcher.h"
 #include "core/error.h"
+#include "core/fp8_buffers.h"
 #include "core/mesh.h"
 #include "core/saturating.h"
 
@@ -319,11 +320,11 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
 }
 
 int64_t StepMemory::total() const {
-  return sum({weights, gradients, expert_rows, tokens, shared_experts, dispatcher});
+  return sum({weights, gradients, expert_rows, tokens, shared_experts, dispatcher, fp8});
 }
 
 StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storage_bytes,
-                                int grad_bytes) {
+                                int grad_bytes, bool cuda_fp8) {
   MOE_CHECK(storage_bytes > 0 && grad_bytes > 0,
             "storage_bytes " << storage_bytes << ", grad_bytes " << grad_bytes);
   Workload w = w_in;
@@ -336,6 +337,7 @@ StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storag
   m.tokens = plan.token_bytes();
   m.shared_experts = plan.shared.bytes();
   m.dispatcher = step_dispatch_buffer_bytes(w, storage_bytes);
+  if (cuda_fp8) m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
   return m;
 }
 
@@ -345,7 +347,7 @@ ReferenceBytes estimate_reference_bytes(const Workload& w_in, int world_size, bo
   const int64_t H = w.model.hidden, F = w.model.ffn, E = w.model.experts, K = w.model.topk;
   const int64_t T = w.tokens_per_rank, W = world_size;
   // The shared experts' weights (S x F_sh wide in all), their gradients on every rank.
-  const int64_t S = w.model.shared_experts, Fs = S > 0 ? w.model.shared_ffn : 0;
+  const int64_t S = w.model.shared_experts, Fs = w.model.shared_ffn_used();
   const int64_t shared = prod({S, 3, H, Fs});
   ReferenceBytes b;
   auto add = [](int64_t& to, std::initializer_list<int64_t> factors) {

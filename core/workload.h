@@ -83,6 +83,9 @@ struct ModelShape {
   // passes through with weight 1. shared_ffn is read only when shared_experts > 0.
   int64_t shared_experts = 0;  // S
   int64_t shared_ffn = 0;      // F_sh
+  // F_sh where there are shared experts, else 0: a width left set without them (an ablation,
+  // which validation lets through) sizes nothing.
+  int64_t shared_ffn_used() const { return shared_experts > 0 ? shared_ffn : 0; }
 };
 
 struct RouterConfig {
@@ -207,14 +210,15 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size);  // the CPU back
 int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes, int grad_bytes);
 // The step's part of that by what the buffers hold (--dry-run's memory line), check aside: the
 // router's and experts' weights, their gradients, the expert-major rows (ragged, with their
-// growth headroom), the per-token buffers, the shared experts' buffers and the dispatcher's.
+// growth headroom), the per-token buffers, the shared experts' buffers, the dispatcher's, and
+// with cuda_fp8 the CUDA backend's FP8 codes and scratch (core/fp8_buffers.h; 0 for bf16).
 struct StepMemory {
   int64_t weights = 0, gradients = 0, expert_rows = 0, tokens = 0, shared_experts = 0;
-  int64_t dispatcher = 0;
+  int64_t dispatcher = 0, fp8 = 0;
   int64_t total() const;
 };
 StepMemory estimate_step_memory(const Workload& w, int world_size, int storage_bytes,
-                                int grad_bytes);
+                                int grad_bytes, bool cuda_fp8 = false);
 
 // The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
 // it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.

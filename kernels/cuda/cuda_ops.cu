@@ -262,7 +262,6 @@ cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) 
 
 cuda::Fp8Transposed CudaOps::keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a) {
   const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
-  const size_t codes = (b.a_t + 255) / 256 * 256;
   // A pipelined step's later chunks start where the rows before them end, so their a moves from
   // step to step: a new a takes over the memory of codes already taken, and the entries stay as
   // many as there are forwards before the first weight gradient.
@@ -277,13 +276,13 @@ cuda::Fp8Transposed CudaOps::keep_a_t(const Dims& d, const ExpertOffsets& rows, 
     kept_a_t_.emplace(a, reused);
   }
   KeptCodes& k = kept_a_t_[a];
-  if (codes + b.a_t_scales > k.memory.bytes || !k.memory.ptr) {
+  if (b.kept_a_t() > k.memory.bytes || !k.memory.ptr) {
     device_.release(k.memory.ptr);
-    k.memory.bytes = codes + b.a_t_scales;
+    k.memory.bytes = b.kept_a_t();
     k.memory.ptr = device_.alloc(k.memory.bytes);
   }
   auto* base = static_cast<uint8_t*>(k.memory.ptr);
-  k.codes = {base, reinterpret_cast<float*>(base + codes)};
+  k.codes = {base, reinterpret_cast<float*>(base + b.a_t_padded())};
   k.fresh = true;
   return k.codes;
 }

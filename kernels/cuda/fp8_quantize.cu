@@ -441,9 +441,6 @@ void tensor_scales_for(TileJob& j, int64_t group_elems, cudaStream_t stream) {
   j.tensor_scales = first;
 }
 
-// A kBlock weight's row of 128 x 128 tiles along a dimension of n, padded to 4 (16 bytes).
-int64_t tiles_ld(int64_t n) { return weight_fp8_tiles_ld(n); }
-
 // Each cut's kernel, with as many persistent blocks as fit on the GPU (and no more than tiles).
 template <Cut kCut>
 void launch_cut(const TileJob& j, int64_t tiles_bound, size_t smem, cudaStream_t stream) {
@@ -596,8 +593,8 @@ void quantize_weight_fp8(const void* W, int64_t G, int64_t P, int64_t Q, Fp8Reci
   j.K = Q;
   j.cut = recipe == Fp8Recipe::kBlock ? Cut::kTile : Cut::kTensor;
   const int64_t stride = weight_fp8_scale_stride(P, Q);
-  j.rows = {q, scales, 0, 0, false, tiles_ld(Q), stride};
-  j.cols = {qt, scales_t, P, P * Q, true, tiles_ld(P), stride};
+  j.rows = {q, scales, 0, 0, false, weight_fp8_tiles_ld(Q), stride};
+  j.cols = {qt, scales_t, P, P * Q, true, weight_fp8_tiles_ld(P), stride};
   quantize_tiles(j, P * Q, G * ((P + kB - 1) / kB), stream);
 }
 
