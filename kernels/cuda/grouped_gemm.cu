@@ -677,7 +677,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ring apart, and without them a warpgroup could wait on a stage a round or more ahead of
     // the producer and take the other's stage for its own (a build without them faulted).
     if (kPingpong && t != first_unit) named_barrier_sync(kTurnBarrier + c, 256);
-    int prev = -1;  // the stage whose MMAs may still run
+    // The stages whose MMAs may still run: the last (prev), and on the bf16 row GEMMs the one
+    // before it (prev2; kInFlight below).
+    int prev = -1, prev2 = -1;
     // Waits for the tile's K stage kt (the stage of iteration `it`) and returns its slot.
     auto wait_stage = [&](int kt) {
       const int s = it % Cfg::kStages;
@@ -751,11 +753,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       return s;
     };
-    // One stage's MMAs stay in flight while the next stage is waited for and issued; the one
-    // before is done, so its buffers go back to the producer.
+    // kInFlight stages' MMAs stay in flight while the next stage is waited for and issued; the
+    // one before them is done, so its buffers go back to the producer. Two on the row GEMMs:
+    // DeepSeek-V3's steps 1.7-2.0% faster at EP 1 and 2, Mixtral-8x7B's 0-1.6%, Qwen3-30B-A3B's
+    // level (H200s); one on the weight gradients, whose short K loops (32-row stages, tiles of a
+    // few hundred rows) were up to 25% slower with two (results/2026-11-28-session32, -33).
+    constexpr int kInFlight = kRowsK ? 1 : 2;
     auto retire_previous = [&](int s) {
-      wgmma_wait<1>();
-      if (prev >= 0) release(prev);
+      wgmma_wait<kInFlight>();
+      if constexpr (kInFlight == 2) {
+        if (prev2 >= 0) release(prev2);
+        prev2 = prev;
+      } else if (prev >= 0) {
+        release(prev);
+      }
       prev = s;
       ++it;
     };
@@ -901,6 +912,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[0][i] *= scale;
     }
+    if (prev2 >= 0) release(prev2);
     if (prev >= 0) release(prev);
     if (other_next) it += k_tiles_of(t + units_step);
 
