@@ -30,11 +30,26 @@ int64_t weight_fp8_scales(int64_t G, int64_t P, int64_t Q) {
 
 int64_t fp8_transposed_ld(int64_t rows_bound) { return (rows_bound + 15) / 16 * 16; }
 
-size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F) {
-  const size_t codes = align256(size_t(G * H * 2 * F)) + align256(size_t(G * F * H));
-  const size_t scales = align256(size_t(weight_fp8_scales(G, H, 2 * F)) * 4) +
-                        align256(size_t(weight_fp8_scales(G, F, H)) * 4);
-  return 2 * (codes + scales);
+Fp8WeightsLayout fp8_weights_layout(int64_t G, int64_t H, int64_t F) {
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t offset = at;
+    at += align256(bytes);
+    return offset;
+  };
+  auto pieces = [&](int64_t P, int64_t Q) {
+    Fp8WeightPieces w;
+    w.stored = take(size_t(G * P * Q));
+    w.transposed = take(size_t(G * P * Q));
+    w.stored_scales = take(size_t(weight_fp8_scales(G, P, Q)) * 4);
+    w.transposed_scales = take(size_t(weight_fp8_scales(G, P, Q)) * 4);
+    return w;
+  };
+  Fp8WeightsLayout l;
+  l.in = pieces(H, 2 * F);
+  l.out = pieces(F, H);
+  l.bytes = at;
+  return l;
 }
 
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F) {

@@ -26,9 +26,21 @@ int64_t weight_fp8_scales(int64_t G, int64_t P, int64_t Q);
 // The row stride of a weight gradient's transposed operands: FP8 rows start 16-byte aligned.
 int64_t fp8_transposed_ld(int64_t rows_bound);
 
-// G experts' w_in [H, 2F] and w_out [F, H] quantized once, as stored and transposed, with scales
-// for either recipe (each piece 256-byte aligned).
-size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F);
+// Where G experts' w_in [H, 2F] and w_out [F, H], quantized once, sit in their buffer: each
+// weight's codes as stored, then transposed, then the two orientations' scales (room for either
+// recipe), each piece 256-byte aligned; byte offsets from the buffer's start, and its size. The
+// CUDA backend quantizes into this layout and the memory estimate counts its size.
+struct Fp8WeightPieces {
+  size_t stored, transposed, stored_scales, transposed_scales;
+};
+struct Fp8WeightsLayout {
+  Fp8WeightPieces in, out;
+  size_t bytes;
+};
+Fp8WeightsLayout fp8_weights_layout(int64_t G, int64_t H, int64_t F);
+inline size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F) {
+  return fp8_weights_layout(G, H, F).bytes;
+}
 
 // The FP8 GEMMs' scratch for rows_bound expert-major rows of E_local experts: the row codes of the
 // GEMM at hand (a, its widest operand) and its scales, the data gradients' transposed codes for

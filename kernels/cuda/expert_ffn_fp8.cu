@@ -30,8 +30,6 @@ void require_block_recipe(Fp8Recipe recipe) {
   MOE_CHECK(recipe == Fp8Recipe::kBlock, "FP8 dispatched rows carry 1 x 128 scales (fp8_block)");
 }
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // One expert's share of a quantized weight [G, P, Q]'s scales (all of them: weight_fp8_scales).
 int64_t scales_per_expert(int64_t P, int64_t Q, Fp8Recipe recipe) {
   return recipe == Fp8Recipe::kTensor ? kTensorScaleStride : weight_fp8_scale_stride(P, Q);
@@ -72,24 +70,16 @@ GemmShape shape_of(ExpertGemm which, int64_t H, int64_t F) {
 
 Fp8Weights quantize_ffn_weights_fp8(const void* w_in, const void* w_out, int64_t G, int64_t H,
                                     int64_t F, Fp8Recipe recipe, void* base, cudaStream_t stream) {
-  char* p = static_cast<char*>(base);
-  auto take = [&](size_t bytes) {
-    char* at = p;
-    p += align256(bytes);
-    return at;
-  };
-  auto quantize = [&](const void* W, int64_t P, int64_t Q) {
-    auto* q = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
-    auto* qt = reinterpret_cast<uint8_t*>(take(size_t(G * P * Q)));
-    auto* s = reinterpret_cast<float*>(take(size_t(weight_fp8_scales(G, P, Q)) * 4));
-    auto* st = reinterpret_cast<float*>(take(size_t(weight_fp8_scales(G, P, Q)) * 4));
+  const Fp8WeightsLayout layout = fp8_weights_layout(G, H, F);
+  auto quantize = [&](const void* W, const Fp8WeightPieces& piece, int64_t P, int64_t Q) {
+    auto* q = reinterpret_cast<uint8_t*>(at(base, piece.stored));
+    auto* qt = reinterpret_cast<uint8_t*>(at(base, piece.transposed));
+    auto* s = reinterpret_cast<float*>(at(base, piece.stored_scales));
+    auto* st = reinterpret_cast<float*>(at(base, piece.transposed_scales));
     quantize_weight_fp8(W, G, P, Q, recipe, q, s, qt, st, stream);
     return Fp8Weight{q, s, qt, st};
   };
-  Fp8Weights w;
-  w.in = quantize(w_in, H, 2 * F);
-  w.out = quantize(w_out, F, H);
-  return w;
+  return {quantize(w_in, layout.in, H, 2 * F), quantize(w_out, layout.out, F, H)};
 }
 
 Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64_t F,

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "app/backend.h"
 #include "core/buffer_plan.h"
@@ -81,6 +84,37 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
   Workload huge = w;
   huge.model.ffn = int64_t(1) << 40;
   EXPECT_EQ(cuda_fp8_step_bytes(huge, 128), INT64_MAX);
+}
+
+// The weights' FP8 buffer: every piece 256-byte aligned, in order, each large enough for its
+// codes or scales and clear of the next, the last ending within the buffer's size.
+TEST(BackendChecks, Fp8WeightsLayoutHoldsEveryPieceApart) {
+  for (int64_t G : {1, 3, 8})
+    for (auto [H, F] : {std::pair<int64_t, int64_t>{128, 64}, {7168, 2048}, {200, 72}}) {
+      SCOPED_TRACE(std::to_string(G) + " experts, H " + std::to_string(H) + ", F " +
+                   std::to_string(F));
+      const Fp8WeightsLayout l = fp8_weights_layout(G, H, F);
+      struct Piece {
+        size_t at, bytes;
+      };
+      std::vector<Piece> pieces;
+      for (auto [w, P, Q] :
+           {std::tuple<Fp8WeightPieces, int64_t, int64_t>{l.in, H, 2 * F}, {l.out, F, H}}) {
+        const size_t codes = size_t(G * P * Q), scales = size_t(weight_fp8_scales(G, P, Q)) * 4;
+        pieces.insert(pieces.end(), {{w.stored, codes},
+                                     {w.transposed, codes},
+                                     {w.stored_scales, scales},
+                                     {w.transposed_scales, scales}});
+      }
+      EXPECT_EQ(pieces.front().at, 0u);
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        EXPECT_EQ(pieces[i].at % 256, 0u) << "piece " << i;
+        const size_t end = pieces[i].at + pieces[i].bytes;
+        EXPECT_LE(end, i + 1 < pieces.size() ? pieces[i + 1].at : l.bytes) << "piece " << i;
+      }
+      EXPECT_EQ(fp8_weights_bytes(G, H, F), l.bytes);
+      EXPECT_LT(l.bytes - (pieces.back().at + pieces.back().bytes), 256u);
+    }
 }
 
 // FP8 GEMMs run on cuBLASLt's loop or the grouped sm90 kernel: a method that has no FP8 path is
