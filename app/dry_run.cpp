@@ -170,8 +170,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
           {"tokens", need.step_parts.tokens},
           {"shared_experts", need.step_parts.shared_experts},
           {"dispatcher", need.step_parts.dispatcher},
-          {"fp8", need.step_parts.fp8},
-          {"kernel_scratch", need.step_parts.kernel_scratch}}},
+          {"fp8", need.step_parts.fp8}}},
         {"step_memory", backend == "cuda" ? "gpu" : "host"},
         {"check_host_bytes", need.check.host},
         {"check_gpu_bytes", need.check.device},
@@ -311,8 +310,7 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
                                   {"tokens", "token buffers"},
                                   {"shared_experts", "shared experts"},
                                   {"dispatcher", "dispatcher"},
-                                  {"fp8", "FP8 weight codes and GEMM scratch"},
-                                  {"kernel_scratch", "router kernels' scratch"}}) {
+                                  {"fp8", "FP8 weight codes and GEMM scratch"}}) {
     const double bytes = mem["step_parts"][key].get<double>();
     if (bytes < 0.005 * (1 << 30)) continue;
     std::printf("%s%s %.2f", any ? ", " : " (", what, gib(bytes));

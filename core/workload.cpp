@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "core/fp8_buffers.h"
 #include "core/mesh.h"
-#include "core/router_scratch.h"
 #include "core/saturating.h"
 
 namespace moe {
@@ -321,12 +320,11 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
 }
 
 int64_t StepMemory::total() const {
-  return sum(
-      {weights, gradients, expert_rows, tokens, shared_experts, dispatcher, fp8, kernel_scratch});
+  return sum({weights, gradients, expert_rows, tokens, shared_experts, dispatcher, fp8});
 }
 
 StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storage_bytes,
-                                int grad_bytes, bool cuda) {
+                                int grad_bytes, bool cuda_fp8) {
   MOE_CHECK(storage_bytes > 0 && grad_bytes > 0,
             "storage_bytes " << storage_bytes << ", grad_bytes " << grad_bytes);
   Workload w = w_in;
@@ -339,10 +337,7 @@ StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storag
   m.tokens = plan.token_bytes();
   m.shared_experts = plan.shared.bytes();
   m.dispatcher = step_dispatch_buffer_bytes(w, storage_bytes);
-  if (cuda) {
-    m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
-    m.kernel_scratch = cuda_router_scratch_bytes(w);
-  }
+  if (cuda_fp8) m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
   return m;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 33 for the next device call (one H200), not yet run: (1) the GPU tests
-# 67ce4f8 has not met (BufferPlanCuda, Router*); (2) split-half-tiles.diff, v0 (-DMOE_EXP_SPLIT=0)
+# BufferPlanCuda, Router* (with router-scratch-estimate.diff applied, they are what it needs); (2) split-half-tiles.diff, v0 (-DMOE_EXP_SPLIT=0)
 # against v1, GEMMs and steps; (3) the Mixtral-8x7B fp8_tensor check with the amax print
 # (fp8-tensor-amax-print.diff, printing only with MOE_DEBUG_AMAX=1). Run from the repository root
 # after `git apply results/2026-11-28-session33/split-half-tiles.diff
