@@ -181,10 +181,9 @@ MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::st
   Workload no_check = w;
   no_check.check = CheckMode::kOff;
   MemoryNeed need;
-  need.step_parts =
+  need.step =
       estimate_step_memory(no_check, world_size, storage_bytes_of(backend, w.dtype),
                            storage_bytes_of(backend, w.expert_grad_dtype), backend == "cuda");
-  need.step = need.step_parts.total();
   if (w.check != CheckMode::kOff)
     need.check = estimate_reference_bytes(w, world_size, reference_device(backend, w) == "gpu");
   return need;

@@ -48,8 +48,7 @@ int storage_bytes_of(const std::string& backend, DType dtype);
 // refuses a workload beyond the free memory; --dry-run prints it): the step's buffers in the
 // backend's memory, and the check's reference (none with check off).
 struct MemoryNeed {
-  int64_t step = 0;
-  StepMemory step_parts;  // of step, by what the buffers hold
+  StepMemory step;  // by what the buffers hold; step.total() in all
   ReferenceBytes check;
 };
 MemoryNeed estimate_memory_need(const Workload& w, int world_size, const std::string& backend);

@@ -126,8 +126,10 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
   const DispatchBytes a2a = step_dispatch_bytes(w, m, storage, T * K);  // dropless
   const std::vector<PhaseCost> costs = phase_costs(w, m, storage, storage, N * K);
   const MemoryNeed need = estimate_memory_need(w, world, backend);
+  json step_parts = json::object();
+  for (const StepMemory::Part& part : need.step.parts()) step_parts[part.key] = part.bytes;
   // The host holds the step's buffers on the CPU backend, and the float64 reference's on both.
-  const int64_t host_per_rank = (backend == "cpu" ? need.step : 0) + need.check.host;
+  const int64_t host_per_rank = (backend == "cpu" ? need.step.total() : 0) + need.check.host;
 
   json plan = {
       {"workload", w.name},
@@ -162,15 +164,8 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
       {"fsdp_gather_bytes_per_rank", m.fsdp > 1 ? costs[kFsdpGather].bytes : 0.0},
       {"memory",
        {{"estimate", "per rank, balanced routing"},
-        {"step_bytes", need.step},
-        {"step_parts",
-         {{"weights", need.step_parts.weights},
-          {"gradients", need.step_parts.gradients},
-          {"expert_rows", need.step_parts.expert_rows},
-          {"tokens", need.step_parts.tokens},
-          {"shared_experts", need.step_parts.shared_experts},
-          {"dispatcher", need.step_parts.dispatcher},
-          {"fp8", need.step_parts.fp8}}},
+        {"step_bytes", need.step.total()},
+        {"step_parts", step_parts},
         {"step_memory", backend == "cuda" ? "gpu" : "host"},
         {"check_host_bytes", need.check.host},
         {"check_gpu_bytes", need.check.device},
@@ -196,7 +191,7 @@ json dry_run_plan(const Workload& w, int world, const std::string& backend, cons
     warnings.push_back(os.str());
   }
   // On the CUDA backend each rank's GPU holds the step's buffers and the GPU reference's.
-  const double gpu_need = double(need.step + need.check.device);
+  const double gpu_need = double(need.step.total() + need.check.device);
   if (backend == "cuda" && host.gpu_memory_bytes > 0 && gpu_need > double(host.gpu_memory_bytes)) {
     std::ostringstream os;
     os << std::fixed << std::setprecision(1) << "the plan needs about " << gib(gpu_need)
@@ -304,16 +299,10 @@ void print_dry_run(const Workload& w, const json& plan, bool as_json) {
               gib(mem["step_bytes"].get<double>()), mem["step_memory"] == "gpu" ? "GPU" : "host");
   // Of it, by what the buffers hold (parts under 0.01 GiB left out).
   bool any = false;
-  for (const auto& [key, what] : {std::pair{"weights", "weights"},
-                                  {"gradients", "their gradients"},
-                                  {"expert_rows", "expert rows"},
-                                  {"tokens", "token buffers"},
-                                  {"shared_experts", "shared experts"},
-                                  {"dispatcher", "dispatcher"},
-                                  {"fp8", "FP8 weight codes and GEMM scratch"}}) {
-    const double bytes = mem["step_parts"][key].get<double>();
+  for (const StepMemory::Part& part : StepMemory{}.parts()) {
+    const double bytes = mem["step_parts"][part.key].get<double>();
     if (bytes < 0.005 * (1 << 30)) continue;
-    std::printf("%s%s %.2f", any ? ", " : " (", what, gib(bytes));
+    std::printf("%s%s %.2f", any ? ", " : " (", part.what, gib(bytes));
     any = true;
   }
   if (any) std::printf(" GiB)");

@@ -53,7 +53,7 @@ namespace {
 // them): the experts' weights and gradients are split over the EP group, the rows are the rank's
 // tokens times K whatever the mesh.
 std::string step_memory_fix(const MemoryNeed& need) {
-  const StepMemory& p = need.step_parts;
+  const StepMemory& p = need.step;
   const int64_t experts = saturating_sum({p.weights, p.gradients, p.shared_experts});
   const int64_t rows = saturating_sum({p.expert_rows, p.tokens, p.dispatcher});
   std::ostringstream fix;
@@ -78,7 +78,7 @@ void check_memory(const Workload& w, int world_size, const std::string& backend,
   const MemoryNeed need = estimate_memory_need(w, world_size, backend);
   const ReferenceBytes& ref_need = need.check;
   const bool ref_on_gpu = reference_device(backend, w) == "gpu";
-  const int64_t step_need = need.step + ref_need.device;
+  const int64_t step_need = need.step.total() + ref_need.device;
   const int64_t step_avail = backend_memory_available(backend, world);
   const int64_t host_avail = backend_memory_available("cpu", world);
   const int64_t host_need =

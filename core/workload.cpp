@@ -319,8 +319,20 @@ int64_t estimate_rank_bytes(const Workload& w_in, int world_size, int storage_by
   return bytes;
 }
 
+std::vector<StepMemory::Part> StepMemory::parts() const {
+  return {{"weights", "weights", weights},
+          {"gradients", "their gradients", gradients},
+          {"expert_rows", "expert rows", expert_rows},
+          {"tokens", "token buffers", tokens},
+          {"shared_experts", "shared experts", shared_experts},
+          {"dispatcher", "dispatcher", dispatcher},
+          {"fp8", "FP8 weight codes and GEMM scratch", fp8}};
+}
+
 int64_t StepMemory::total() const {
-  return sum({weights, gradients, expert_rows, tokens, shared_experts, dispatcher, fp8});
+  int64_t bytes = 0;
+  for (const Part& p : parts()) bytes = sum({bytes, p.bytes});
+  return bytes;
 }
 
 StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storage_bytes,

@@ -215,6 +215,13 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes
 struct StepMemory {
   int64_t weights = 0, gradients = 0, expert_rows = 0, tokens = 0, shared_experts = 0;
   int64_t dispatcher = 0, fp8 = 0;
+  // Each part with its JSON key and the words --dry-run's line gives it, in that line's order.
+  struct Part {
+    const char* key;
+    const char* what;
+    int64_t bytes;
+  };
+  std::vector<Part> parts() const;
   int64_t total() const;
 };
 StepMemory estimate_step_memory(const Workload& w, int world_size, int storage_bytes,

@@ -55,7 +55,7 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
   auto step = [&](Precision p, const std::string& backend) {
     Workload v = w;
     v.precision = p;
-    return estimate_memory_need(v, 1, backend).step;
+    return estimate_memory_need(v, 1, backend).step.total();
   };
   const int64_t bf16 = step(Precision::kBf16, "cuda");
   for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
