@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/fp8_buffers.h"
 #include "core/mesh.h"
+#include "core/router_scratch.h"
 #include "core/saturating.h"
 
 namespace moe {
@@ -326,7 +327,8 @@ std::vector<StepMemory::Part> StepMemory::parts() const {
           {"tokens", "token buffers", tokens},
           {"shared_experts", "shared experts", shared_experts},
           {"dispatcher", "dispatcher", dispatcher},
-          {"fp8", "FP8 weight codes and GEMM scratch", fp8}};
+          {"fp8", "FP8 weight codes and GEMM scratch", fp8},
+          {"kernel_scratch", "router kernels' scratch", kernel_scratch}};
 }
 
 int64_t StepMemory::total() const {
@@ -336,7 +338,7 @@ int64_t StepMemory::total() const {
 }
 
 StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storage_bytes,
-                                int grad_bytes, bool cuda_fp8) {
+                                int grad_bytes, bool cuda) {
   MOE_CHECK(storage_bytes > 0 && grad_bytes > 0,
             "storage_bytes " << storage_bytes << ", grad_bytes " << grad_bytes);
   Workload w = w_in;
@@ -349,7 +351,10 @@ StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storag
   m.tokens = plan.token_bytes();
   m.shared_experts = plan.shared.bytes();
   m.dispatcher = step_dispatch_buffer_bytes(w, storage_bytes);
-  if (cuda_fp8) m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
+  if (cuda) {
+    m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
+    m.kernel_scratch = cuda_router_scratch_bytes(w);
+  }
   return m;
 }
 

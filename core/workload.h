@@ -211,10 +211,11 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes
 // The step's part of that by what the buffers hold (--dry-run's memory line), check aside: the
 // router's and experts' weights, their gradients, the expert-major rows (ragged, with their
 // growth headroom), the per-token buffers, the shared experts' buffers, the dispatcher's, and
-// with cuda_fp8 the CUDA backend's FP8 codes and scratch (core/fp8_buffers.h; 0 for bf16).
+// for the CUDA backend (cuda) its FP8 codes and scratch (core/fp8_buffers.h; 0 for bf16) and its
+// router kernels' scratch (core/router_scratch.h).
 struct StepMemory {
   int64_t weights = 0, gradients = 0, expert_rows = 0, tokens = 0, shared_experts = 0;
-  int64_t dispatcher = 0, fp8 = 0;
+  int64_t dispatcher = 0, fp8 = 0, kernel_scratch = 0;
   // Each part with its JSON key and the words --dry-run's line gives it, in that line's order.
   struct Part {
     const char* key;
@@ -225,7 +226,7 @@ struct StepMemory {
   int64_t total() const;
 };
 StepMemory estimate_step_memory(const Workload& w, int world_size, int storage_bytes,
-                                int grad_bytes, bool cuda_fp8 = false);
+                                int grad_bytes, bool cuda = false);
 
 // The check's reference: host bytes and (reference on the GPU) device bytes per rank. On the CPU
 // it holds every expert in float64; on the GPU, the world's tokens and one expert at a time.

@@ -21,12 +21,6 @@ namespace moe::cuda {
 namespace {
 
 constexpr int64_t kMaxExperts = 1024;  // one thread per expert, at most one full block
-// Tokens per block in the loss-statistics first pass: each token costs the block three dependent
-// reductions, so short chunks keep more blocks in flight. On DeepSeek-V3 at 4096 tokens (H100)
-// 8 took the first pass from 73 to 22 us (results/2026-11-27-small-kernels, call 7); the second
-// pass sums the 512 chunks in 5 us (results/2026-11-27-wgrad-bounds, call 1).
-constexpr int64_t kStatsChunk = 8;
-
 using Key = unsigned long long;
 
 // ---- ordering: a selection candidate as one 64-bit key, so that "larger q, then lower id" (the
@@ -324,8 +318,8 @@ __global__ void __launch_bounds__(1024)
   __syncthreads();
 
   double r_sum = 0.0, lse_sq = 0.0;
-  const int64_t t_end = min(T, int64_t(blockIdx.x + 1) * kStatsChunk);
-  for (int64_t t = int64_t(blockIdx.x) * kStatsChunk; t < t_end; ++t) {
+  const int64_t t_end = min(T, int64_t(blockIdx.x + 1) * kRouterStatsChunk);
+  for (int64_t t = int64_t(blockIdx.x) * kRouterStatsChunk; t < t_end; ++t) {
     for (int k = threadIdx.x; k < K; k += blockDim.x) {
       const int32_t x = idx[t * K + k];
       if (x >= 0 && x < E) atomicAdd(&counts[x], 1);
@@ -464,8 +458,6 @@ bool check_router(const RouterConfig& cfg, int64_t T, int64_t E, int64_t K) {
 // A whole number of warps covering the experts.
 int threads_for(int64_t E) { return int((E + 31) / 32 * 32); }
 
-int64_t stats_chunks(int64_t T) { return (T + kStatsChunk - 1) / kStatsChunk; }
-
 }  // namespace
 
 void router_topk(const float* logits, const float* expert_bias, const int32_t* forced_idx,
@@ -509,15 +501,11 @@ void router_topk(const float* logits, const float* expert_bias, const int32_t* f
   CUDA_CHECK(cudaGetLastError());
 }
 
-size_t router_loss_stats_scratch_bytes(int64_t T, int64_t E) {
-  return size_t(stats_chunks(T)) * size_t(2 * E + 1) * sizeof(double);
-}
-
 void router_loss_stats(const float* logits, const float* scores, const int32_t* idx,
                        const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* stats,
                        void* scratch, cudaStream_t stream) {
   const bool softmax = check_router(cfg, T, E, K);
-  const int64_t num_chunks = stats_chunks(T);
+  const int64_t num_chunks = router_stats_chunks(T);
   double* partial = static_cast<double*>(scratch);
   MOE_CHECK(num_chunks == 0 || partial, "router_loss_stats needs "
                                             << router_loss_stats_scratch_bytes(T, E)

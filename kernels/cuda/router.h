@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/router_scratch.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
@@ -20,8 +21,9 @@ void router_topk(const float* logits, const float* expert_bias, const int32_t* f
                  int32_t* idx, float* p, cudaStream_t stream);
 
 // stats [2E+1] fp32 partial sums for the global losses (layout as on the CPU), deterministic
-// (fixed-order reduction). scratch: device memory of at least router_loss_stats_scratch_bytes.
-size_t router_loss_stats_scratch_bytes(int64_t T, int64_t E);
+// (fixed-order reduction). scratch: device memory of at least router_loss_stats_scratch_bytes
+// (core/router_scratch.h).
+using moe::router_loss_stats_scratch_bytes;
 void router_loss_stats(const float* logits, const float* scores, const int32_t* idx,
                        const RouterConfig& cfg, int64_t T, int64_t E, int64_t K, float* stats,
                        void* scratch, cudaStream_t stream);

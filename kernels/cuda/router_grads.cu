@@ -11,7 +11,7 @@ namespace moe::cuda {
 namespace {
 
 // Three bf16 terms per copy: (hi, mid, lo) of v, or v three times (w_gate's copies).
-constexpr int kTerms = 3;
+constexpr int kTerms = kRouterGradTerms;
 
 __global__ void split_bf16x3_kernel(const float* src, int64_t rows, int64_t cols,
                                     __nv_bfloat16* dst) {
@@ -57,26 +57,7 @@ __global__ void sum_terms_kernel(const float* src, int64_t rows, int64_t cols, f
   }
 }
 
-// The scratch's parts, each 256-byte aligned: the split dlogits [T, 3E] and w_gate's copies
-// [H, 3E] (bf16), the three blocks of dw_gate [H, 3E] (fp32).
-struct Parts {
-  size_t terms = 0, w_copies = 0, dw_terms = 0, total = 0;
-};
-size_t aligned(size_t b) { return (b + 255) / 256 * 256; }
-Parts parts_of(int64_t T, int64_t H, int64_t E) {
-  Parts p;
-  p.terms = aligned(2 * size_t(T) * kTerms * size_t(E));
-  p.w_copies = aligned(2 * size_t(H) * kTerms * size_t(E));
-  p.dw_terms = aligned(4 * size_t(H) * kTerms * size_t(E));
-  p.total = p.terms + p.w_copies + p.dw_terms;
-  return p;
-}
-
 }  // namespace
-
-size_t router_grads_scratch_bytes(int64_t T, int64_t H, int64_t E, DType dtype) {
-  return dtype == DType::kBf16 ? parts_of(T, H, E).total : 0;
-}
 
 void split_bf16x3(const float* src, int64_t rows, int64_t cols, void* dst, cudaStream_t stream) {
   if (rows * cols == 0) return;
@@ -95,7 +76,7 @@ void router_grads(GemmRunner& gemm, const float* dlogits, const void* x, const v
     return;
   }
   MOE_CHECK(dtype == DType::kBf16 && scratch, "router_grads: bf16 storage needs its scratch");
-  const Parts p = parts_of(T, H, E);
+  const RouterGradsScratch p = router_grads_scratch(T, H, E);
   auto* base = static_cast<uint8_t*>(scratch);
   void* terms = base;
   auto* w_copies = reinterpret_cast<__nv_bfloat16*>(base + p.terms);

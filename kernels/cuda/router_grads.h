@@ -18,14 +18,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/router_scratch.h"
 #include "core/workload.h"
 
 namespace moe::cuda {
 
 class GemmRunner;
 
-// Device scratch router_grads needs for these sizes (0 for fp32 storage).
-size_t router_grads_scratch_bytes(int64_t T, int64_t H, int64_t E, DType dtype);
+// Device scratch router_grads needs for these sizes (0 for fp32 storage; core/router_scratch.h).
+using moe::router_grads_scratch_bytes;
 
 // dlogits [T, E] fp32, x [T, H] and w_gate [H, E] storage (dtype), dx_acc [T, H] fp32 (added to),
 // dw_gate [H, E] fp32 (written); scratch of router_grads_scratch_bytes. On `stream`.
