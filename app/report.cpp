@@ -460,11 +460,6 @@ json result_to_json(const RunResult& r) {
                         {"drop_mismatches", c.routing.drop_mismatches},
                         {"drop_near_ties", c.routing.drop_near_ties},
                         {"pass", c.routing.pass}}},
-                      {"fp8_scales", c.fp8_scales.reported < 0
-                                         ? json(nullptr)
-                                         : json{{"reported", c.fp8_scales.reported},
-                                                {"adopted", c.fp8_scales.adopted},
-                                                {"adopted_max_rel", c.fp8_scales.adopted_max_rel}}},
                       {"pass", c.pass}});
   }
   // An unchecked run says so: status "unchecked" and pass null, never a pass it did not earn.
@@ -684,16 +679,6 @@ void print_summary(const RunResult& r, std::FILE* out) {
   std::fprintf(out, "  %s\n", c.routing.pass ? "PASS" : "FAIL");
   passed += c.routing.pass;
   ++total;
-  if (c.fp8_scales.reported == 0)
-    std::fprintf(out, "# fp8 scales: the backend reports none, the reference's own taken\n");
-  if (c.fp8_scales.reported > 0) {
-    std::fprintf(out, "# fp8 scales: %ld of the %ld per-tensor scales the backend reported taken",
-                 long(c.fp8_scales.adopted), long(c.fp8_scales.reported));
-    if (c.fp8_scales.adopted > 0)
-      std::fprintf(out, " at near ties, up to %.2f%% from the reference's own",
-                   100.0 * c.fp8_scales.adopted_max_rel);
-    std::fprintf(out, "\n");
-  }
   int steps_failed = 0;
   for (const CheckResult& k : r.checks) steps_failed += !k.pass;
   if (r.checks.size() > 1)

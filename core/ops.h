@@ -213,12 +213,6 @@ class Ops {
     (void)d;
     return false;
   }
-  // fp8_tensor: where the next expert FFN calls report the per-tensor scales they quantize a
-  // (expert_ffn_fwd), dy and dh (expert_ffn_bwd_data) with, host memory [kNumFp8Computed]
-  // [d.E_local] (core/fp8_scales.h), readable once the stream is done; null: not reported (the
-  // shared experts' calls, or a backend that does not). The check adopts them at near ties. A
-  // backend that reports nothing leaves it as is.
-  virtual void report_fp8_scales(float* host_scales) { (void)host_scales; }
   // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h. With
   // d.dispatch_fp8, xe (here and in expert_ffn_bwd_weights) holds the packed FP8 rows as
   // dispatched: the up projection multiplies their codes and scales as they are; w_in's gradient
