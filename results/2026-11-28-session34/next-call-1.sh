@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 34 for the next device call (one H200, or 2 H200s for the EP 2 check), not
-# yet run: cuda-fp8-scale-report.diff (the CUDA backend reports its fp8_tensor scales; the
-# layer's report buffer in the step's plan) applied from the repository root first
-# (`git apply results/2026-11-28-session34/cuda-fp8-scale-report.diff`). Then: the GPU tests it
+# yet run: fp8-scale-ties.diff (the check takes a backend's fp8_tensor scale at a near tie; both
+# backends report) applied from the repository root first
+# (`git apply results/2026-11-28-session34/fp8-scale-ties.diff`). Then: the GPU tests it
 # touches, and Mixtral-8x7B's fp8_tensor check on every one of 6 steps with each GEMM method,
 # which failed 2 of 6 before (call 4): they should pass, with the scales taken counted on the
 # '# fp8 scales:' line.
