@@ -460,6 +460,11 @@ json result_to_json(const RunResult& r) {
                         {"drop_mismatches", c.routing.drop_mismatches},
                         {"drop_near_ties", c.routing.drop_near_ties},
                         {"pass", c.routing.pass}}},
+                      {"fp8_scales", c.fp8_scales.reported < 0
+                                         ? json(nullptr)
+                                         : json{{"reported", c.fp8_scales.reported},
+                                                {"adopted", c.fp8_scales.adopted},
+                                                {"adopted_max_rel", c.fp8_scales.adopted_max_rel}}},
                       {"pass", c.pass}});
   }
   // An unchecked run says so: status "unchecked" and pass null, never a pass it did not earn.
@@ -679,6 +684,27 @@ void print_summary(const RunResult& r, std::FILE* out) {
   std::fprintf(out, "  %s\n", c.routing.pass ? "PASS" : "FAIL");
   passed += c.routing.pass;
   ++total;
+  // Over every checked step: a near tie taken at a later step must show even though the table
+  // above is the first step's.
+  Fp8ScaleTiesCheck scales;
+  for (const CheckResult& k : r.checks) {
+    if (k.fp8_scales.reported < 0) continue;
+    scales.reported = std::max<int64_t>(scales.reported, 0) + k.fp8_scales.reported;
+    scales.adopted += k.fp8_scales.adopted;
+    scales.adopted_max_rel = std::max(scales.adopted_max_rel, k.fp8_scales.adopted_max_rel);
+  }
+  const std::string over =
+      r.checks.size() > 1 ? " over the " + std::to_string(r.checks.size()) + " checked steps" : "";
+  if (scales.reported == 0)
+    std::fprintf(out, "# fp8 scales: the backend reports none, the reference's own taken\n");
+  if (scales.reported > 0) {
+    std::fprintf(out, "# fp8 scales: %ld of the %ld per-tensor scales the backend reported%s taken",
+                 long(scales.adopted), long(scales.reported), over.c_str());
+    if (scales.adopted > 0)
+      std::fprintf(out, " at near ties, up to %.2f%% from the reference's own",
+                   100.0 * scales.adopted_max_rel);
+    std::fprintf(out, "\n");
+  }
   int steps_failed = 0;
   for (const CheckResult& k : r.checks) steps_failed += !k.pass;
   if (r.checks.size() > 1)

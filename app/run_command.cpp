@@ -335,6 +335,8 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   c.routing.drop_mismatches = ref.drop_mismatches;
   c.routing.drop_near_ties = ref.drop_near_ties;
   c.routing.pass = ref.routing_mismatches == 0 && ref.drop_mismatches == 0;
+  if (w.precision == Precision::kFp8Tensor)
+    c.fp8_scales = {ref.fp8_scales_reported, ref.fp8_scales_adopted, ref.fp8_scale_adopted_max_rel};
   c.pass = c.routing.pass;
   for (const TensorCheck& t : c.tensors) c.pass = c.pass && t.pass;
   return c;

@@ -1,6 +1,7 @@
 #include "core/buffer_plan.h"
 
 #include "core/fp8.h"
+#include "core/fp8_scales.h"
 #include "core/layout.h"
 #include "core/placement.h"
 #include "core/routing_modes.h"
@@ -89,6 +90,8 @@ BufferPlan plan_step_buffers(const Workload& w, int64_t S, int64_t G) {
     p.expert_slots = 4 * E;
   }
   p.stats = 4 * (2 * E + 1);
+  if (w.precision == Precision::kFp8Tensor)
+    p.fp8_scales = bytes({4, step_chunks(w), kNumFp8Computed, El});
   p.row_h = bytes({H, S});
   p.row_2f = bytes({2, F, S});
   p.row_f = bytes({F, S});
@@ -126,7 +129,8 @@ int64_t BufferPlan::gradient_bytes() const {
 int64_t BufferPlan::token_bytes() const {
   return saturating_sum({saturating_product({4, token_rows}), token_rows_fp8, dx_acc,
                          saturating_product({3, token_scores}),
-                         saturating_product({num_token_topk, token_topk}), stats, expert_slots});
+                         saturating_product({num_token_topk, token_topk}), stats, expert_slots,
+                         fp8_scales});
 }
 
 int64_t BufferPlan::fixed_bytes() const {

@@ -65,6 +65,9 @@ struct BufferPlan {
   int num_token_topk = 3;
   int64_t expert_slots = 0;  // where expert_placement moves experts: each expert's slot, [E] i32
   int64_t stats = 0;         // [2E + 1] fp32
+  // fp8_tensor: the scales the backend reports, [chunks][kNumFp8Computed][E_local] fp32
+  // (Ops::report_fp8_scales)
+  int64_t fp8_scales = 0;
   // Ragged, bytes per expert-major row: each of ye, dye, dxe ([., H] storage), of h and dh
   // ([., 2F]), of a and da ([., F]); of xe, the experts' input, row_h, or with dispatch_dtype fp8
   // the dispatched packed row (core/fp8.h fp8_row_bytes), which is all the experts get of x.

@@ -32,6 +32,14 @@ struct RoutingCheck {
   bool pass = false;
 };
 
+// fp8_tensor: the per-tensor scales of the operands the step computes that the backend reported,
+// and those the reference took at a near tie (core/fp8_scales.h); reported -1 without
+// fp8_tensor.
+struct Fp8ScaleTiesCheck {
+  int64_t reported = -1, adopted = 0;
+  double adopted_max_rel = 0;  // the largest |got / own - 1| taken
+};
+
 struct CheckResult {
   int64_t step = 0;
   std::string reference;  // the reference math: "cpu float64" or "gpu fp32"
@@ -39,6 +47,7 @@ struct CheckResult {
   double reference_seconds = 0;
   std::vector<TensorCheck> tensors;
   RoutingCheck routing;
+  Fp8ScaleTiesCheck fp8_scales;
   bool pass = false;  // every tensor and the routing passed
 };
 

@@ -106,16 +106,7 @@ void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int
                      int64_t block_cols) {
   constexpr int64_t kPerPart = int64_t(1) << 20;
   if (recipe == Fp8Recipe::kTensor) {
-    const int parts = part_count_of_units(rows, rows * cols, kPerPart);
-    std::vector<float> amax(parts, 0.0f);
-    for_each_part(rows, parts, [&](int part, int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * cols; i < r1 * cols; ++i)
-        amax[part] = std::max(amax[part], std::fabs(X[i]));
-    });
-    const float scale = fp8_scale(*std::max_element(amax.begin(), amax.end()));
-    for_each_part(rows, parts, [&](int, int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * cols; i < r1 * cols; ++i) X[i] = fp8_quantize(X[i], scale);
-    });
+    fp8_quantize_tensor(X, rows * cols, fp8_tensor_scale(X, rows * cols));
     return;
   }
   const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
@@ -129,6 +120,23 @@ void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int
 }
 
 }  // namespace
+
+float fp8_tensor_amax(const float* X, int64_t n) {
+  const int parts = part_count(n, kFp8TensorPart);
+  std::vector<float> amax(parts, 0.0f);
+  for_each_part(n, parts, [&](int part, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) amax[part] = std::max(amax[part], std::fabs(X[i]));
+  });
+  return *std::max_element(amax.begin(), amax.end());
+}
+
+float fp8_tensor_scale(const float* X, int64_t n) { return fp8_scale(fp8_tensor_amax(X, n)); }
+
+void fp8_quantize_tensor(float* X, int64_t n, float scale) {
+  for_each_part(n, part_count(n, kFp8TensorPart), [&](int, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) X[i] = fp8_quantize(X[i], scale);
+  });
+}
 
 void fp8_quantize_along_rows(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe) {
   quantize_blocks(X, rows, cols, recipe, 1, kFp8Block);

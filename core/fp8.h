@@ -78,6 +78,14 @@ void fp8_pack_rows(const float* x, int64_t n, int64_t H, uint8_t* packed);
 // packed [n, fp8_row_bytes(H)] -> values [n, H]: scale * code in fp32, the quantized values.
 void fp8_unpack_rows(const uint8_t* packed, int64_t n, int64_t H, float* values);
 
+// One tensor of n values as per-tensor scaling takes it: its amax, its scale (fp8_scale of it), and
+// its values quantized in place with a scale. Large tensors in parts of kFp8TensorPart values,
+// one a thread (a max and an element-wise map: the same result however cut).
+constexpr int64_t kFp8TensorPart = int64_t(1) << 20;
+float fp8_tensor_amax(const float* X, int64_t n);
+float fp8_tensor_scale(const float* X, int64_t n);
+void fp8_quantize_tensor(float* X, int64_t n, float scale);
+
 // In place, the operand X stored [rows, cols], reduced over its columns (each row's values meet
 // one row of the other operand): one block (kTensor) or 1 x 128 blocks along each row (kBlock).
 // Activations and gradients that multiply weights.

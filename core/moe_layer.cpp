@@ -5,6 +5,7 @@
 
 #include "core/buffer_plan.h"
 #include "core/error.h"
+#include "core/fp8_scales.h"
 #include "core/init.h"
 #include "core/router_losses.h"
 #include "core/routing_modes.h"
@@ -93,6 +94,7 @@ MoeLayer::MoeLayer(const Workload& w, const Mesh& mesh, Device& device, Ops& ops
   dp_ = static_cast<float*>(fixed(b.token_topk));
   stats_ = static_cast<float*>(fixed(b.stats));
   stats_host_.resize(2 * E + 1);
+  if (b.fp8_scales) fp8_scales_ = static_cast<float*>(fixed(b.fp8_scales));
 
   place_experts_by_first_step();
   // This rank's FSDP shard of its slots' flattened weights, each slot's from its expert's global
@@ -421,11 +423,19 @@ void MoeLayer::dispatch_fwd(const Chunk& c) {
   timer_->end(kDispatchFwd);
 }
 
+// Where the backend reports chunk c's FP8 scales (null c: nowhere, for the shared experts).
+void MoeLayer::report_fp8_scales_of(const Chunk* c) {
+  if (!fp8_scales_) return;
+  ops_.report_fp8_scales(c ? fp8_scales_ + c->index * kNumFp8Computed * d_.E_local : nullptr);
+}
+
 void MoeLayer::experts_fwd(const Chunk& c) {
   timer_->begin(kExpertsFwd);
+  report_fp8_scales_of(&c);
   ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_xe), w_in_full_, w_out_full_,
                       c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
                       rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
+  report_fp8_scales_of(nullptr);
   timer_->end(kExpertsFwd);
 }
 
@@ -446,10 +456,12 @@ void MoeLayer::combine_bwd(const Chunk& c) {
 
 void MoeLayer::experts_bwd_data(const Chunk& c) {
   timer_->begin(kExpertsBwd);
+  report_fp8_scales_of(&c);
   ops_.expert_ffn_bwd_data(d_, rows_of(dye_, c, plan_.row_h), rows_of(h_, c, plan_.row_2f),
                            w_in_full_, w_out_full_, c.dispatcher->expert_offsets(),
                            rows_of(da_, c, plan_.row_f), rows_of(dh_, c, plan_.row_2f),
                            rows_of(dxe_, c, plan_.row_h));
+  report_fp8_scales_of(nullptr);
   timer_->end(kExpertsBwd);
 }
 
@@ -622,6 +634,16 @@ StepOutputs MoeLayer::download_outputs(const OutputsWanted& want) {
     shared_->gradients(o.dw_sh_in, o.dw_sh_out);
   }
 
+  if (fp8_scales_) {
+    const int64_t chunks = int64_t(chunks_.size());
+    std::vector<float> mine(size_t(chunks * kNumFp8Computed * El));
+    device_.copy_to_host(mine.data(), fp8_scales_, 4 * mine.size());
+    o.fp8_scales.assign(size_t(chunks * kNumFp8Computed * E), 0.0f);
+    for (int64_t ck = 0; ck < chunks * kNumFp8Computed; ++ck)
+      for (int64_t slot = 0; slot < El; ++slot)
+        o.fp8_scales[size_t(ck * E + local_experts_[size_t(slot)])] = mine[size_t(ck * El + slot)];
+  }
+
   std::vector<float> stats(2 * E + 1);
   device_.copy_to_host(stats.data(), stats_, 4 * stats.size());
   router_losses(stats.data(), w_.router, E, K, d_.N, &o.aux, &o.z);
@@ -634,6 +656,7 @@ ReferenceInputs reference_inputs(const StepOutputs& o, int64_t step) {
   in.dout = o.dout.data();
   in.got_idx = o.idx.data();
   in.got_dropped = o.dropped.data();
+  if (!o.fp8_scales.empty()) in.got_fp8_scales = &o.fp8_scales;
   in.step = step;
   return in;
 }

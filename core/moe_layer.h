@@ -72,6 +72,10 @@ struct StepOutputs {
   std::vector<float> w_sh_in, w_sh_out, dw_sh_in, dw_sh_out;
   double aux = 0, z = 0;  // global
   double loss = 0;        // global sum <out, dout> + aux + z: set by the caller (a host reduction)
+  // fp8_tensor: the scales this rank's expert GEMMs quantized a, dy and dh with, by chunk, kind
+  // and global expert [chunks][kNumFp8Computed][E], 0 for the experts it does not hold or where
+  // the backend reports none (Ops::report_fp8_scales); empty otherwise.
+  std::vector<float> fp8_scales;
 };
 
 // The reference's inputs from a step's host copies: the tokens and dout as the backend used them,
@@ -268,6 +272,10 @@ class MoeLayer {
       dh_{device_}, dxe_{device_}, xw_{device_};
 
   std::vector<float> stats_host_, global_expert_counts_;
+  // fp8_tensor: the scales the backend reports for each chunk's routed expert GEMMs,
+  // [chunks][kNumFp8Computed][E_local] in its memory (Ops::report_fp8_scales); null otherwise.
+  float* fp8_scales_ = nullptr;
+  void report_fp8_scales_of(const Chunk* c);
 
   // Where the experts are: the placement, this EP rank's experts by slot; where it moves experts,
   // each expert's slot on the device [E] and the routed rows' slots [T, K], which the

@@ -213,6 +213,11 @@ class Ops {
     (void)d;
     return false;
   }
+  // fp8_tensor: where the next expert FFN calls report the per-tensor scales they quantize a
+  // (expert_ffn_fwd), dy and dh (expert_ffn_bwd_data) with, [kNumFp8Computed][d.E_local] fp32
+  // in this backend's memory (core/fp8_scales.h); null: not reported (the shared experts'
+  // calls). The check takes them at near ties.
+  virtual void report_fp8_scales(float* scales) = 0;
   // Expert FFN over expert-major rows at `offsets`. See kernels/cpu/expert_ffn.h. With
   // d.dispatch_fp8, xe (here and in expert_ffn_bwd_weights) holds the packed FP8 rows as
   // dispatched: the up projection multiplies their codes and scales as they are; w_in's gradient

@@ -223,6 +223,28 @@ struct Fp8WeightBuffers {
   std::vector<double> w_in_q, w_out_q;
 };
 
+// fp8_tensor: one operand's scales as the backend reported them (0: none) and where the
+// adoptions are marked (null: uncounted), core/fp8_scales.h.
+struct ScaleTies {
+  float got[kNumFp8Computed] = {};
+  uint8_t* adopted[kNumFp8Computed] = {};
+  float* rel_diff[kNumFp8Computed] = {};
+  // X [count] in place as one tensor: with the reference's own scale, or the backend's where
+  // the two are a near tie.
+  void quantize(Fp8Computed kind, float* X, int64_t count) const {
+    float scale = fp8_tensor_scale(X, count);
+    const int k = int(kind);
+    if (got[k] != scale && fp8_scale_near_tie(scale, got[k])) {
+      if (adopted[k]) {
+        *adopted[k] = 1;
+        *rel_diff[k] = std::max(*rel_diff[k], float(std::fabs(double(got[k]) / scale - 1.0)));
+      }
+      scale = got[k];
+    }
+    fp8_quantize_tensor(X, count, scale);
+  }
+};
+
 // One expert's rows of the weight gradients' operands, as the backends store them (bf16 values),
 // a row per pair: x as w_in's gradient takes it [n, H], a [n, F], dy [n, H], dh [n, 2F].
 struct WgradRows {
@@ -245,7 +267,8 @@ struct WgradRows {
 void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
                         const std::vector<size_t>& at, const std::vector<double>& w_in_q,
                         const std::vector<double>& w_out_q, Fp8Recipe recipe, bool x_dispatched_fp8,
-                        bool backward, const Fp8Arithmetic& arith, WgradRows& wg) {
+                        bool backward, const Fp8Arithmetic& arith, const ScaleTies* ties,
+                        WgradRows& wg) {
   const auto& matmul = arith.matmul;
   const int64_t n = int64_t(at.size());
   std::vector<Pair> pairs;
@@ -253,6 +276,11 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
   const int64_t F2 = 2 * F;
   auto along_rows = [&](const std::vector<float>& v, int64_t cols) {
     return quantized(v, [&](float* q) { fp8_quantize_along_rows(q, n, cols, recipe); });
+  };
+  // The operands the step computes, per tensor with the backend's scale at a near tie.
+  auto computed_along_rows = [&](const std::vector<float>& v, int64_t cols, Fp8Computed kind) {
+    if (!ties || recipe != Fp8Recipe::kTensor) return along_rows(v, cols);
+    return quantized(v, [&](float* q) { ties->quantize(kind, q, n * cols); });
   };
   std::vector<float> x(n * H), a(n * F);
   for (int64_t b = 0; b < n; ++b) std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]);
@@ -262,7 +290,8 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
   for (int64_t b = 0; b < n; ++b)
     for (int64_t f = 0; f < F; ++f)
       a[b * F + f] = float(to_bf16(silu(h[b * F2 + f]) * h[b * F2 + F + f]));
-  const std::vector<double> y = matmul(along_rows(a, F), w_out_q, n, F, H, false);
+  const std::vector<double> y =
+      matmul(computed_along_rows(a, F, Fp8Computed::kA), w_out_q, n, F, H, false);
   for (int64_t b = 0; b < n; ++b) {
     const Pair& pr = pairs[b];
     const double* yb = &y[b * H];
@@ -279,7 +308,8 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
   std::vector<float> dy(n * H), dh(n * F2);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t o = 0; o < H; ++o) dy[b * H + o] = float(to_bf16(pairs[b].p * pairs[b].dout[o]));
-  std::vector<double> da = matmul(along_rows(dy, H), w_out_q, n, H, F, true);
+  std::vector<double> da =
+      matmul(computed_along_rows(dy, H, Fp8Computed::kDy), w_out_q, n, H, F, true);
   for (double& v : da) v = to_bf16(v);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t f = 0; f < F; ++f) {
@@ -287,7 +317,8 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
       dh[b * F2 + f] = float(to_bf16(d * u * silu_grad(g)));
       dh[b * F2 + F + f] = float(to_bf16(d * silu(g)));
     }
-  const std::vector<double> dx = matmul(along_rows(dh, F2), w_in_q, n, F2, H, true);
+  const std::vector<double> dx =
+      matmul(computed_along_rows(dh, F2, Fp8Computed::kDh), w_in_q, n, F2, H, true);
   for (int64_t b = 0; b < n; ++b)
     if (pairs[b].dx)
       for (int64_t i = 0; i < H; ++i) pairs[b].dx[i] += dx[b * H + i];
@@ -305,17 +336,22 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
 // The weight gradients of one FP8 operand, the pairs `at` of wg: they reduce over the rows, so
 // their operands are quantized in 128 x 1 blocks down them.
 void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp8Recipe recipe,
-                          const Fp8Arithmetic& arith, double* dw_in, double* dw_out) {
+                          const Fp8Arithmetic& arith, const ScaleTies* ties, double* dw_in,
+                          double* dw_out) {
   const auto& add_rows_t_times_rows = arith.add_t_times;
   const int64_t n = int64_t(at.size()), H = wg.H, F = wg.F, F2 = 2 * F;
-  auto rows = [&](const std::vector<float>& v, int64_t cols) {
+  // Computed operands (kind set) per tensor with the backend's scale at a near tie.
+  auto rows = [&](const std::vector<float>& v, int64_t cols, const Fp8Computed* kind = nullptr) {
     std::vector<float> out(n * cols);
     for (int64_t b = 0; b < n; ++b)
       std::copy(&v[at[b] * cols], &v[(at[b] + 1) * cols], &out[b * cols]);
+    if (kind && ties && recipe == Fp8Recipe::kTensor)
+      return quantized(out, [&](float* q) { ties->quantize(*kind, q, n * cols); });
     return quantized(out, [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
   };
-  if (dw_out) add_rows_t_times_rows(rows(wg.a, F), rows(wg.dy, H), n, F, H, dw_out);
-  if (dw_in) add_rows_t_times_rows(rows(wg.x, H), rows(wg.dh, F2), n, H, F2, dw_in);
+  const Fp8Computed A = Fp8Computed::kA, DY = Fp8Computed::kDy, DH = Fp8Computed::kDh;
+  if (dw_out) add_rows_t_times_rows(rows(wg.a, F, &A), rows(wg.dy, H, &DY), n, F, H, dw_out);
+  if (dw_in) add_rows_t_times_rows(rows(wg.x, H), rows(wg.dh, F2, &DH), n, H, F2, dw_in);
 }
 
 // The pairs (in token order) of each distinct id in ids, each list in that order.
@@ -340,8 +376,8 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
                             const std::vector<int32_t>& wgrad_operand, const double* w_in,
                             const double* w_out, int64_t F, bool x_dispatched_fp8, bool backward,
-                            const Fp8Arithmetic& arith, Fp8WeightBuffers& wb, double* dw_in,
-                            double* dw_out) {
+                            const Fp8Arithmetic& arith, Fp8WeightBuffers& wb, int64_t expert,
+                            double* dw_in, double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
   quantize_weight_into(w_in, H, 2 * F, recipe, wb.scratch, wb.w_in_q);
@@ -352,13 +388,43 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
     ids.push_back(operand.empty() ? 0 : operand[t]);
     wgrad_ids.push_back(wgrad_operand.empty() ? ids.back() : wgrad_operand[t]);
   }
+  // The backend's scales of the routed expert's operands (none reported: all 0, none adopted).
+  const bool tied = expert >= 0 && !prob.got_scales.empty();
+  auto ties_of = [&](int32_t id) {
+    ScaleTies t;
+    for (int k = 0; k < kNumFp8Computed; ++k) {
+      t.got[k] = prob.got_scales.at(id, Fp8Computed(k), expert);
+      if (!prob.adoptions) continue;
+      const size_t at = size_t((id * kNumFp8Computed + k) * prob.got_scales.experts + expert);
+      t.adopted[k] = &prob.adoptions->adopted[at];
+      t.rel_diff[k] = &prob.adoptions->rel_diff[at];
+    }
+    return t;
+  };
   WgradRows wg(H, F, pairs.size());
-  for (const std::vector<size_t>& at : pairs_by_id(ids))
+  for (const std::vector<size_t>& at : pairs_by_id(ids)) {
+    const ScaleTies ties = tied ? ties_of(ids[at.front()]) : ScaleTies{};
     expert_operand_fp8(H, F, pairs, at, w_in_q, w_out_q, recipe, x_dispatched_fp8, backward, arith,
-                       wg);
+                       tied ? &ties : nullptr, wg);
+  }
   if (!backward || (!dw_in && !dw_out)) return;
-  for (const std::vector<size_t>& at : pairs_by_id(wgrad_ids))
-    weight_gradients_fp8(wg, at, recipe, arith, dw_in, dw_out);
+  for (const std::vector<size_t>& at : pairs_by_id(wgrad_ids)) {
+    // A pipelined step's weight gradients take every chunk's rows: the backend's scale of that
+    // operand is the largest of its chunks' (an amax is a max), its adoption left uncounted.
+    ScaleTies ties;
+    if (tied) {
+      std::vector<uint8_t> seen;
+      for (size_t i : at) {
+        const int32_t id = ids[i];
+        if (seen.size() <= size_t(id)) seen.resize(size_t(id) + 1, 0);
+        if (seen[size_t(id)]) continue;
+        seen[size_t(id)] = 1;
+        const ScaleTies one = ties_of(id);
+        for (int k = 0; k < kNumFp8Computed; ++k) ties.got[k] = std::max(ties.got[k], one.got[k]);
+      }
+    }
+    weight_gradients_fp8(wg, at, recipe, arith, tied ? &ties : nullptr, dw_in, dw_out);
+  }
 }
 
 // The CPU math's FP8 arithmetic: the float64 loops over prob's weights.
@@ -440,7 +506,7 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       arith->weights(false, e, fp8_w_in, fp8_w_out);
       experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand,
                              fp8_w_in.data(), fp8_w_out.data(), F, prob.dispatch_fp8, ps.backward,
-                             *arith, fp8_buffers, dw_in, dw_out);
+                             *arith, fp8_buffers, e, dw_in, dw_out);
     } else if (!fp8) {
       const double* w_in = &prob.w_in[e * H * 2 * F];
       const double* w_out = &prob.w_out[e * F * H];
@@ -478,8 +544,8 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
     if (fp8) {
       arith->weights(true, s, fp8_w_in, fp8_w_out);
       experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, fp8_w_in.data(),
-                             fp8_w_out.data(), F, false, ps.backward, *arith, fp8_buffers, dw_in,
-                             dw_out);
+                             fp8_w_out.data(), F, false, ps.backward, *arith, fp8_buffers, -1,
+                             dw_in, dw_out);
       continue;
     }
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];
@@ -920,6 +986,29 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
       for (int64_t t = 0; t < N; ++t) prob.wgrad_operand[t] = int32_t(t / T / mesh.ep);
     }
   }
+  // fp8_tensor: the backend's scales of those operands, the world's table from every rank's own
+  // (its EP group's operands of the experts it holds, 0 elsewhere), taken at near ties.
+  Fp8ScaleAdoptions adoptions;
+  if (w.precision == Precision::kFp8Tensor) {
+    const int64_t chunks = step_chunks(w), per_group = chunks * kNumFp8Computed * E;
+    Fp8GotScales& got = prob.got_scales;
+    got.operands = (world_size / mesh.ep) * chunks;
+    got.experts = E;
+    got.scales.assign(size_t(got.operands * kNumFp8Computed * E), 0.0f);
+    MOE_CHECK(got.scales.size() <= size_t(INT_MAX), "FP8 scale table too large for one MPI count");
+    if (in.got_fp8_scales) {
+      MOE_CHECK(
+          int64_t(in.got_fp8_scales->size()) == per_group,
+          "backend FP8 scales: " << in.got_fp8_scales->size() << " values, expected " << per_group);
+      std::copy(in.got_fp8_scales->begin(), in.got_fp8_scales->end(),
+                got.scales.begin() + (rank / mesh.ep) * per_group);
+    }
+    allreduce_bounded(got.scales.data(), int(got.scales.size()), MPI_FLOAT, MPI_MAX, world,
+                      "the backend's FP8 scales", in.timeout_s);
+    adoptions.adopted.assign(got.scales.size(), 0);
+    adoptions.rel_diff.assign(got.scales.size(), 0.0f);
+    prob.adoptions = &adoptions;
+  }
 
   // The world's tokens in rank order: token g = rank * T + t.
   std::vector<float> gathered(N * H);
@@ -968,6 +1057,21 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
       reference_step(prob, *math, got.empty() ? nullptr : got.data(),
                      got_dropped.empty() ? nullptr : got_dropped.data(), int64_t(rank) * T,
                      int64_t(rank + 1) * T, experts, in.expert_grads, routed_sum);
+
+  if (prob.adoptions) {
+    // Each rank marked the operands it computed; an operand may be computed on several.
+    allreduce_bounded(adoptions.adopted.data(), int(adoptions.adopted.size()), MPI_UINT8_T, MPI_MAX,
+                      world, "the reference's FP8 scale adoptions", in.timeout_s);
+    allreduce_bounded(adoptions.rel_diff.data(), int(adoptions.rel_diff.size()), MPI_FLOAT, MPI_MAX,
+                      world, "the reference's FP8 scale differences", in.timeout_s);
+    const std::vector<float>& got = prob.got_scales.scales;
+    for (size_t i = 0; i < got.size(); ++i) {
+      res.fp8_scales_reported += got[i] > 0;
+      res.fp8_scales_adopted += adoptions.adopted[i];
+      res.fp8_scale_adopted_max_rel =
+          std::max(res.fp8_scale_adopted_max_rel, double(adoptions.rel_diff[i]));
+    }
+  }
 
   // dw_gate and the <out, dout> part of the loss were over this rank's tokens only.
   allreduce_bounded(res.dw_gate.data(), int(H * E), MPI_DOUBLE, MPI_SUM, world,

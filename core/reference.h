@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/bounded_wait.h"
+#include "core/fp8_scales.h"
 #include "core/mesh.h"
 #include "core/workload.h"
 
@@ -27,7 +28,10 @@ struct ReferenceInputs {
   const float* dout = nullptr;       // [T, H]
   const int32_t* got_idx = nullptr;  // [T, K] the backend's routing: adopted only at near ties
   const uint8_t* got_dropped = nullptr;  // [T, K] the backend's capacity drops: likewise
-  int64_t step = 0;                      // for the forced routing of routing.mode
+  // fp8_tensor: the scales this rank's expert GEMMs took, [chunks][kNumFp8Computed][E]
+  // (StepOutputs::fp8_scales): likewise; null where the backend reports none.
+  const std::vector<float>* got_fp8_scales = nullptr;
+  int64_t step = 0;  // for the forced routing of routing.mode
   // The experts whose weight gradients to compute, ascending: the ones this rank holds
   // (expert_placement), or a part of them, maybe none (FSDP ranks hold the same experts and split
   // this work); unset: all of the mesh's [experts_begin, experts_end).
@@ -64,6 +68,12 @@ struct ReferenceResult {
   // at a near tie in p at the capacity boundary (allowed, the backend's drops used).
   int64_t drop_mismatches = 0;
   int64_t drop_near_ties = 0;
+  // fp8_tensor: the per-tensor scales of computed operands the backend reported (nonzero), of
+  // them those the reference took at a near tie (core/fp8_scales.h), and how far apart the
+  // taken ones were (the largest |got / own - 1|). Over the world, identical on every rank.
+  int64_t fp8_scales_reported = 0;
+  int64_t fp8_scales_adopted = 0;
+  double fp8_scale_adopted_max_rel = 0;
   std::string math;  // ReferenceMath::name() of the math that ran
 };
 
@@ -114,6 +124,10 @@ struct ReferenceProblem {
   // dispatch_dtype fp8: the routed experts' x arrives as its 1 x 128 quantization (MATH.md).
   bool dispatch_fp8 = false;
   std::vector<int32_t> gemm_operand, wgrad_operand, shared_operand;  // [N] or empty
+  // fp8_tensor: the backend's scales of the routed experts' computed operands by gemm_operand id
+  // (empty: none), taken at near ties, which go to *adoptions where set.
+  Fp8GotScales got_scales;
+  Fp8ScaleAdoptions* adoptions = nullptr;
 };
 
 // One pass of the expert FFNs (MATH.md step 7, and with `backward` its gradients) over the rows

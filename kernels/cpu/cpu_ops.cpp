@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/fp8.h"
+#include "core/fp8_scales.h"
 #include "core/layout.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
@@ -144,6 +145,7 @@ void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, con
   if (!d.dispatch_fp8) {
     cpu::expert_ffn_fwd(F(xe), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F, d.dtype,
                         F(h), F(a), F(ye), d.precision);
+    report_scales(d, Fp8Computed::kA, a, d.F, offsets);
     return;
   }
   // The dispatched FP8 rows' values, which the up projection takes as they are.
@@ -152,11 +154,22 @@ void CpuOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, con
                       F(h), F(a), F(ye), d.precision, true);
 }
 
+// The scales the FP8 GEMMs took, from the same values (grouped_gemm_fp8 quantizes each group's
+// operand through core/fp8.h; the padding rows are zeros, which change no amax).
+void CpuOps::report_scales(const Dims& d, Fp8Computed kind, const void* X, int64_t cols,
+                           const ExpertOffsets& offsets) {
+  if (!fp8_scales_ || d.precision != Precision::kFp8Tensor) return;
+  fp8_group_tensor_scales(static_cast<const float*>(X), offsets.device, d.E_local, cols,
+                          fp8_scales_ + int64_t(kind) * d.E_local);
+}
+
 void CpuOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
                                  const void* w_out, const ExpertOffsets& offsets, void* da,
                                  void* dh, void* dxe) {
   cpu::expert_ffn_bwd_data(F(dye), F(h), F(w_in), F(w_out), offsets.device, d.E_local, d.H, d.F,
                            d.dtype, F(da), F(dh), F(dxe), d.precision);
+  report_scales(d, Fp8Computed::kDy, dye, d.H, offsets);
+  report_scales(d, Fp8Computed::kDh, dh, 2 * d.F, offsets);
 }
 
 void CpuOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void* xe, const void* a,

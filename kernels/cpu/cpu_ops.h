@@ -2,6 +2,7 @@
 // The CPU backend's compute: host loops from kernels/cpu behind the Ops interface, on CpuDevice
 // memory. Storage tensors are floats already rounded to the workload dtype.
 #include "core/device.h"
+#include "core/fp8_scales.h"
 #include "core/ops.h"
 
 namespace moe {
@@ -49,6 +50,7 @@ class CpuOps : public Ops {
   void pack_fp8_rows(const Dims& d, const void* x, int64_t n, void* packed) override;
   void regroup(const Dims& d, const void* src, const int32_t* counts, int64_t rows_bound,
                bool to_expert_major, void* dst) override;
+  void report_fp8_scales(float* scales) override { fp8_scales_ = scales; }
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
@@ -72,7 +74,10 @@ class CpuOps : public Ops {
   void shared_sum_dx(const Dims& d, int64_t S, const void* dx_sh, float* dx_acc) override;
 
  private:
+  void report_scales(const Dims& d, Fp8Computed kind, const void* X, int64_t cols,
+                     const ExpertOffsets& offsets);
   Device& device_;
+  float* fp8_scales_ = nullptr;  // report_fp8_scales'
 };
 
 }  // namespace moe

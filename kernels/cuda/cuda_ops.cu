@@ -338,7 +338,7 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_fwd_fp8(xe, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                              fp8_recipe_of(d.precision), h, a, ye, *gemm_, fp8_scratch(d, off),
-                             stream(), d.dispatch_fp8, keep_a_t(d, off, a));
+                             stream(), d.dispatch_fp8, keep_a_t(d, off, a), fp8_scales_);
     return;
   }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
@@ -351,7 +351,7 @@ void CudaOps::expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h,
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_bwd_data_fp8(dye, h, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                                   fp8_recipe_of(d.precision), da, dh, dxe, *gemm_,
-                                  fp8_scratch(d, off), stream());
+                                  fp8_scratch(d, off), stream(), fp8_scales_);
     fp8_dy_dh_left_ = {dye, dh, off.device};
     return;
   }

@@ -84,6 +84,7 @@ class CudaOps : public Ops {
   bool prepares_expert_weights(const Dims& d) const override {
     return d.precision != Precision::kBf16;
   }
+  void report_fp8_scales(float* scales) override { fp8_scales_ = scales; }
   void expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, const void* w_out,
                       const ExpertOffsets& offsets, void* h, void* a, void* ye) override;
   void expert_ffn_bwd_data(const Dims& d, const void* dye, const void* h, const void* w_in,
@@ -152,6 +153,7 @@ class CudaOps : public Ops {
     }
   };
   Fp8DyDh fp8_dy_dh_left_;
+  float* fp8_scales_ = nullptr;  // report_fp8_scales' (device)
   cuda::Fp8Transposed keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a);
   cuda::Fp8Transposed take_a_t(const void* a);
   cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8_scales.h"
 #include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/expert_ffn_fp8.h"
 #include "kernels/cuda/fp8_quantize.h"
@@ -194,10 +195,15 @@ void run_fp8_gemm(ExpertGemm which, const Fp8Weights& w, const ExpertOffsets& ro
   gemm.grouped_fp8(problems, scaling, accumulate, grad_dtype, stream);
 }
 
+void report_tensor_scales(const float* scales, int64_t E_local, float* to, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemcpy2DAsync(to, sizeof(float), scales, kTensorScaleStride * sizeof(float),
+                               sizeof(float), size_t(E_local), cudaMemcpyDeviceToDevice, stream));
+}
+
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
-                        bool xe_packed, const Fp8Transposed& keep_a_t) {
+                        bool xe_packed, const Fp8Transposed& keep_a_t, float* report) {
   if (xe_packed) {
     require_block_recipe(recipe);
     fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
@@ -210,6 +216,8 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);
   quantize_fp8_gemm_operands(ExpertGemm::kDown, a, rows, E_local, H, F, recipe, sc, stream,
                              a_amax.bits != nullptr, keep_a_t);
+  if (report && recipe == Fp8Recipe::kTensor)
+    report_tensor_scales(sc.a_scales, E_local, report + int64_t(Fp8Computed::kA) * E_local, stream);
   run_fp8_gemm(ExpertGemm::kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc,
                stream);
 }
@@ -217,14 +225,21 @@ void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
-                             const Fp8Scratch& sc, cudaStream_t stream) {
+                             const Fp8Scratch& sc, cudaStream_t stream, float* report) {
+  if (recipe != Fp8Recipe::kTensor) report = nullptr;
   quantize_fp8_gemm_operands(ExpertGemm::kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
+  if (report)
+    report_tensor_scales(sc.a_scales, E_local, report + int64_t(Fp8Computed::kDy) * E_local,
+                         stream);
   run_fp8_gemm(ExpertGemm::kDgradA, w, rows, E_local, H, F, recipe, DType::kBf16, false, da, gemm,
                sc, stream);
   const GroupAmax dh_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_bwd(da, h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, dh, stream, dh_amax);
   quantize_fp8_gemm_operands(ExpertGemm::kDgradX, dh, rows, E_local, H, F, recipe, sc, stream,
                              dh_amax.bits != nullptr);
+  if (report)
+    report_tensor_scales(sc.a_scales, E_local, report + int64_t(Fp8Computed::kDh) * E_local,
+                         stream);
   run_fp8_gemm(ExpertGemm::kDgradX, w, rows, E_local, H, F, recipe, DType::kBf16, false, dxe, gemm,
                sc, stream);
 }

@@ -81,12 +81,19 @@ struct Fp8Transposed {
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
-                        bool xe_packed = false, const Fp8Transposed& keep_a_t = {});
+                        bool xe_packed = false, const Fp8Transposed& keep_a_t = {},
+                        float* report = nullptr);
 // As expert_ffn_bwd_data: dye -> da, dh, dxe.
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
                              Fp8Recipe recipe, void* da, void* dh, void* dxe, GemmRunner& gemm,
-                             const Fp8Scratch& scratch, cudaStream_t stream);
+                             const Fp8Scratch& scratch, cudaStream_t stream,
+                             float* report = nullptr);
+// report (device, fp8_tensor; null: none): the per-tensor scales each expert's operands were
+// quantized with, [kNumFp8Computed][E_local] (core/fp8_scales.h): a from the forward, dy and dh
+// from the data gradients, copied from the scratch on the stream (Ops::report_fp8_scales). An
+// expert without rows reports 1, the scale of nothing.
+void report_tensor_scales(const float* scales, int64_t E_local, float* to, cudaStream_t stream);
 // As expert_ffn_bwd_weights: dw_in, dw_out in grad_dtype, overwritten or (fp32) accumulated.
 // dye and dh: with dy_dh_left true they are not read, but taken as the transposed codes the
 // expert_ffn_bwd_data_fp8 call before it on this stream, with these rows, left in scratch;

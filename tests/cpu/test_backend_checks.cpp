@@ -65,9 +65,12 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
     EXPECT_GE(fp8 - bf16, 2 * E * 3 * H * F);
     Workload v = w;
     v.precision = p;
-    EXPECT_EQ(fp8 - bf16, cuda_fp8_step_bytes(v, plan_step_buffers(v, 2, 4).planned_rows));
+    // fp8_tensor's reported scales (core/fp8_scales.h) on either backend.
+    const BufferPlan plan = plan_step_buffers(v, 2, 4);
+    EXPECT_EQ(plan.fp8_scales, p == Precision::kFp8Tensor ? 4 * 3 * E : 0);
+    EXPECT_EQ(fp8 - bf16, cuda_fp8_step_bytes(v, plan.planned_rows) + plan.fp8_scales);
     // The CPU backend keeps no such codes.
-    EXPECT_EQ(step(p, "cpu"), step(Precision::kBf16, "cpu"));
+    EXPECT_EQ(step(p, "cpu"), step(Precision::kBf16, "cpu") + plan.fp8_scales);
   }
   Workload bf = w;
   bf.precision = Precision::kBf16;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8_scales.h"
 #include "core/moe_layer.h"
 #include "core/reference.h"
 #include "core/workload.h"
@@ -101,7 +102,10 @@ TEST_P(Fp8Step, PipelineChunksAreOperandsUpToTheWeightGradients) {
     EXPECT_EQ(o.dw_out, whole.dw_out);
     return;
   }
-  for (const auto& [name, e] : errors(o, reference_of(fp8_workload(precision), o))) {
+  // The reported scales are the chunks' operands', which this reference does not have.
+  StepOutputs unreported = o;
+  unreported.fp8_scales.clear();
+  for (const auto& [name, e] : errors(o, reference_of(fp8_workload(precision), unreported))) {
     if (name == "out" || name == "dx") {
       EXPECT_GT(e, tolerance_for(name, w.dtype)) << name;
     }
@@ -135,6 +139,39 @@ TEST(Fp8Dispatch, ChangesOnlyTheGradientOfWIn) {
         EXPECT_LT(e, 5e-3) << name;
     }
   }
+}
+
+// fp8_tensor's scales (core/fp8_scales.h): the CPU backend reports the ones its GEMMs took,
+// the reference's own (the same values), and none is taken; a reported scale a near tie away is
+// taken, once, and moves the reference's result; one further away is not, nor in fp8_block.
+TEST(Fp8ScaleTies, NearTieScalesAreTakenOthersNot) {
+  for (const char* overlap : {"none", "pipeline"}) {
+    SCOPED_TRACE(overlap);
+    const Workload w = fp8_workload("fp8_tensor", {std::string("overlap=") + overlap});
+    StepOutputs o = run_step(w);
+    const int64_t E = w.model.experts;
+    ASSERT_EQ(int64_t(o.fp8_scales.size()), step_chunks(w) * kNumFp8Computed * E);
+    const ReferenceResult own = reference_of(w, o);
+    EXPECT_EQ(own.fp8_scales_reported, int64_t(o.fp8_scales.size()));  // every expert has rows
+    EXPECT_EQ(own.fp8_scales_adopted, 0);
+    for (const auto& [name, e] : errors(o, own)) EXPECT_LT(e, 5e-3) << name;
+
+    // Chunk 0: expert 1's a a near tie above, expert 2's dh 3% above.
+    o.fp8_scales[size_t(int64_t(Fp8Computed::kA) * E + 1)] *= 1.0f + 1.0f / 128;
+    o.fp8_scales[size_t(int64_t(Fp8Computed::kDh) * E + 2)] *= 1.03f;
+    const ReferenceResult moved = reference_of(w, o);
+    EXPECT_EQ(moved.fp8_scales_adopted, 1);
+    EXPECT_NEAR(moved.fp8_scale_adopted_max_rel, 1.0 / 128, 1e-6);
+    EXPECT_NE(moved.out, own.out);  // a's codes feed the down projection
+    EXPECT_EQ(moved.dw_gate.size(), own.dw_gate.size());
+  }
+  // The rule alone.
+  EXPECT_TRUE(fp8_scale_near_tie(1.0f, 1.0f + kFp8ScaleNearTie));
+  EXPECT_TRUE(fp8_scale_near_tie(1.0f, 1.0f - kFp8ScaleNearTie));
+  EXPECT_FALSE(fp8_scale_near_tie(1.0f, 1.02f));
+  EXPECT_FALSE(fp8_scale_near_tie(1.0f, 0.0f));
+  // fp8_block reports nothing: its scales are per block of 128.
+  EXPECT_TRUE(run_step(fp8_workload("fp8_block")).fp8_scales.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, Fp8Step, ::testing::Values("fp8_tensor", "fp8_block"));

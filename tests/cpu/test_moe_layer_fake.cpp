@@ -192,6 +192,7 @@ class FakeOps : public Ops {
                void* dst) override {
     r_.add(to_expert_major ? "regroup_to_experts" : "regroup_to_send", {src, dst});
   }
+  void report_fp8_scales(float*) override {}  // bf16 only
   void expert_ffn_fwd(const Dims&, const void* xe, const void*, const void*,
                       const ExpertOffsets& off, void* h, void* a, void* ye) override {
     r_.add("expert_ffn_fwd", {xe, h, a, ye}, off.device);

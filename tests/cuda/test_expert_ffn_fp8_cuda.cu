@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/fp8_scales.h"
 #include "kernels/cpu/expert_ffn.h"
 #include "kernels/cuda/expert_ffn_fp8.h"
 #include "kernels/cuda/gemm_cublaslt.h"
@@ -96,10 +97,27 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const
   DevBuf<uint8_t> wq(cuda::fp8_weights_bytes(El, H, F));
   const cuda::Fp8Weights w =
       cuda::quantize_ffn_weights_fp8(d_w_in.ptr, d_w_out.ptr, El, H, F, recipe, wq.ptr, nullptr);
+  DevBuf<float> report(size_t(kNumFp8Computed * El));  // fp8_tensor's reported scales
   cuda::expert_ffn_fwd_fp8(d_xe.ptr, w, er, El, H, F, recipe, d_h.ptr, d_a.ptr, d_ye.ptr, runner,
-                           sc, nullptr);
+                           sc, nullptr, false, {}, report.ptr);
   cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
-                                d_dxe.ptr, runner, sc, nullptr);
+                                d_dxe.ptr, runner, sc, nullptr, report.ptr);
+  // The reported scales are those of the operands as stored (core/fp8_scales.h's, of the same
+  // values), for every expert with rows; none with fp8_block.
+  {
+    const std::vector<float> got = report.host();
+    std::vector<float> want(kNumFp8Computed * El, 0.0f);
+    if (recipe == Fp8Recipe::kTensor) {
+      fp8_group_tensor_scales(d_a.host().data(), off.data(), El, F, &want[0]);
+      fp8_group_tensor_scales(dye.data(), off.data(), El, H, &want[El]);
+      fp8_group_tensor_scales(d_dh.host().data(), off.data(), El, 2 * F, &want[2 * El]);
+    }
+    for (int64_t k = 0; k < kNumFp8Computed; ++k)
+      for (int64_t l = 0; l < El; ++l)
+        if (rows[l] > 0 || recipe != Fp8Recipe::kTensor)
+          EXPECT_EQ(got[k * El + l], want[k * El + l])
+              << what << " reported scale of " << name_of(Fp8Computed(k)) << ", expert " << l;
+  }
   cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, true, er, El, H, F,
                                    recipe, grad_dtype, d_dw_in.ptr, d_dw_out.ptr, accumulate,
                                    runner, sc, nullptr);
