@@ -2,12 +2,17 @@
 // The step's buffers on one rank, planned once: MoeLayer allocates each from this plan and the
 // memory estimate sums it, so what --dry-run and the run's memory check predict is what the step
 // holds. The dispatcher's own buffers are its (core/dispatcher.h, dispatch_buffer_bytes).
+#include <cstddef>
 #include <cstdint>
 
 #include "core/mesh.h"
 #include "core/workload.h"
 
 namespace moe {
+
+// A piece of a buffer the CUDA backend lays out by these sizes (FP8 codes and scales, the
+// router kernels' scratch): 256-byte aligned, as cudaMalloc's own allocations are.
+inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Bytes of a ragged buffer grown to hold `bytes`: growth leaves a quarter of headroom, because the
 // rows per expert drift from step to step and each regrowth costs an allocation in the step.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/buffer_plan.h"
 #include "core/fp8.h"
 #include "core/saturating.h"
 
@@ -10,7 +11,6 @@ namespace moe {
 namespace {
 
 int64_t blocks_of(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "core/buffer_plan.h"
 #include "core/saturating.h"
 
 namespace moe {
 namespace {
 
 constexpr size_t kTerms = kRouterGradTerms;
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
