@@ -659,18 +659,23 @@ void print_summary(const RunResult& r, std::FILE* out) {
   std::fprintf(out, "#\n# correctness at step %ld vs the reference (%s, %.1f s)\n", long(c.step),
                c.reference.c_str(), c.reference_seconds);
   // With FP8, a column for information: the distance to the step without quantization.
-  const bool fp8 = w.precision != Precision::kBf16;
-  if (fp8)
+  const bool vs_bf16 = w.precision != Precision::kBf16 && w.check_unquantized;
+  if (vs_bf16)
     std::fprintf(out,
                  "# (%s: checked against the same quantization; \"vs bf16\" is the distance "
                  "to the unquantized reference, what FP8 costs)\n",
                  name_of(w.precision));
+  if (w.precision != Precision::kBf16 && !w.check_unquantized)
+    std::fprintf(out,
+                 "# (%s: checked against the same quantization; check_unquantized false: the "
+                 "distance to the unquantized reference not measured)\n",
+                 name_of(w.precision));
   std::fprintf(out, "# %-9s %12s %12s %10s%s  %s\n", "tensor", "rel_l2", "max_abs", "tol",
-               fp8 ? "      vs bf16" : "", "result");
+               vs_bf16 ? "      vs bf16" : "", "result");
   int passed = 0, total = 0;
   for (const TensorCheck& t : c.tensors) {
     char unquantized[32] = "";
-    if (fp8) std::snprintf(unquantized, sizeof unquantized, " %12.3e", t.rel_l2_unquantized);
+    if (vs_bf16) std::snprintf(unquantized, sizeof unquantized, " %12.3e", t.rel_l2_unquantized);
     std::fprintf(out, "  %-9s %12.3e %12.3e %10.1e%s  %s\n", t.name.c_str(), t.rel_l2, t.max_abs,
                  t.tol, unquantized, t.pass ? "PASS" : (t.nonfinite ? "FAIL (NaN/Inf)" : "FAIL"));
     passed += t.pass;

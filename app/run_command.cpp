@@ -317,7 +317,7 @@ CheckResult check_step(const Workload& w, const Mesh& mesh, MPI_Comm world, int6
   c.reference = ref.math;
   c.reference_seconds = seconds;
   c.tensors = compare_outputs(w, mesh, world, o, ref, dw, E_part, timeout_s);
-  if (w.precision != Precision::kBf16) {
+  if (w.precision != Precision::kBf16 && w.check_unquantized) {
     // For information: how far FP8 lands from the same step without quantization.
     Workload unquantized = w;
     unquantized.precision = Precision::kBf16;

@@ -168,6 +168,10 @@ struct Workload {
   double warmup_s = 0;
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
+  // With FP8: also the reference without quantization, for the distance FP8 costs. A check of
+  // every step may not want its time: a fifth of DeepSeek-V3's FP8 check at EP 2 on the GPU
+  // (about 35 of 175 s), 30% of a float64 one.
+  bool check_unquantized = true;
   ReferenceDevice reference = ReferenceDevice::kAuto;
   bool roofline = true;
 };

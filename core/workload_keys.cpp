@@ -368,6 +368,11 @@ const std::vector<KeySpec>& schema() {
           "check",
           MOE_FIELD(check),
           "compare with the reference on the first timed step, every timed step, or never")),
+      run(plain_key(
+          "check_unquantized", Kind::kBool, MOE_FIELD(check_unquantized),
+          "with FP8 precision, the check also runs the reference without "
+          "quantization, for information (the report's \"vs bf16\", what FP8 "
+          "costs); false saves its time (the GPU reference: about a fifth of an FP8 check)")),
       run(enum_key(
           "reference", MOE_FIELD(reference),
           "where the reference's dense arithmetic runs: float64 on the host, or fp32 on the "

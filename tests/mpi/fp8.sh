@@ -6,7 +6,8 @@
 # from before the key existed as bf16; fp8 with fp32 storage, or on the CUDA backend without
 # align 16, is refused naming the key (printed once, every rank exiting non-zero), the GPU
 # reference taken. dispatch_dtype fp8 changes only the wire's dispatched rows and w_in's gradient,
-# and is refused without fp8_block. fp8_weights cached (on EP 2 x FSDP 2, the weights gathered
+# and is refused without fp8_block. check_unquantized false leaves out the unquantized
+# distance, the check as it was. fp8_weights cached (on EP 2 x FSDP 2, the weights gathered
 # each step) gives per_step's results bit for bit, the report and JSON giving the quantization's
 # time, and is refused with bf16 (printed once).
 source "$(dirname "$0")/common.sh"
@@ -20,6 +21,13 @@ for recipe in fp8_tensor fp8_block; do
   grep -q "dtype bf16, precision $recipe" "$WORK/$recipe.txt" || fail "$recipe: the report header does not name it"
   grep -q "vs bf16" "$WORK/$recipe.txt" || fail "$recipe: the report has no unquantized column"
 done
+# check_unquantized false: the same check without the unquantized reference.
+mpi 2 "${args[@]}" --set precision=fp8_tensor --set check_unquantized=false --out "$WORK/no_unq.json" \
+  >"$WORK/no_unq.txt" 2>&1 || { cat "$WORK/no_unq.txt"; fail "check_unquantized false: the run failed"; }
+grep -qE "^# check: [0-9]+/[0-9]+ PASS" "$WORK/no_unq.txt" || { cat "$WORK/no_unq.txt"; fail "check_unquantized false: no PASS"; }
+grep -q "vs bf16" "$WORK/no_unq.txt" && fail "check_unquantized false: the report has an unquantized column"
+grep -q "check_unquantized false: the distance to the unquantized reference not measured" "$WORK/no_unq.txt" ||
+  { cat "$WORK/no_unq.txt"; fail "check_unquantized false: the report does not say what it skipped"; }
 
 # dispatch_dtype fp8: the same fp8_block step with x packed on the wire.
 mpi 2 "${args[@]}" --set precision=fp8_block --set dispatch_dtype=fp8 --out "$WORK/fp8_dispatch.json" \
@@ -66,6 +74,13 @@ for recipe in ("fp8_tensor", "fp8_block"):
         check(got < 5e-3, f"{recipe} {name}: rel_l2 {got} far from the rounding floor")
         check(tol < u < 0.2, f"{recipe} {name}: unquantized distance {u} not between tol and 0.2")
     check(r["digests"]["out"] != plain["digests"]["out"], f"{recipe}: out is bf16's")
+n, t = json.load(open(f"{work}/no_unq.json")), json.load(open(f"{work}/fp8_tensor.json"))
+check(n["config"]["check_unquantized"] is False and t["config"]["check_unquantized"] is True,
+      "config does not record check_unquantized")
+nt, tt = n["correctness"]["checks"][0]["tensors"], t["correctness"]["checks"][0]["tensors"]
+check(all("rel_l2_unquantized" not in v for v in nt.values()), "check_unquantized false: measured it")
+check(all(nt[k]["rel_l2"] == tt[k]["rel_l2"] for k in tt), "check_unquantized false: the check changed")
+check(n["digests"] == t["digests"], "check_unquantized false: the step changed")
 a, b = (json.load(open(f"{work}/{n}.json")) for n in ("fp8_tensor", "fp8_block"))
 check(a["digests"]["dw_in"] != b["digests"]["dw_in"], "the two recipes give the same dw_in")
 # dispatch_dtype fp8: x reaches the experts as the 1 x 128 quantization fp8_block makes of it
