@@ -480,6 +480,21 @@ json result_to_json(const RunResult& r) {
   return j;
 }
 
+// With several checked steps the table above is the first one's: each tensor's largest rel_l2
+// over them, and where, so that a step near its tolerance shows without reading the JSON.
+static void print_worst_steps(const std::vector<CheckResult>& checks, std::FILE* out) {
+  std::fprintf(out, "# worst rel_l2 of the %zu checked steps:", checks.size());
+  const CheckResult& first = checks.front();
+  for (size_t i = 0; i < first.tensors.size(); ++i) {
+    const CheckResult* worst = &first;
+    for (const CheckResult& k : checks)
+      if (i < k.tensors.size() && k.tensors[i].rel_l2 > worst->tensors[i].rel_l2) worst = &k;
+    std::fprintf(out, "%s %s %.3e (step %ld)", i ? "," : "", first.tensors[i].name.c_str(),
+                 worst->tensors[i].rel_l2, long(worst->step));
+  }
+  std::fprintf(out, "\n");
+}
+
 void print_summary(const RunResult& r, std::FILE* out) {
   const Workload& w = r.workload;
   const nlohmann::json prov = provenance(r);
@@ -712,8 +727,10 @@ void print_summary(const RunResult& r, std::FILE* out) {
   }
   int steps_failed = 0;
   for (const CheckResult& k : r.checks) steps_failed += !k.pass;
-  if (r.checks.size() > 1)
+  if (r.checks.size() > 1) {
     std::fprintf(out, "# checked %zu steps, %d failed\n", r.checks.size(), steps_failed);
+    print_worst_steps(r.checks, out);
+  }
   std::fprintf(out, "# check: %d/%d %s\n", passed, total, r.pass() ? "PASS" : "FAIL");
   std::fflush(out);
 }
