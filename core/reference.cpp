@@ -340,18 +340,27 @@ void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp
                           double* dw_out) {
   const auto& add_rows_t_times_rows = arith.add_t_times;
   const int64_t n = int64_t(at.size()), H = wg.H, F = wg.F, F2 = 2 * F;
-  // Computed operands (kind set) per tensor with the backend's scale at a near tie.
-  auto rows = [&](const std::vector<float>& v, int64_t cols, const Fp8Computed* kind = nullptr) {
+  auto gather = [&](const std::vector<float>& v, int64_t cols) {
     std::vector<float> out(n * cols);
     for (int64_t b = 0; b < n; ++b)
       std::copy(&v[at[b] * cols], &v[(at[b] + 1) * cols], &out[b * cols]);
-    if (kind && ties && recipe == Fp8Recipe::kTensor)
-      return quantized(out, [&](float* q) { ties->quantize(*kind, q, n * cols); });
-    return quantized(out, [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
+    return out;
   };
-  const Fp8Computed A = Fp8Computed::kA, DY = Fp8Computed::kDy, DH = Fp8Computed::kDh;
-  if (dw_out) add_rows_t_times_rows(rows(wg.a, F, &A), rows(wg.dy, H, &DY), n, F, H, dw_out);
-  if (dw_in) add_rows_t_times_rows(rows(wg.x, H), rows(wg.dh, F2, &DH), n, H, F2, dw_in);
+  auto rows = [&](const std::vector<float>& v, int64_t cols) {
+    return quantized(gather(v, cols),
+                     [&](float* q) { fp8_quantize_down_columns(q, n, cols, recipe); });
+  };
+  // The operands the step computes, per tensor with the backend's scale at a near tie.
+  auto computed_rows = [&](const std::vector<float>& v, int64_t cols, Fp8Computed kind) {
+    if (!ties || recipe != Fp8Recipe::kTensor) return rows(v, cols);
+    return quantized(gather(v, cols), [&](float* q) { ties->quantize(kind, q, n * cols); });
+  };
+  if (dw_out)
+    add_rows_t_times_rows(computed_rows(wg.a, F, Fp8Computed::kA),
+                          computed_rows(wg.dy, H, Fp8Computed::kDy), n, F, H, dw_out);
+  if (dw_in)
+    add_rows_t_times_rows(rows(wg.x, H), computed_rows(wg.dh, F2, Fp8Computed::kDh), n, H, F2,
+                          dw_in);
 }
 
 // The pairs (in token order) of each distinct id in ids, each list in that order.
@@ -412,17 +421,10 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
     // A pipelined step's weight gradients take every chunk's rows: the backend's scale of that
     // operand is the largest of its chunks' (an amax is a max), its adoption left uncounted.
     ScaleTies ties;
-    if (tied) {
-      std::vector<uint8_t> seen;
-      for (size_t i : at) {
-        const int32_t id = ids[i];
-        if (seen.size() <= size_t(id)) seen.resize(size_t(id) + 1, 0);
-        if (seen[size_t(id)]) continue;
-        seen[size_t(id)] = 1;
-        const ScaleTies one = ties_of(id);
-        for (int k = 0; k < kNumFp8Computed; ++k) ties.got[k] = std::max(ties.got[k], one.got[k]);
-      }
-    }
+    if (tied)
+      for (size_t i : at)
+        for (int k = 0; k < kNumFp8Computed; ++k)
+          ties.got[k] = std::max(ties.got[k], prob.got_scales.at(ids[i], Fp8Computed(k), expert));
     weight_gradients_fp8(wg, at, recipe, arith, tied ? &ties : nullptr, dw_in, dw_out);
   }
 }
