@@ -98,10 +98,10 @@ void quantize_block(float* X, int64_t ld, int64_t r0, int64_t r1, int64_t c0, in
 }
 
 // Blocks of block_rows x block_cols from X's first row and column (a last partial block is a
-// block), or, per tensor, X whole as one block. Large tensors (a model's expert weights, which
-// the GPU reference quantizes on the host: DeepSeek-V3's 256 experts hold 11 G values) are cut
-// into parts of whole row blocks, one a thread: each block's values and scale are the same
-// however it is cut (the per-tensor amax is a max).
+// block), or, per tensor, X whole as one block. Large tensors (a model's expert weights in the
+// float64 reference: DeepSeek-V3's 256 experts hold 11 G values) are cut into parts of whole row
+// blocks, one a thread: each block's values and scale are the same however it is cut (the
+// per-tensor amax is a max).
 void quantize_blocks(float* X, int64_t rows, int64_t cols, Fp8Recipe recipe, int64_t block_rows,
                      int64_t block_cols) {
   constexpr int64_t kPerPart = int64_t(1) << 20;

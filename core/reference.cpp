@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/bf16.h"
@@ -171,7 +172,21 @@ void expert_block(int64_t H, int64_t F, const Pair* pairs, int64_t n, const doub
 // are rounded to it first), quantized by `quantize` in place, and back.
 std::vector<double> quantized(std::vector<float> v, const std::function<void(float*)>& quantize) {
   quantize(v.data());
-  return std::vector<double>(v.begin(), v.end());
+  std::vector<double> out;
+  convert_into(v.data(), int64_t(v.size()), out);
+  return out;
+}
+
+// fn(b) for each of n rows of `cols` values, the rows split over threads in parts of at least
+// 256K values: the FP8 path's element-wise passes over one expert's operands, which on
+// DeepSeek-V3's shapes took a core seconds per check. Each row is one thread's, in the serial
+// loop's order, so the results are the serial loop's.
+template <class Fn>
+void for_each_row(int64_t n, int64_t cols, Fn fn) {
+  for_each_part(n, part_count_of_units(n, n * cols, int64_t(1) << 18),
+                [&](int, int64_t b0, int64_t b1) {
+                  for (int64_t b = b0; b < b1; ++b) fn(b);
+                });
 }
 
 double to_bf16(double v) { return round_to_bf16(float(v)); }
@@ -217,12 +232,6 @@ void quantize_weight_into(const double* w, int64_t rows, int64_t cols, Fp8Recipe
   convert_into(scratch.data(), rows * cols, out);
 }
 
-// One expert's quantized weights, kept across experts (quantize_weight_into).
-struct Fp8WeightBuffers {
-  std::vector<float> scratch;
-  std::vector<double> w_in_q, w_out_q;
-};
-
 // fp8_tensor: one operand's scales as the backend reported them (0: none) and where the
 // adoptions are marked (null: uncounted), core/fp8_scales.h.
 struct ScaleTies {
@@ -259,14 +268,13 @@ struct WgradRows {
 // others), in the order the backends' expert-major rows take; their weight-gradient operands go
 // to `wg` at the same pairs. The operands a, dy and dh are rounded to bf16, as the backends store
 // them, before they are quantized, and so are h and da, which the backends store before SwiGLU
-// and its backward read them (docs/layer.md says why it matters). w_in_q [H, 2F] and w_out_q
-// [F, H] are quantized already. Outputs as in expert_block.
+// and its backward read them (docs/layer.md says why it matters). arith holds the expert's
+// quantized weights. Outputs as in expert_block.
 // x_dispatched_fp8 (dispatch_dtype fp8, routed experts): x reached the experts as its 1 x 128
 // quantization only, which the up projection takes (the same as its own quantization of x) and
 // w_in's gradient takes rounded to bf16 (docs/layer.md, FP8 dispatch).
 void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
-                        const std::vector<size_t>& at, const std::vector<double>& w_in_q,
-                        const std::vector<double>& w_out_q, Fp8Recipe recipe, bool x_dispatched_fp8,
+                        const std::vector<size_t>& at, Fp8Recipe recipe, bool x_dispatched_fp8,
                         bool backward, const Fp8Arithmetic& arith, const ScaleTies* ties,
                         WgradRows& wg) {
   const auto& matmul = arith.matmul;
@@ -283,16 +291,18 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
     return quantized(v, [&](float* q) { ties->quantize(kind, q, n * cols); });
   };
   std::vector<float> x(n * H), a(n * F);
-  for (int64_t b = 0; b < n; ++b) std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]);
+  for_each_row(n, H, [&](int64_t b) { std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]); });
   const std::vector<double> xq = along_rows(x, H);
-  std::vector<double> h = matmul(xq, w_in_q, n, H, F2, false);
-  for (double& v : h) v = to_bf16(v);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t f = 0; f < F; ++f)
-      a[b * F + f] = float(to_bf16(silu(h[b * F2 + f]) * h[b * F2 + F + f]));
+  std::vector<double> h = matmul(xq, ExpertWeight::kIn, n, H, F2, false);
+  for_each_row(n, F2, [&](int64_t b) {
+    double* hb = &h[b * F2];
+    for (int64_t j = 0; j < F2; ++j) hb[j] = to_bf16(hb[j]);
+    for (int64_t f = 0; f < F; ++f) a[b * F + f] = float(to_bf16(silu(hb[f]) * hb[F + f]));
+  });
   const std::vector<double> y =
-      matmul(computed_along_rows(a, F, Fp8Computed::kA), w_out_q, n, F, H, false);
-  for (int64_t b = 0; b < n; ++b) {
+      matmul(computed_along_rows(a, F, Fp8Computed::kA), ExpertWeight::kOut, n, F, H, false);
+  // A token meets an expert once: each row's out and dp are its own.
+  for_each_row(n, 2 * H, [&](int64_t b) {
     const Pair& pr = pairs[b];
     const double* yb = &y[b * H];
     if (pr.out)
@@ -302,35 +312,35 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
       for (int64_t o = 0; o < H; ++o) dot += yb[o] * pr.dout[o];
       *pr.dp = dot;
     }
-  }
+  });
   if (!backward) return;
 
   std::vector<float> dy(n * H), dh(n * F2);
-  for (int64_t b = 0; b < n; ++b)
+  for_each_row(n, H, [&](int64_t b) {
     for (int64_t o = 0; o < H; ++o) dy[b * H + o] = float(to_bf16(pairs[b].p * pairs[b].dout[o]));
+  });
   std::vector<double> da =
-      matmul(computed_along_rows(dy, H, Fp8Computed::kDy), w_out_q, n, H, F, true);
-  for (double& v : da) v = to_bf16(v);
-  for (int64_t b = 0; b < n; ++b)
+      matmul(computed_along_rows(dy, H, Fp8Computed::kDy), ExpertWeight::kOut, n, H, F, true);
+  for_each_row(n, F2, [&](int64_t b) {
     for (int64_t f = 0; f < F; ++f) {
-      const double g = h[b * F2 + f], u = h[b * F2 + F + f], d = da[b * F + f];
+      const double g = h[b * F2 + f], u = h[b * F2 + F + f], d = to_bf16(da[b * F + f]);
       dh[b * F2 + f] = float(to_bf16(d * u * silu_grad(g)));
       dh[b * F2 + F + f] = float(to_bf16(d * silu(g)));
     }
+  });
   const std::vector<double> dx =
-      matmul(computed_along_rows(dh, F2, Fp8Computed::kDh), w_in_q, n, F2, H, true);
-  for (int64_t b = 0; b < n; ++b)
+      matmul(computed_along_rows(dh, F2, Fp8Computed::kDh), ExpertWeight::kIn, n, F2, H, true);
+  for_each_row(n, 2 * H + 2 * F + F2, [&](int64_t b) {
     if (pairs[b].dx)
       for (int64_t i = 0; i < H; ++i) pairs[b].dx[i] += dx[b * H + i];
-  if (x_dispatched_fp8)
-    for (int64_t i = 0; i < n * H; ++i) x[i] = float(to_bf16(xq[i]));
-  for (int64_t b = 0; b < n; ++b) {
+    if (x_dispatched_fp8)
+      for (int64_t i = b * H; i < (b + 1) * H; ++i) x[i] = float(to_bf16(xq[i]));
     const size_t r = at[b];
     std::copy(&x[b * H], &x[(b + 1) * H], &wg.x[r * H]);
     std::copy(&a[b * F], &a[(b + 1) * F], &wg.a[r * F]);
     std::copy(&dy[b * H], &dy[(b + 1) * H], &wg.dy[r * H]);
     std::copy(&dh[b * F2], &dh[(b + 1) * F2], &wg.dh[r * F2]);
-  }
+  });
 }
 
 // The weight gradients of one FP8 operand, the pairs `at` of wg: they reduce over the rows, so
@@ -342,8 +352,9 @@ void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp
   const int64_t n = int64_t(at.size()), H = wg.H, F = wg.F, F2 = 2 * F;
   auto gather = [&](const std::vector<float>& v, int64_t cols) {
     std::vector<float> out(n * cols);
-    for (int64_t b = 0; b < n; ++b)
+    for_each_row(n, cols, [&](int64_t b) {
       std::copy(&v[at[b] * cols], &v[(at[b] + 1) * cols], &out[b * cols]);
+    });
     return out;
   };
   auto rows = [&](const std::vector<float>& v, int64_t cols) {
@@ -380,31 +391,28 @@ std::vector<std::vector<size_t>> pairs_by_id(const std::vector<int32_t>& ids) {
 // Splits one expert's pairs (in token order) into its FP8 operands by operand[t] (empty: one
 // operand), each kept in token order, and runs each whole; then its weight gradients over the
 // operands of wgrad_operand[t] (empty: operand's), which may be wider (a pipelined step's take
-// every chunk's rows in one GEMM).
+// every chunk's rows in one GEMM). The expert is routed expert e, or with `shared` shared expert e.
 void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair>& pairs,
                             const std::vector<int64_t>& tokens, const std::vector<int32_t>& operand,
-                            const std::vector<int32_t>& wgrad_operand, const double* w_in,
-                            const double* w_out, int64_t F, bool x_dispatched_fp8, bool backward,
-                            const Fp8Arithmetic& arith, Fp8WeightBuffers& wb, int64_t expert,
-                            double* dw_in, double* dw_out) {
+                            const std::vector<int32_t>& wgrad_operand, bool shared, int64_t e,
+                            int64_t F, bool x_dispatched_fp8, bool backward,
+                            const Fp8Arithmetic& arith, double* dw_in, double* dw_out) {
   const int64_t H = prob.model.hidden;
   const Fp8Recipe recipe = fp8_recipe_of(prob.precision);
-  quantize_weight_into(w_in, H, 2 * F, recipe, wb.scratch, wb.w_in_q);
-  quantize_weight_into(w_out, F, H, recipe, wb.scratch, wb.w_out_q);
-  const std::vector<double>&w_in_q = wb.w_in_q, &w_out_q = wb.w_out_q;
+  arith.quantize_weights(shared, e, recipe);
   std::vector<int32_t> ids, wgrad_ids;
   for (int64_t t : tokens) {
     ids.push_back(operand.empty() ? 0 : operand[t]);
     wgrad_ids.push_back(wgrad_operand.empty() ? ids.back() : wgrad_operand[t]);
   }
   // The backend's scales of the routed expert's operands (none reported: all 0, none adopted).
-  const bool tied = expert >= 0 && !prob.got_scales.empty();
+  const bool tied = !shared && !prob.got_scales.empty();
   auto ties_of = [&](int32_t id) {
     ScaleTies t;
     for (int k = 0; k < kNumFp8Computed; ++k) {
-      t.got[k] = prob.got_scales.at(id, Fp8Computed(k), expert);
+      t.got[k] = prob.got_scales.at(id, Fp8Computed(k), e);
       if (!prob.adoptions) continue;
-      const size_t at = size_t((id * kNumFp8Computed + k) * prob.got_scales.experts + expert);
+      const size_t at = size_t((id * kNumFp8Computed + k) * prob.got_scales.experts + e);
       t.adopted[k] = &prob.adoptions->adopted[at];
       t.rel_diff[k] = &prob.adoptions->rel_diff[at];
     }
@@ -413,7 +421,7 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
   WgradRows wg(H, F, pairs.size());
   for (const std::vector<size_t>& at : pairs_by_id(ids)) {
     const ScaleTies ties = tied ? ties_of(ids[at.front()]) : ScaleTies{};
-    expert_operand_fp8(H, F, pairs, at, w_in_q, w_out_q, recipe, x_dispatched_fp8, backward, arith,
+    expert_operand_fp8(H, F, pairs, at, recipe, x_dispatched_fp8, backward, arith,
                        tied ? &ties : nullptr, wg);
   }
   if (!backward || (!dw_in && !dw_out)) return;
@@ -424,24 +432,32 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
     if (tied)
       for (size_t i : at)
         for (int k = 0; k < kNumFp8Computed; ++k)
-          ties.got[k] = std::max(ties.got[k], prob.got_scales.at(ids[i], Fp8Computed(k), expert));
+          ties.got[k] = std::max(ties.got[k], prob.got_scales.at(ids[i], Fp8Computed(k), e));
     weight_gradients_fp8(wg, at, recipe, arith, tied ? &ties : nullptr, dw_in, dw_out);
   }
 }
 
 // The CPU math's FP8 arithmetic: the float64 loops over prob's weights.
 Fp8Arithmetic float64_arithmetic(const ReferenceProblem& prob) {
+  // One expert's quantized weights, kept across experts (quantize_weight_into).
+  struct Quantized {
+    std::vector<float> scratch;
+    std::vector<double> w_in, w_out;
+  };
+  auto q = std::make_shared<Quantized>();
   Fp8Arithmetic a;
-  a.matmul = matmul;
-  a.add_t_times = add_rows_t_times_rows;
-  a.weights = [&prob](bool shared, int64_t e, std::vector<double>& w_in,
-                      std::vector<double>& w_out) {
+  a.quantize_weights = [&prob, q](bool shared, int64_t e, Fp8Recipe recipe) {
     const int64_t H = prob.model.hidden, F = shared ? prob.model.shared_ffn : prob.model.ffn;
     const std::vector<double>& in = shared ? prob.w_sh_in : prob.w_in;
     const std::vector<double>& out = shared ? prob.w_sh_out : prob.w_out;
-    w_in.assign(in.begin() + e * H * 2 * F, in.begin() + (e + 1) * H * 2 * F);
-    w_out.assign(out.begin() + e * F * H, out.begin() + (e + 1) * F * H);
+    quantize_weight_into(&in[e * H * 2 * F], H, 2 * F, recipe, q->scratch, q->w_in);
+    quantize_weight_into(&out[e * F * H], F, H, recipe, q->scratch, q->w_out);
   };
+  a.matmul = [q](const std::vector<double>& A, ExpertWeight w, int64_t n, int64_t K, int64_t N,
+                 bool trans) {
+    return matmul(A, w == ExpertWeight::kIn ? q->w_in : q->w_out, n, K, N, trans);
+  };
+  a.add_t_times = add_rows_t_times_rows;
   return a;
 }
 
@@ -460,8 +476,6 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
   std::vector<double> sink_in, sink_out;  // one expert's gradients for ps.expert_grads
   const Fp8Arithmetic own_arith = fp8 && !arith ? float64_arithmetic(prob) : Fp8Arithmetic{};
   if (fp8 && !arith) arith = &own_arith;
-  std::vector<double> fp8_w_in, fp8_w_out;  // an expert's weights from arith
-  Fp8WeightBuffers fp8_buffers;
   // FP8: the operands that hold an own token's rows.
   std::vector<uint8_t> wanted;
   if (fp8)
@@ -505,10 +519,8 @@ void run_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t
       dw_out = ps.dw_out + ps.local(e) * F * H;
     }
     if (fp8 && !pairs.empty()) {
-      arith->weights(false, e, fp8_w_in, fp8_w_out);
-      experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand,
-                             fp8_w_in.data(), fp8_w_out.data(), F, prob.dispatch_fp8, ps.backward,
-                             *arith, fp8_buffers, e, dw_in, dw_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.gemm_operand, prob.wgrad_operand, false, e,
+                             F, prob.dispatch_fp8, ps.backward, *arith, dw_in, dw_out);
     } else if (!fp8) {
       const double* w_in = &prob.w_in[e * H * 2 * F];
       const double* w_out = &prob.w_out[e * F * H];
@@ -532,8 +544,6 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
   std::vector<int64_t> tokens;
   const Fp8Arithmetic own_arith = fp8 && !arith ? float64_arithmetic(prob) : Fp8Arithmetic{};
   if (fp8 && !arith) arith = &own_arith;
-  std::vector<double> fp8_w_in, fp8_w_out;  // a shared expert's weights from arith
-  Fp8WeightBuffers fp8_buffers;
   for (int64_t t = ps.token_begin; t < ps.token_end; ++t) {
     const int64_t r = t - ps.token_begin;
     pairs.push_back({&prob.x[t * H], &prob.dout[t * H], 1.0, ps.out ? ps.out + r * H : nullptr,
@@ -544,10 +554,8 @@ void run_shared(const ReferenceProblem& prob, const ExpertsPass& ps,
     double* dw_in = ps.backward && ps.dw_in ? ps.dw_in + s * H * 2 * F : nullptr;
     double* dw_out = ps.backward && ps.dw_out ? ps.dw_out + s * F * H : nullptr;
     if (fp8) {
-      arith->weights(true, s, fp8_w_in, fp8_w_out);
-      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, fp8_w_in.data(),
-                             fp8_w_out.data(), F, false, ps.backward, *arith, fp8_buffers, -1,
-                             dw_in, dw_out);
+      experts_fp8_by_operand(prob, pairs, tokens, prob.shared_operand, {}, true, s, F, false,
+                             ps.backward, *arith, dw_in, dw_out);
       continue;
     }
     const double* w_in = &prob.w_sh_in[s * H * 2 * F];
@@ -1036,8 +1044,8 @@ ReferenceResult compute_reference(const Workload& w, const Mesh& mesh, MPI_Comm 
   std::unique_ptr<ReferenceMath> math = make_math(w, prob);
   // The routed experts by expert (reference_step): the ranks' checked experts cover every expert
   // once (each EP group holds all of them, its FSDP ranks split their own). Each rank then makes
-  // and multiplies only its experts' weights, instead of every expert's for its own tokens (FP8
-  // on the GPU reference: quantized on the host, the largest part of its time).
+  // and multiplies only its experts' weights, instead of every expert's for its own tokens (in FP8
+  // the weights' quantization was the largest part of the GPU reference's time).
   // Where they do not (a caller's own expert ranges), or the sums exceed one MPI count, the
   // split stays by token.
   RoutedSum routed_sum;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/bounded_wait.h"
+#include "core/fp8.h"
 #include "core/fp8_scales.h"
 #include "core/mesh.h"
 #include "core/workload.h"
@@ -181,21 +182,27 @@ class ReferenceMath {
 // The float64 loops over prob's own weights (which must be filled), pair by pair.
 std::unique_ptr<ReferenceMath> cpu_reference_math(const ReferenceProblem& prob);
 
-// What the FP8 expert FFNs multiply with: the dense products and each expert's weights. The CPU
-// math's are float64 loops over prob's weights; the GPU reference gives its fp32 GEMMs and weights
-// made from the seed, one expert at a time.
+// Which of an expert's two weights an FP8 product multiplies: w_in [H, 2F] or w_out [F, H].
+enum class ExpertWeight { kIn, kOut };
+
+// What the FP8 expert FFNs multiply with: the dense products and each expert's quantized
+// weights. The CPU math's are float64 loops over prob's weights; the GPU reference makes the
+// weights from the seed and quantizes them on the device, one expert at a time, where its fp32
+// GEMMs read them (hundreds of MB an expert: through the host, they were most of an FP8 check's
+// time).
 struct Fp8Arithmetic {
-  // C [n, N] = A [n, K] @ B, B [K, N] or, with trans_b, [N, K].
-  std::function<std::vector<double>(const std::vector<double>& A, const std::vector<double>& B,
-                                    int64_t n, int64_t K, int64_t N, bool trans_b)>
+  // w_in and w_out of routed expert e, or with `shared` of shared expert e, quantized as
+  // fp8_quantize_weight does: the weights of the products below until the next call.
+  std::function<void(bool shared, int64_t e, Fp8Recipe recipe)> quantize_weights;
+  // C [n, N] = A [n, K] @ W, W the quantized weight `w` [K, N] or, with trans, W [N, K]
+  // transposed.
+  std::function<std::vector<double>(const std::vector<double>& A, ExpertWeight w, int64_t n,
+                                    int64_t K, int64_t N, bool trans)>
       matmul;
   // C [M, N] += A [n, M]^T @ B [n, N].
   std::function<void(const std::vector<double>& A, const std::vector<double>& B, int64_t n,
                      int64_t M, int64_t N, double* C)>
       add_t_times;
-  // w_in [H, 2F] and w_out [F, H] of routed expert e, or with `shared` of shared expert e.
-  std::function<void(bool shared, int64_t e, std::vector<double>& w_in, std::vector<double>& w_out)>
-      weights;
 };
 
 // ReferenceMath::experts and shared_experts with FP8 precision (MATH.md "FP8 expert GEMMs"): the

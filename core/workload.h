@@ -169,8 +169,8 @@ struct Workload {
   uint64_t seed = 1234;
   CheckMode check = CheckMode::kFirst;
   // With FP8: also the reference without quantization, for the distance FP8 costs. A check of
-  // every step may not want its time: a fifth of DeepSeek-V3's FP8 check at EP 2 on the GPU
-  // (about 35 of 175 s), 30% of a float64 one.
+  // every step may not want its time: a third of DeepSeek-V3's FP8 check at EP 2 on the GPU
+  // (about 33 of 88 s), 30% of a float64 one.
   bool check_unquantized = true;
   ReferenceDevice reference = ReferenceDevice::kAuto;
   bool roofline = true;

@@ -372,11 +372,11 @@ const std::vector<KeySpec>& schema() {
           "check_unquantized", Kind::kBool, MOE_FIELD(check_unquantized),
           "with FP8 precision, the check also runs the reference without "
           "quantization, for information (the report's \"vs bf16\", what FP8 "
-          "costs); false saves its time (the GPU reference: about a fifth of an FP8 check)")),
+          "costs); false saves its time (the GPU reference: about a third of an FP8 check)")),
       run(enum_key(
           "reference", MOE_FIELD(reference),
           "where the reference's dense arithmetic runs: float64 on the host, or fp32 on the "
-          "GPU (cuda backend only; FP8's quantization stays on the host either way); auto = "
+          "GPU (cuda backend only; FP8's activations are quantized on the host either way); auto = "
           "the backend's device (README, Correctness)")),
       run(plain_key(
           "roofline", Kind::kBool, MOE_FIELD(roofline),

@@ -64,6 +64,73 @@ __global__ void generate_kernel(InitRule rule, int64_t begin, int64_t n, float* 
     dst[i] = rule.value(uint64_t(begin + i));
 }
 
+// ---- FP8 weights (core/fp8.cpp's fp8_quantize_weight, the twin) ----
+
+// e4m3_round on the device: the nearest E4M3 value, ties to even, saturating at kE4m3Max.
+__device__ float e4m3_round_ref(float v) {
+  const float a = fabsf(v);
+  if (!(a < kE4m3Max)) return copysignf(kE4m3Max, v);
+  float q;
+  if (a < 0x1p-6f) {
+    q = rintf(a * 0x1p9f) * 0x1p-9f;  // subnormals: multiples of 2^-9
+  } else {
+    // 3 of the float's 23 mantissa bits, rounded to nearest even on the bits.
+    const uint32_t b = __float_as_uint(a);
+    q = __uint_as_float((b + 0x7ffffu + ((b >> 20) & 1u)) & ~0xfffffu);
+  }
+  return copysignf(fminf(q, kE4m3Max), v);
+}
+
+__device__ float fp8_scale_ref(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
+
+// The largest |v| of the block's threads' values into part[0] (max is exact in any order).
+__device__ float block_max(float v, float* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const float m = part[0];
+  __syncthreads();
+  return m;
+}
+
+// fp8_block: block (x, y) quantizes W's 128 x 128 block of column block x, row block y with its
+// own scale (a last partial block is a block).
+__global__ void quantize_blocks_kernel(float* W, int64_t rows, int64_t cols) {
+  __shared__ float part[kThreads];
+  const int64_t r0 = int64_t(blockIdx.y) * kFp8Block, c0 = int64_t(blockIdx.x) * kFp8Block;
+  const int64_t br = min(rows - r0, kFp8Block), bc = min(cols - c0, kFp8Block);
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < br * bc; i += blockDim.x)
+    amax = fmaxf(amax, fabsf(W[(r0 + i / bc) * cols + c0 + i % bc]));
+  const float scale = fp8_scale_ref(block_max(amax, part));
+  for (int64_t i = threadIdx.x; i < br * bc; i += blockDim.x) {
+    float& v = W[(r0 + i / bc) * cols + c0 + i % bc];
+    v = scale * e4m3_round_ref(v / scale);
+  }
+}
+
+// fp8_tensor: the largest |v| of W [n] into amax_bits (zeroed first), as float bits: the bits of
+// non-negative floats order as they do.
+__global__ void tensor_amax_kernel(const float* W, int64_t n, uint32_t* amax_bits) {
+  __shared__ float part[kThreads];
+  float amax = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    amax = fmaxf(amax, fabsf(W[i]));
+  amax = block_max(amax, part);
+  if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
+}
+
+__global__ void quantize_tensor_kernel(float* W, int64_t n, const uint32_t* amax_bits) {
+  const float scale = fp8_scale_ref(__uint_as_float(*amax_bits));
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    W[i] = scale * e4m3_round_ref(W[i] / scale);
+}
+
 // dst [n, H] = src[rows[r]] for each listed row.
 __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, int64_t H,
                                    float* dst) {
@@ -267,21 +334,33 @@ class GpuMath : public ReferenceMath {
     if (ps.backward && ps.dx) add_to(download_f(dx.ptr, T * H), ps.dx);
   }
 
-  // FP8: the host quantizes as the CPU math does (core/reference.cpp), around these fp32 GEMMs
-  // and weights made from the seed on the host, one expert at a time (their FP8 blocks are cut
-  // there); a GEMM's operands are fp32 values exactly (scale times an e4m3 code).
+  // FP8: the host quantizes the activations as the CPU math does (core/reference.cpp), around
+  // these fp32 GEMMs; each expert's weights are made from the seed and quantized here on the
+  // device, where the GEMMs read them (a GEMM's operands are fp32 values exactly: scale times an
+  // e4m3 code).
   Fp8Arithmetic fp8() {
     Fp8Arithmetic a;
-    a.matmul = [this](const std::vector<double>& A, const std::vector<double>& B, int64_t n,
-                      int64_t K, int64_t N, bool trans_b) {
+    a.quantize_weights = [this](bool shared, int64_t e, Fp8Recipe recipe) {
+      const int64_t H = H_, F = shared ? Fs_ : F_;
+      fp8_w_in_.ensure(H * 2 * F, "FP8 weights");
+      fp8_w_out_.ensure(F * H, "FP8 weights");
+      amax_.ensure(1, "FP8 weights' amax");
+      generate_weights(shared ? w_sh_in_rule_ : w_in_rule_, e * H * 2 * F, H * 2 * F, fp8_w_in_.ptr,
+                       stream_);
+      generate_weights(shared ? w_sh_out_rule_ : w_out_rule_, e * F * H, F * H, fp8_w_out_.ptr,
+                       stream_);
+      reference_quantize_weight(fp8_w_in_.ptr, H, 2 * F, recipe, amax_.ptr, stream_);
+      reference_quantize_weight(fp8_w_out_.ptr, F, H, recipe, amax_.ptr, stream_);
+    };
+    a.matmul = [this](const std::vector<double>& A, ExpertWeight w, int64_t n, int64_t K, int64_t N,
+                      bool trans) {
       if (n == 0 || N == 0) return std::vector<double>(n * N, 0.0);
       mm_a_.ensure(n * K, "FP8 operands");
-      mm_b_.ensure(K * N, "FP8 operands");
       mm_c_.ensure(n * N, "FP8 products");
       upload(A.data(), n * K, mm_a_.ptr);
-      upload(B.data(), K * N, mm_b_.ptr);
-      reference_sgemm(false, trans_b, n, N, K, mm_a_.ptr, K, mm_b_.ptr, trans_b ? K : N, false,
-                      mm_c_.ptr, N, stream_);
+      const float* W = w == ExpertWeight::kIn ? fp8_w_in_.ptr : fp8_w_out_.ptr;
+      reference_sgemm(false, trans, n, N, K, mm_a_.ptr, K, W, trans ? K : N, false, mm_c_.ptr, N,
+                      stream_);
       return download(mm_c_.ptr, n * N);
     };
     a.add_t_times = [this](const std::vector<double>& A, const std::vector<double>& B, int64_t n,
@@ -297,18 +376,7 @@ class GpuMath : public ReferenceMath {
       download_into(grad_in_, mm_c_.ptr, M * N);
       add_to(grad_in_, C);
     };
-    a.weights = [this](bool shared, int64_t e, std::vector<double>& w_in,
-                       std::vector<double>& w_out) {
-      const int64_t H = H_, F = shared ? Fs_ : F_;
-      weights_from_seed(shared ? w_sh_in_rule_ : w_in_rule_, e * H * 2 * F, H * 2 * F, w_in);
-      weights_from_seed(shared ? w_sh_out_rule_ : w_out_rule_, e * F * H, F * H, w_out);
-    };
     return a;
-  }
-  void weights_from_seed(const InitRule& rule, int64_t begin, int64_t n, std::vector<double>& out) {
-    stage_.resize(n);
-    init_range(rule, begin, begin + n, stage_.data());
-    convert_into(stage_.data(), n, out);
   }
 
   // Local expert e's gradients, as computed in dw_in_ and dw_out_, into its slot of the pass's
@@ -484,8 +552,10 @@ class GpuMath : public ReferenceMath {
   DeviceBuffer rows_p_;
   std::vector<float> grad_in_, grad_out_;  // one expert's gradients on the host (hand_over_grads)
   std::vector<double> grad_in64_, grad_out64_;
-  std::vector<float> stage_;         // uploads and weights made on the host, kept across calls
-  DeviceBuffer mm_a_, mm_b_, mm_c_;  // FP8: one product's operands and result
+  std::vector<float> stage_;           // uploads, kept across calls
+  DeviceBuffer mm_a_, mm_b_, mm_c_;    // FP8: one product's operands and result
+  DeviceBuffer fp8_w_in_, fp8_w_out_;  // FP8: one expert's quantized weights
+  DeviceArray<uint32_t> amax_;         // FP8: a per-tensor amax (reference_quantize_weight)
 };
 
 }  // namespace
@@ -494,6 +564,24 @@ void generate_weights(const InitRule& rule, int64_t begin, int64_t n, float* dst
                       cudaStream_t stream) {
   if (n == 0) return;
   generate_kernel<<<grid_for(n), kThreads, 0, stream>>>(rule, begin, n, dst);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void reference_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe,
+                               uint32_t* amax_scratch, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  if (recipe == Fp8Recipe::kBlock) {
+    const dim3 grid(unsigned((cols + kFp8Block - 1) / kFp8Block),
+                    unsigned((rows + kFp8Block - 1) / kFp8Block));
+    quantize_blocks_kernel<<<grid, kThreads, 0, stream>>>(W, rows, cols);
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(amax_scratch, 0, 4, stream));
+    tensor_amax_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(W, rows * cols,
+                                                                       amax_scratch);
+    CUDA_CHECK(cudaGetLastError());
+    quantize_tensor_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(W, rows * cols,
+                                                                           amax_scratch);
+  }
   CUDA_CHECK(cudaGetLastError());
 }
 

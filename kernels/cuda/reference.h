@@ -24,6 +24,12 @@ std::unique_ptr<ReferenceMath> gpu_reference_math(const Workload& w, ReferencePr
 void generate_weights(const InitRule& rule, int64_t begin, int64_t n, float* dst,
                       cudaStream_t stream);
 
+// W [rows, cols] in place as core/fp8.cpp's fp8_quantize_weight does (its twin, for the FP8
+// checks' weights): per 128 x 128 block or, per tensor, with one scale, whose amax goes through
+// amax_scratch (one uint32_t). Exposed for its test.
+void reference_quantize_weight(float* W, int64_t rows, int64_t cols, Fp8Recipe recipe,
+                               uint32_t* amax_scratch, cudaStream_t stream);
+
 // C [M, N] (+)= op(A) op(B) in fp32, row-major: op(A) [M, K] is A [M, K] (lda) or, transposed,
 // A [K, M]; op(B) [K, N] is B [K, N] (ldb) or, transposed, B [N, K]. The reference's GEMM,
 // exposed for its test.

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/fp8.h"
 #include "core/init.h"
 #include "core/reference.h"
 #include "core/workload.h"
@@ -91,6 +93,32 @@ TEST(ReferenceCuda, SgemmEveryTransposeMatchesFloat64) {
       }
 }
 
+// The FP8 checks' weights quantized on the device, bit for bit as the host's
+// fp8_quantize_weight: values over many octaves (subnormal codes and zeros among them), partial
+// 128 x 128 blocks, a zero block, both recipes.
+TEST(ReferenceCuda, QuantizeWeightMatchesHostBitwise) {
+  MOE_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> octave(-30, 8);
+  const int64_t rows = 300, cols = 200;
+  std::vector<float> W(rows * cols);
+  for (float& v : W) v = std::ldexp(mant(rng), octave(rng));
+  for (int64_t r = 128; r < 256; ++r)
+    for (int64_t c = 0; c < 128; ++c) W[r * cols + c] = 0.0f;  // block (1, 0): zero
+  DevBuf<uint32_t> amax(1);
+  for (Fp8Recipe recipe : {Fp8Recipe::kBlock, Fp8Recipe::kTensor}) {
+    std::vector<float> want = W;
+    fp8_quantize_weight(want.data(), rows, cols, recipe);
+    DevBuf<float> d(W);
+    cuda::reference_quantize_weight(d.ptr, rows, cols, recipe, amax.ptr, nullptr);
+    const std::vector<float> got = d.host();
+    int64_t differ = 0;
+    for (int64_t i = 0; i < rows * cols; ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0;
+    EXPECT_EQ(differ, 0) << (recipe == Fp8Recipe::kBlock ? "fp8_block" : "fp8_tensor");
+  }
+}
+
 struct StepCase {
   const char* name;
   RouterConfig router;
@@ -168,7 +196,8 @@ TEST(ReferenceCuda, WholeStepMatchesCpuMath) {
   }
 }
 
-// FP8: the GPU math quantizes on the host as the CPU math does, around its fp32 GEMMs. Both
+// FP8: the GPU math quantizes as the CPU math does (the activations on the host, the weights on
+// the device), around its fp32 GEMMs. Both
 // recipes, operands of two EP groups' rows (and a pipelined step's wider weight-gradient
 // operands), a shared expert, FP8 dispatch; 128-blocks cut ragged (H 160, F 96). They differ by
 // fp32 against float64 products only, and where that moves a bf16 rounding, by an e4m3 step of
