@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Session 36, call 1b (2 H200s, a fresh machine after call 1's): the command as run, from the
+# repository root. Call 1's timing run had failed at once (fp8_weights cached needs a warm-up
+# step); this reruns it: the throwaway timing print of the GPU reference's FP8 path
+# (fp8-ref-timing.diff, applied to call 1's tree) on DeepSeek-V3's shape with 64 experts, EP 2.
+mkdir -p $OUT/l; read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT; export MOE_GIT_COMMIT MOE_GIT_DIRTY; git apply devrun/fp8-ref-timing.diff; cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > $OUT/l/c.log 2>&1 && cmake --build build-gpu -j16 --target moebench > $OUT/l/b.log 2>&1; echo build $?; timeout 240 mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE=0 build-gpu/moebench run --backend cuda --config bench/deepseek_v3 --set model.experts=64 --set mesh.ep=2 --set dispatch=nvlink --set align=16 --set roofline=false --set warmup_s=0 --set fp8_weights=cached --set precision=fp8_tensor --set gemm.method=grouped_sm90 --set check=first --set check_unquantized=false --steps 1 --warmup 1 --out $OUT/l/ds64.json > $OUT/l/ds64.log 2>&1; echo rc $?; grep -E "fp8-ref|# check|checked|error|took" $OUT/l/ds64.log
