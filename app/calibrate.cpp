@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace moe {
 namespace {
@@ -14,8 +16,8 @@ namespace {
 // Rows of the calibration all-to-all: a size that divides the buffers of any EP width evenly.
 constexpr int64_t kA2aRowBytes = 4096;
 
-Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
-                    double timeout_s) {
+Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, Precision precision,
+                    MPI_Comm world, double timeout_s) {
   const CalibrationSizes s = calibration_sizes(ops.name());
   Calibration c;
   c.gemm_m = s.gemm_m;
@@ -31,6 +33,16 @@ Calibration measure(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm 
   c.gemm_tflops = 2.0 * s.gemm_m * s.gemm_n * s.gemm_k / (gemm_ms * 1e-3) * 1e-12;
   allreduce_bounded(&c.gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world, "the calibration's minimum",
                     timeout_s);
+  if (precision != Precision::kBf16) {
+    const double fp8_ms = ops.time_dense_fp8_gemm_ms(s.gemm_m, s.gemm_n, s.gemm_k,
+                                                     fp8_recipe_of(precision), s.gemm_iters);
+    // A backend without one gives 0 on every rank: the minimum stays 0.
+    c.fp8_gemm_tflops =
+        fp8_ms > 0 ? 2.0 * s.gemm_m * s.gemm_n * s.gemm_k / (fp8_ms * 1e-3) * 1e-12 : 0;
+    allreduce_bounded(&c.fp8_gemm_tflops, 1, MPI_DOUBLE, MPI_MIN, world,
+                      "the calibration's minimum", timeout_s);
+    if (c.fp8_gemm_tflops > 0) c.fp8_precision = name_of(precision);
+  }
 
   c.mem_copy_bytes = s.mem_copy_bytes;
   const double copy_ms = device.time_memory_copy_ms(s.mem_copy_bytes, s.mem_copy_iters);
@@ -137,12 +149,12 @@ CalibrationSizes calibration_sizes(const std::string& backend) {
   return s;
 }
 
-Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
-                      double timeout_s) {
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, Precision precision,
+                      MPI_Comm world, double timeout_s) {
   const auto start = std::chrono::steady_clock::now();
   Calibration c;
   try {
-    c = measure(device, ops, comm, dtype, world, timeout_s);
+    c = measure(device, ops, comm, dtype, precision, world, timeout_s);
   } catch (const UserError&) {
     throw;
   } catch (const Error& e) {
@@ -156,10 +168,13 @@ Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Com
 
 std::string describe(const Calibration& c) {
   if (!c.done) return "off (roofline=false)";
-  char gemm[160], a2a[160], mem[96];
+  char gemm[240], a2a[160], mem[96];
   std::snprintf(gemm, sizeof gemm,
                 "dense GEMM %.3f TFLOP/s per rank (%ldx%ldx%ld %s, slowest rank)", c.gemm_tflops,
                 long(c.gemm_m), long(c.gemm_n), long(c.gemm_k), c.dtype.c_str());
+  if (c.fp8_gemm_tflops > 0)
+    std::snprintf(gemm + std::strlen(gemm), sizeof gemm - std::strlen(gemm), ", in %s %.3f TFLOP/s",
+                  c.fp8_precision.c_str(), c.fp8_gemm_tflops);
   std::snprintf(a2a, sizeof a2a,
                 "all-to-all over ep %d: algbw %.3f GB/s, busbw %.3f GB/s at %.1f MiB per rank",
                 c.ep, c.a2a_algbw_gbps, c.a2a_busbw_gbps, c.a2a_bytes_per_rank / 1048576.0);

@@ -20,6 +20,11 @@ struct Calibration {
   double gemm_tflops = 0;  // dense GEMM rate of the slowest rank
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   std::string dtype;  // the GEMM's storage dtype (the workload's)
+  // With an FP8 precision, the same GEMM in FP8 with its recipe's scaling (the slowest rank's):
+  // the rate of the FP8 expert phases' floors. 0 and "" with bf16 precision, or where the backend
+  // has no FP8 GEMM to time (the floors then take gemm_tflops).
+  double fp8_gemm_tflops = 0;
+  std::string fp8_precision;
   // nccl-tests conventions: algbw = bytes per rank / time (the slowest rank's), busbw = algbw *
   // (ep-1)/ep. Both 0 when ep == 1: there is no all-to-all to measure.
   double a2a_algbw_gbps = 0, a2a_busbw_gbps = 0;
@@ -47,8 +52,8 @@ CalibrationSizes calibration_sizes(const std::string& backend);
 // Collective over world (every rank calls it, after the backend is built). The GEMM rate is the
 // minimum over ranks; each all-to-all's time is the maximum over ranks, as the step's phases are.
 // Its own MPI reductions wait at most timeout_s for the other ranks (core/bounded_wait.h).
-Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, MPI_Comm world,
-                      double timeout_s = kDefaultWaitBoundS);
+Calibration calibrate(Device& device, Ops& ops, Comm& comm, DType dtype, Precision precision,
+                      MPI_Comm world, double timeout_s = kDefaultWaitBoundS);
 
 // The median over iterations of the slowest rank's ms for one all-to-all of equal splits over the
 // EP group, `rows_per_peer` rows of `row_bytes` to and from every EP rank, every rank starting

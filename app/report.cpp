@@ -139,6 +139,8 @@ json roofline_json(const RunResult& r) {
           {"gemm_n", c.gemm_n},
           {"gemm_k", c.gemm_k},
           {"gemm_dtype", c.dtype},
+          {"fp8_gemm_tflops", c.fp8_gemm_tflops},
+          {"fp8_precision", c.fp8_precision},
           {"a2a_applicable", c.has_a2a()},
           {"a2a_algbw_gbps", c.a2a_algbw_gbps},
           {"a2a_busbw_gbps", c.a2a_busbw_gbps},
@@ -243,10 +245,11 @@ void print_roofline_footer(const RunResult& r, std::FILE* out) {
     std::fprintf(
         out,
         "# efficiency: step floor %.3f ms / step median %.3f ms = %.1f%% (floors: FLOPs at the "
-        "calibrated GEMM rate or the experts' weight, gradient and row bytes at the calibrated "
+        "calibrated GEMM rate%s or the experts' weight, gradient and row bytes at the calibrated "
         "memory bandwidth, whichever is longer (bound: compute or memory), all-to-all bytes at "
         "the calibrated algbw%s; fsdp_gather, layout and grad_sync have none)\n",
         r.step_floor_ms, r.step_ms.median, 100 * efficiency(r.step_floor_ms, r.step_ms.median),
+        r.calibration.fp8_gemm_tflops > 0 ? " (the expert GEMMs' in FP8)" : "",
         r.calibration.has_a2a() ? "" : ", none at ep 1");
   std::string sent;
   for (const char* name :

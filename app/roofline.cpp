@@ -17,8 +17,8 @@ double apply_floors(const Calibration& c, int world, std::vector<PhaseResult>& p
         p.floor_bound = what;
       }
     };
-    if (p.flops > 0 && c.gemm_tflops > 0)
-      bound_by(p.flops / world / (c.gemm_tflops * 1e9), "compute");
+    const double tflops = p.fp8 && c.fp8_gemm_tflops > 0 ? c.fp8_gemm_tflops : c.gemm_tflops;
+    if (p.flops > 0 && tflops > 0) bound_by(p.flops / world / (tflops * 1e9), "compute");
     if (p.mem_bytes > 0 && c.mem_gbps > 0) bound_by(p.mem_bytes / (c.mem_gbps * 1e6), "memory");
     // Only the all-to-all itself: the bytes of counts_exchange are latency, not bandwidth.
     if (p.name.rfind("a2a_", 0) == 0 && p.bytes > 0 && c.has_a2a())

@@ -358,6 +358,7 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
     p.bytes = c.bytes;
     p.bus_factor = c.bus_factor;
     p.mem_bytes = c.mem_bytes;
+    p.fp8 = c.fp8;
     if (p.phase >= kA2aDispatchFwd && p.phase < kA2aDispatchFwd + kNumDirs)
       p.bytes_sent = sent[p.phase - kA2aDispatchFwd];
   }
@@ -464,7 +465,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   // Before the layer allocates: the calibration's buffers then never share memory with the
   // step's, and once released they leave no trace in the step's high-water mark.
   if (w.roofline) {
-    r.calibration = calibrate(device, ops, *be.comm, w.dtype, world, opt.timeout_s);
+    r.calibration = calibrate(device, ops, *be.comm, w.dtype, w.precision, world, opt.timeout_s);
     device.reset_memory_high_water();
     if (rank == 0) spdlog::info("roofline calibration: {}", describe(r.calibration));
   }

@@ -33,6 +33,7 @@ struct PhaseResult {
   // Per step, per rank: backend-memory bytes the phase must read and write at the least (the
   // experts: weights, weight gradients, the rows in and out); 0 where not modelled.
   double mem_bytes = 0;
+  bool fp8 = false;  // its GEMMs run in FP8: the compute floor takes the FP8 rate (PhaseCost::fp8)
   // a2a_* phases: bytes this rank actually sent to other ranks per step (mean over timed steps,
   // max over ranks); `bytes` is the nominal send buffer, own rows included.
   std::optional<double> bytes_sent;

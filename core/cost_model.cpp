@@ -37,9 +37,14 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   c[kExpertsBwd].flops = 12 * rows_kept * H * F;
   // Bytes no implementation avoids, per rank: every local expert's weights read once; the rows in
   // and out (forward: xe in, ye out; backward: dye, xe and h in, dxe out); the weight gradients
-  // written once (fp32 or bf16: expert_grad_dtype).
-  c[kExpertsFwd].mem_bytes = weight_elems * sb + rows * 2 * H * sb;
-  c[kExpertsBwd].mem_bytes = weight_elems * (sb + gb) + rows * (3 * H + 2 * F) * sb;
+  // written once (fp32 or bf16: expert_grad_dtype). In FP8 the weights are read as their one-byte
+  // codes, but in a forward that quantizes them (fp8_weights per_step), which reads them stored.
+  const bool fp8 = w.precision != Precision::kBf16;
+  const double wb_fwd = fp8 && w.fp8_weights == Fp8Weights::kCached ? 1 : sb;
+  const double wb_bwd = fp8 ? 1 : sb;
+  c[kExpertsFwd].mem_bytes = weight_elems * wb_fwd + rows * 2 * H * sb;
+  c[kExpertsBwd].mem_bytes = weight_elems * (wb_bwd + gb) + rows * (3 * H + 2 * F) * sb;
+  c[kExpertsFwd].fp8 = c[kExpertsBwd].fp8 = fp8;
   // The shared experts: every token of the rank through each, counted as the experts are (S x
   // F_sh is their total width: each token's rows in and out once per shared expert).
   const double SF = shared_width(w.model), S = double(w.model.shared_experts);
@@ -47,8 +52,9 @@ std::vector<PhaseCost> phase_costs(const Workload& w, const Mesh& m, size_t stor
   if (SF > 0) {
     c[kSharedFwd].flops = 6 * N * H * SF;
     c[kSharedBwd].flops = 12 * N * H * SF;
-    c[kSharedFwd].mem_bytes = shared_elems * sb + S * T * 2 * H * sb;
-    c[kSharedBwd].mem_bytes = shared_elems * (sb + gb) + T * (3 * H * S + 2 * SF) * sb;
+    c[kSharedFwd].mem_bytes = shared_elems * wb_fwd + S * T * 2 * H * sb;
+    c[kSharedBwd].mem_bytes = shared_elems * (wb_bwd + gb) + T * (3 * H * S + 2 * SF) * sb;
+    c[kSharedFwd].fp8 = c[kSharedBwd].fp8 = fp8;
   }
   // The dispatcher's collectives: each direction moves what the dispatcher says for the rows
   // kept (none at ep 1).

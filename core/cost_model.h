@@ -18,6 +18,9 @@ struct PhaseCost {
   // Per step, per rank: device-memory bytes the phase must read and write at the least (the
   // experts: weights, weight gradients, the rows in and out); 0 where not modelled.
   double mem_bytes = 0;
+  // Its GEMMs run in FP8 (an FP8 precision's expert and shared-expert phases): its compute floor
+  // takes the calibrated FP8 rate.
+  bool fp8 = false;
 };
 
 // Expert weight elements a rank's step holds and multiplies: its local routed experts' w_in and

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fp8.h"
 #include "core/grouped_gemm.h"
 #include "core/layout.h"
 #include "core/mesh.h"
@@ -109,6 +110,14 @@ class Ops {
   // calls after a warm-up call, on the device's clock, through the GEMM path the expert phases
   // use. Allocates its operands and frees them.
   virtual double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) = 0;
+  // The same for an FP8 GEMM of `recipe` (e4m3 operands scaled as the recipe says, fp32
+  // accumulation, storage-dtype output) through the FP8 path the expert phases use: the rate the
+  // FP8 phases' roofline floors take. 0 where the backend has none.
+  virtual double time_dense_fp8_gemm_ms(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe,
+                                        int iters) {
+    (void)M, (void)N, (void)K, (void)recipe, (void)iters;
+    return 0;
+  }
 
   // Router forward: logits [T,E] fp32, scores [T,E] fp32, idx [T,K] i32, p [T,K] fp32, and the
   // loss partial sums stats [2E+1] fp32 (see kernels/cpu/router.h). x [T,H], w_gate [H,E] storage;

@@ -34,18 +34,48 @@ std::vector<float> dispatched_values(const Dims& d, const void* packed,
 
 }  // namespace
 
+namespace {
+
+// The calibration GEMMs' operands A [M, K], B [K, N] and C [M, N]: host vectors, not alloc() (a
+// start-up measurement is not the step's backend memory), nonzero values in the storage dtype, so
+// that the timed loop sees the data a step would.
+struct CalibrationOperands {
+  std::vector<float> a, b, c;
+  CalibrationOperands(int64_t M, int64_t N, int64_t K, DType dtype)
+      : a(size_t(M * K)), b(size_t(K * N)), c(size_t(M * N)) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = cpu::store_as(dtype, float(i % 251) / 251 - 0.5f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype, float(i % 241) / 241 - 0.5f);
+  }
+};
+
+}  // namespace
+
 double CpuOps::time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) {
   MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
             "dense GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
-  // Host vectors, not alloc(): a start-up measurement is not the step's backend memory. Nonzero
-  // values in the storage dtype, so that the timed loop sees the data a step would.
   const DType dtype = device_.storage_dtype();
-  std::vector<float> a(M * K), b(K * N), c(M * N);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = cpu::store_as(dtype, float(i % 251) / 251 - 0.5f);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = cpu::store_as(dtype, float(i % 241) / 241 - 0.5f);
-  auto gemm = [&] { cpu::gemm(false, false, M, N, K, a.data(), b.data(), c.data(), false, dtype); };
+  CalibrationOperands o(M, N, K, dtype);
+  auto gemm = [&] {
+    cpu::gemm(false, false, M, N, K, o.a.data(), o.b.data(), o.c.data(), false, dtype);
+  };
   gemm();  // untimed: grows the GEMM's packing buffers
   return median_call_ms(*device_.make_timer({"calibration_gemm"}), iters, gemm);
+}
+
+double CpuOps::time_dense_fp8_gemm_ms(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe,
+                                      int iters) {
+  MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
+            "FP8 GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
+  // The expert phases' FP8 GEMM: one group, its operands quantized in each call, then multiplied.
+  const DType dtype = device_.storage_dtype();
+  CalibrationOperands o(M, N, K, dtype);
+  const int64_t offsets[2] = {0, M};
+  auto gemm = [&] {
+    cpu::grouped_gemm_fp8(GroupedLayout::kRowsTimesWeight, 1, offsets, 0, N, K, o.a.data(),
+                          o.b.data(), o.c.data(), dtype, recipe);
+  };
+  gemm();
+  return median_call_ms(*device_.make_timer({"calibration_fp8_gemm"}), iters, gemm);
 }
 
 void CpuOps::router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,

@@ -14,6 +14,8 @@ class CpuOps : public Ops {
   explicit CpuOps(Device& device) : device_(device) {}
   std::string name() const override { return "cpu"; }
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
+  double time_dense_fp8_gemm_ms(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe,
+                                int iters) override;
 
   void router_fwd(const Dims& d, const RouterConfig& cfg, const void* x, const void* w_gate,
                   const float* expert_bias, const int32_t* forced_idx, float* logits, float* scores,

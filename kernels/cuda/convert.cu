@@ -41,6 +41,16 @@ __global__ void calibration_fill_kernel(S* dst, int64_t n, uint32_t salt) {
   }
 }
 
+// Bit 3 (the exponent field's lowest) cleared: the field stays below 15, where e4m3's NaN lies.
+__global__ void fp8_calibration_fill_kernel(uint8_t* dst, int64_t n, uint32_t salt) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = (uint32_t(i) ^ salt) * 2654435761u;
+    h ^= h >> 16;
+    dst[i] = uint8_t(h & 0xf7u);
+  }
+}
+
 }  // namespace
 
 void storage_to_f32(const void* src, int64_t n, DType dtype, float* dst, cudaStream_t stream) {
@@ -79,6 +89,11 @@ void fill_calibration_pattern(void* dst, int64_t n, uint32_t salt, DType dtype,
     using S = std::remove_pointer_t<decltype(tag)>;
     calibration_fill_kernel<<<1024, 256, 0, stream>>>(static_cast<S*>(dst), n, salt);
   });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_fp8_calibration_pattern(uint8_t* dst, int64_t n, uint32_t salt, cudaStream_t stream) {
+  fp8_calibration_fill_kernel<<<1024, 256, 0, stream>>>(dst, n, salt);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -23,5 +23,8 @@ void fill_seeded(const InitRule& rule, int64_t begin, int64_t n, DType dtype, vo
 // calibration GEMM's operands, so that the tensor cores toggle as they do on real data.
 void fill_calibration_pattern(void* dst, int64_t n, uint32_t salt, DType dtype,
                               cudaStream_t stream);
+// dst [n] = e4m3 codes of a fixed pattern varied by salt, both signs, never NaN: the FP8
+// calibration GEMM's operands.
+void fill_fp8_calibration_pattern(uint8_t* dst, int64_t n, uint32_t salt, cudaStream_t stream);
 
 }  // namespace moe::cuda

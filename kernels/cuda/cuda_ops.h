@@ -41,6 +41,8 @@ class CudaOps : public Ops {
   ExpertGemmMs expert_gemm_ms() override;
   GemmPlanCounts gemm_plan_counts() const override;
   double time_dense_gemm_ms(int64_t M, int64_t N, int64_t K, int iters) override;
+  double time_dense_fp8_gemm_ms(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe,
+                                int iters) override;
   // Each expert GEMM's method now, for provenance.
   ExpertGemmMethods current_expert_gemm_methods() const;
 

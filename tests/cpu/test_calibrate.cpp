@@ -65,7 +65,8 @@ TEST(Calibrate, OneRankWorldMeasuresTheGemmAndMarksNoAllToAll) {
   CpuDevice device(DType::kBf16);
   CpuOps ops(device);
   MpiComm comm(MPI_COMM_WORLD, mesh);
-  const Calibration c = calibrate(device, ops, comm, DType::kBf16, MPI_COMM_WORLD);
+  const Calibration c =
+      calibrate(device, ops, comm, DType::kBf16, Precision::kBf16, MPI_COMM_WORLD);
   EXPECT_TRUE(c.done);
   EXPECT_GT(c.gemm_tflops, 0.0);
   EXPECT_LT(c.gemm_tflops, 100.0) << "no CPU core runs a 512^3 GEMM at 100 TFLOP/s";
@@ -82,6 +83,22 @@ TEST(Calibrate, OneRankWorldMeasuresTheGemmAndMarksNoAllToAll) {
   EXPECT_NE(describe(c).find("memory "), std::string::npos) << describe(c);
   EXPECT_NE(describe(c).find("all-to-all not applicable (ep 1)"), std::string::npos) << describe(c);
   EXPECT_NE(describe(c).find("512x512x512 bf16"), std::string::npos) << describe(c);
+  EXPECT_EQ(c.fp8_gemm_tflops, 0.0) << "bf16 precision times no FP8 GEMM";
+}
+
+TEST(Calibrate, Fp8PrecisionAlsoMeasuresItsRecipesGemm) {
+  const Mesh mesh = make_mesh(1, 0, 1, 1, 8);
+  CpuDevice device(DType::kBf16);
+  CpuOps ops(device);
+  MpiComm comm(MPI_COMM_WORLD, mesh);
+  for (Precision p : {Precision::kFp8Tensor, Precision::kFp8Block}) {
+    const Calibration c = calibrate(device, ops, comm, DType::kBf16, p, MPI_COMM_WORLD);
+    EXPECT_GT(c.fp8_gemm_tflops, 0.0) << name_of(p);
+    EXPECT_LT(c.fp8_gemm_tflops, 100.0) << name_of(p);
+    EXPECT_EQ(c.fp8_precision, name_of(p));
+    EXPECT_NE(describe(c).find(std::string("in ") + name_of(p) + " "), std::string::npos)
+        << describe(c);
+  }
 }
 
 TEST(Calibrate, DescribeOff) { EXPECT_EQ(describe(Calibration{}), "off (roofline=false)"); }

@@ -86,6 +86,26 @@ TEST(Roofline, MemoryBytesBoundWhenTheyTakeLonger) {
   }
 }
 
+// An FP8 phase's compute floor takes the calibrated FP8 rate (250 TFLOP/s: experts_fwd's 0.02 ms
+// of FLOPs at 100 become 0.008 ms); a bf16 one keeps the storage dtype's; without an FP8 rate (a
+// backend that has none) the FP8 phase falls back to it.
+TEST(Roofline, Fp8PhasesTakeTheFp8Rate) {
+  Calibration c = calibration(2);
+  c.fp8_gemm_tflops = 250;
+  c.fp8_precision = "fp8_tensor";
+  std::vector<PhaseResult> ps = phases();
+  ps[1].fp8 = true;  // experts_fwd
+  apply_floors(c, 2, ps);
+  EXPECT_DOUBLE_EQ(floor_of(ps, "experts_fwd"), 0.008);
+  ps[1].fp8 = false;
+  apply_floors(c, 2, ps);
+  EXPECT_DOUBLE_EQ(floor_of(ps, "experts_fwd"), 0.02);
+  ps[1].fp8 = true;
+  c.fp8_gemm_tflops = 0;
+  apply_floors(c, 2, ps);
+  EXPECT_DOUBLE_EQ(floor_of(ps, "experts_fwd"), 0.02);
+}
+
 // dispatch_bwd beside experts_bwd (the overlap key): the step's floor counts the larger of the two.
 TEST(Roofline, APhaseBesideAnotherAddsOnlyItsExcess) {
   for (double a2a_bytes : {1e6, 4e6}) {  // dispatch_bwd's floor 0.02 ms, then 0.08 ms

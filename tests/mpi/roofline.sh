@@ -7,6 +7,10 @@ args=(run --config "$TINY" -q --set mesh.ep=2)
 mpi 2 "${args[@]}" --out "$WORK/on.json" >"$WORK/on.txt"
 mpi 2 "${args[@]}" --set roofline=false --out "$WORK/off.json" >"$WORK/off.txt"
 mpi 2 run --config "$TINY" -q --set mesh.ep=1 --out "$WORK/ep1.json" >/dev/null
+mpi 2 "${args[@]}" --set precision=fp8_tensor --set fp8_weights=cached --out "$WORK/fp8.json" \
+  >"$WORK/fp8.txt"
+grep -q "^# roofline: dense GEMM .* TFLOP/s per rank (512x512x512 bf16, slowest rank), in fp8_tensor " \
+  "$WORK/fp8.txt" || { cat "$WORK/fp8.txt"; fail "no FP8 GEMM rate on the '# roofline:' line"; }
 
 grep -q "^# roofline: dense GEMM .* TFLOP/s per rank (512x512x512 bf16" "$WORK/on.txt" ||
   { cat "$WORK/on.txt"; fail "no '# roofline:' line with the GEMM rate"; }
@@ -19,7 +23,7 @@ grep -q "^# efficiency:" "$WORK/off.txt" && fail "an efficiency footer without a
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
 work = sys.argv[1]
-on, off, ep1 = (json.load(open(f"{work}/{n}.json")) for n in ("on", "off", "ep1"))
+on, off, ep1, fp8 = (json.load(open(f"{work}/{n}.json")) for n in ("on", "off", "ep1", "fp8"))
 from checks import check
 
 rl = on["roofline"]
@@ -68,6 +72,22 @@ check(rl1["done"] and rl1["ep"] == 1 and rl1["a2a_applicable"] is False, "ep 1 c
 check(rl1["a2a_algbw_gbps"] == 0 and rl1["gemm_tflops"] > 0, "ep 1 rates")
 check("floor_ms" not in ep1["timing"]["phases"]["a2a_dispatch_fwd"], "an a2a floor at ep 1")
 check(ep1["timing"]["phases"]["a2a_dispatch_fwd"]["bytes_sent_per_rank"] == 0, "ep 1 sent bytes")
+
+# FP8: the expert phases' compute floors at the FP8 GEMM rate the calibration measured, their
+# weights read as one-byte codes (cached), so fewer bytes than bf16's; the bf16 run times none.
+check(on["roofline"]["fp8_gemm_tflops"] == 0 and on["roofline"]["fp8_precision"] == "",
+      "a bf16 run with an FP8 rate")
+rl8 = fp8["roofline"]
+check(rl8["fp8_gemm_tflops"] > 0 and rl8["fp8_precision"] == "fp8_tensor",
+      f"fp8 rate {rl8['fp8_gemm_tflops']} {rl8['fp8_precision']}")
+for n in ("experts_fwd", "experts_bwd"):
+    p8, p16 = fp8["timing"]["phases"][n], on["timing"]["phases"][n]
+    c = p8["flops"] / fp8["mesh"]["world"] / (rl8["fp8_gemm_tflops"] * 1e9)
+    m = p8["mem_bytes_per_rank"] / (rl8["mem_gbps"] * 1e6)
+    check(abs(p8["floor_ms"] - max(c, m)) < 1e-9 * max(c, m),
+          f"{n} FP8 floor {p8['floor_ms']} is not max(FLOPs/FP8 rate {c}, bytes/bw {m})")
+    check(p8["mem_bytes_per_rank"] < p16["mem_bytes_per_rank"],
+          f"{n}: FP8's cached weights count no fewer bytes than bf16's")
 
 # The calibration runs before the step and releases what it allocated.
 check(on["digests"] == off["digests"], "digests differ with roofline on and off")
