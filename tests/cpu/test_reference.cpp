@@ -388,6 +388,28 @@ TEST(ReferenceRouting, NormalizeSumsToScaling) {
   EXPECT_NEAR(r.p[0] + r.p[1], 1.5, 1e-14);
 }
 
+// One selected expert, normalized: p is the scaling whatever the logits, so the gradient into
+// them is exactly 0 (a rounding's noise there made the check call dw_gate 100% wrong against a
+// backend that gave 0), with either score function and with the softmax after the top-k.
+TEST(ReferenceRouting, NormalizedTopOneHasExactlyZeroGradient) {
+  const std::vector<double> logits = {0.3, -1.2, 2.0, 0.7, 1.1, -0.4};
+  for (RouterScore score : {RouterScore::kSoftmax, RouterScore::kSigmoid})
+    for (bool after : {false, true}) {
+      RouterConfig rc;
+      rc.score = score;
+      rc.softmax_after_topk = after && score == RouterScore::kSoftmax;
+      rc.normalize_topk = true;
+      rc.scaling = 2.5;
+      TokenRouting r = reference_route_token(rc, 6, 1, logits.data(), nullptr);
+      EXPECT_EQ(r.p[0], 2.5);
+      const double dp = 0.731;
+      std::vector<double> dlogits(6, 0.0);
+      reference_topk_weights_bwd(rc, 6, 1, logits.data(), r.idx.data(), &dp, dlogits.data());
+      EXPECT_EQ(dlogits, std::vector<double>(6, 0.0))
+          << "sigmoid " << (score == RouterScore::kSigmoid) << " after " << rc.softmax_after_topk;
+    }
+}
+
 // A problem whose logits are exactly x: H = E and w_gate = identity.
 ReferenceProblem identity_gate_problem(const RouterConfig& rc,
                                        const std::vector<std::vector<double>>& logits, int64_t K) {
