@@ -40,6 +40,10 @@ moe_mpi_case(np8_ep4_fsdp2_one_expert_per_rank 8 --set mesh.ep=4 --set mesh.fsdp
              --set model.experts=4 --set expert_placement=balanced)
 moe_mpi_case(np4_mixtral_style 4 --set mesh.ep=4 --set router.softmax_after_topk=true
              --set router.normalize_topk=true)
+# One expert a token, normalized (Switch-style top-1): p is the scaling, the router's gradient 0
+# exactly on both sides (the reference once left rounding noise there and failed dw_gate).
+moe_mpi_case(np2_top1_normalized 2 --set mesh.ep=2 --set model.topk=1
+             --set router.normalize_topk=true --set router.scaling=2.5)
 moe_mpi_case(np4_fp32 4 --set mesh.ep=2 --set dtype=fp32 ${MOE_SIGMOID_GROUPS} ${MOE_LOSSES})
 moe_mpi_case(np4_every_step 4 --set mesh.ep=4 --set check=every --steps 3)
 # Skewed sizes: more experts than tokens, so some experts (and maybe whole ranks) get nothing.
