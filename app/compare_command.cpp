@@ -368,9 +368,9 @@ void check_same_work(const std::vector<CompareRun>& runs) {
   for (size_t i = 1; i < runs.size(); ++i)
     for (const std::string& d : work_differences(runs[0], runs[i])) msg += "\n  " + d;
   MOE_USER_CHECK(msg.empty(),
-                 "cannot compare: the runs did different work (only name, steps, "
-                 "warmup, check, reference and roofline may differ), the keys that differ:"
-                     << msg);
+                 "cannot compare: the runs did different work (they may differ only in the keys "
+                 "of the report's knobs line and in "
+                     << workload_run_keys() << "); the keys that differ:" << msg);
 }
 
 // Runs whose slowest ranks' median SM clocks differ by more than this get compare's note.

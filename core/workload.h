@@ -246,6 +246,9 @@ nlohmann::json workload_to_json(const Workload& w);
 // backend runs it (overlap, gemm.*) or how the run is taken (steps, check, ...). Results that
 // differ only in the latter compare. Unknown paths count as work.
 bool workload_key_changes_work(const std::string& path);
+// The keys of how the run is taken ("name, steps, ..."), in key-table order: what results that
+// compare may differ in besides how the backend runs the work (describe_how_keys).
+std::string workload_run_keys();
 
 // "overlap=none gemm.method=auto gemm.streams=4 gemm.algo=auto": the keys of how the backend runs
 // the work, for the report header and --dry-run.

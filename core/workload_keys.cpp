@@ -814,6 +814,13 @@ std::string describe_how_keys(const Workload& w) {
   return out;
 }
 
+std::string workload_run_keys() {
+  std::string out;
+  for (const KeySpec& k : schema())
+    if (k.role == Role::kRun) out += (out.empty() ? "" : ", ") + k.path;
+  return out;
+}
+
 bool workload_key_changes_work(const std::string& path) {
   const KeySpec* k = find_key(path);
   return !k || k->role == Role::kWork;

@@ -34,6 +34,10 @@ compare_rc 2 "$WORK/a.json" "$WORK/ep4.json"
 grep -q "mesh.ep: 2 ($WORK/a.json) vs 4 ($WORK/ep4.json)" <<< "$out" ||
   { echo "$out"; fail "refusal does not name mesh.ep"; }
 echo "ok (2): different mesh refused: $(echo "$out" | grep mesh.ep)"
+# The refusal names what may differ from the key table itself (check_unquantized and warmup_s once
+# went unnamed in a list written by hand).
+grep -q "and in name, steps, warmup, warmup_s, check, check_unquantized, reference, roofline)" \
+  <<< "$out" || { echo "$out"; fail "refusal does not list the run keys"; }
 
 echo '{"name": "tiny"}' > "$WORK/config.json"
 compare_rc 2 "$WORK/a.json" "$WORK/config.json"
