@@ -206,8 +206,9 @@ struct Fp8Arithmetic {
 };
 
 // ReferenceMath::experts and shared_experts with FP8 precision (MATH.md "FP8 expert GEMMs"): the
-// operands' quantization, their bf16 roundings and which rows form one operand on the host, as the
-// CPU math does them, around arith's products and weights. The GPU reference's FP8 path.
+// activations' quantization, their bf16 roundings and which rows form one operand on the host, as
+// the CPU math does them, around arith's quantized weights and products. The GPU reference's FP8
+// path.
 void fp8_experts(const ReferenceProblem& prob, const int32_t* idx, const uint8_t* dropped,
                  const double* p, const ExpertsPass& pass, const Fp8Arithmetic& arith);
 void fp8_shared_experts(const ReferenceProblem& prob, const ExpertsPass& pass,
