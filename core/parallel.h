@@ -63,6 +63,18 @@ void for_each_element(int64_t n, Fn fn) {
   });
 }
 
+// fn(b) for each of n rows of `cols` values, the rows split over threads in parts of at least
+// 256K values: the FP8 reference's element-wise passes over one expert's operands, which on
+// DeepSeek-V3's shapes took a core seconds per check. Each row is one thread's, in the serial
+// loop's order, so the results are the serial loop's.
+template <class Fn>
+void for_each_row(int64_t n, int64_t cols, Fn fn) {
+  for_each_part(n, part_count_of_units(n, n * cols, int64_t(1) << 18),
+                [&](int, int64_t b0, int64_t b1) {
+                  for (int64_t b = b0; b < b1; ++b) fn(b);
+                });
+}
+
 // out = v converted element by element (float to double or back), in threads (for_each_element);
 // out's storage is reused where it is large enough.
 template <class From, class To>

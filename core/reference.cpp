@@ -177,18 +177,6 @@ std::vector<double> quantized(std::vector<float> v, const std::function<void(flo
   return out;
 }
 
-// fn(b) for each of n rows of `cols` values, the rows split over threads in parts of at least
-// 256K values: the FP8 path's element-wise passes over one expert's operands, which on
-// DeepSeek-V3's shapes took a core seconds per check. Each row is one thread's, in the serial
-// loop's order, so the results are the serial loop's.
-template <class Fn>
-void for_each_row(int64_t n, int64_t cols, Fn fn) {
-  for_each_part(n, part_count_of_units(n, n * cols, int64_t(1) << 18),
-                [&](int, int64_t b0, int64_t b1) {
-                  for (int64_t b = b0; b < b1; ++b) fn(b);
-                });
-}
-
 double to_bf16(double v) { return round_to_bf16(float(v)); }
 
 // C [n, N] = A [n, K] @ B, B [K, N] or, transposed, [N, K].
@@ -238,19 +226,22 @@ struct ScaleTies {
   float got[kNumFp8Computed] = {};
   uint8_t* adopted[kNumFp8Computed] = {};
   float* rel_diff[kNumFp8Computed] = {};
-  // X [count] in place as one tensor: with the reference's own scale, or the backend's where
-  // the two are a near tie.
-  void quantize(Fp8Computed kind, float* X, int64_t count) const {
-    float scale = fp8_tensor_scale(X, count);
-    const int k = int(kind);
-    if (got[k] != scale && fp8_scale_near_tie(scale, got[k])) {
-      if (adopted[k]) {
-        *adopted[k] = 1;
-        *rel_diff[k] = std::max(*rel_diff[k], float(std::fabs(double(got[k]) / scale - 1.0)));
+  // The operand `kind` [count] through FP8 as one tensor (quantized): with the reference's own
+  // scale, or the backend's where the two are a near tie.
+  std::vector<double> quantized(Fp8Computed kind, std::vector<float> X) const {
+    const int64_t count = int64_t(X.size());
+    return moe::quantized(std::move(X), [&](float* q) {
+      float scale = fp8_tensor_scale(q, count);
+      const int k = int(kind);
+      if (got[k] != scale && fp8_scale_near_tie(scale, got[k])) {
+        if (adopted[k]) {
+          *adopted[k] = 1;
+          *rel_diff[k] = std::max(*rel_diff[k], float(std::fabs(double(got[k]) / scale - 1.0)));
+        }
+        scale = got[k];
       }
-      scale = got[k];
-    }
-    fp8_quantize_tensor(X, count, scale);
+      fp8_quantize_tensor(q, count, scale);
+    });
   }
 };
 
@@ -287,8 +278,7 @@ void expert_operand_fp8(int64_t H, int64_t F, const std::vector<Pair>& all,
   };
   // The operands the step computes, per tensor with the backend's scale at a near tie.
   auto computed_along_rows = [&](const std::vector<float>& v, int64_t cols, Fp8Computed kind) {
-    if (!ties || recipe != Fp8Recipe::kTensor) return along_rows(v, cols);
-    return quantized(v, [&](float* q) { ties->quantize(kind, q, n * cols); });
+    return ties ? ties->quantized(kind, v) : along_rows(v, cols);
   };
   std::vector<float> x(n * H), a(n * F);
   for_each_row(n, H, [&](int64_t b) { std::copy(pairs[b].x, pairs[b].x + H, &x[b * H]); });
@@ -363,8 +353,7 @@ void weight_gradients_fp8(const WgradRows& wg, const std::vector<size_t>& at, Fp
   };
   // The operands the step computes, per tensor with the backend's scale at a near tie.
   auto computed_rows = [&](const std::vector<float>& v, int64_t cols, Fp8Computed kind) {
-    if (!ties || recipe != Fp8Recipe::kTensor) return rows(v, cols);
-    return quantized(gather(v, cols), [&](float* q) { ties->quantize(kind, q, n * cols); });
+    return ties ? ties->quantized(kind, gather(v, cols)) : rows(v, cols);
   };
   if (dw_out)
     add_rows_t_times_rows(computed_rows(wg.a, F, Fp8Computed::kA),
@@ -405,8 +394,10 @@ void experts_fp8_by_operand(const ReferenceProblem& prob, const std::vector<Pair
     ids.push_back(operand.empty() ? 0 : operand[t]);
     wgrad_ids.push_back(wgrad_operand.empty() ? ids.back() : wgrad_operand[t]);
   }
-  // The backend's scales of the routed expert's operands (none reported: all 0, none adopted).
+  // The backend's scales of the routed expert's operands (none reported: all 0, none adopted);
+  // per-tensor scales are fp8_tensor's alone.
   const bool tied = !shared && !prob.got_scales.empty();
+  MOE_CHECK(!tied || recipe == Fp8Recipe::kTensor, "the backend's FP8 scales come with fp8_tensor");
   auto ties_of = [&](int32_t id) {
     ScaleTies t;
     for (int k = 0; k < kNumFp8Computed; ++k) {
