@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_ffn.h"
 #include "kernels/cuda/fp8_quantize.h"
+#include "kernels/cuda/gemm_bench.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/permute.h"
@@ -126,26 +127,16 @@ double CudaOps::time_dense_fp8_gemm_ms(int64_t M, int64_t N, int64_t K, Fp8Recip
                                        int iters) {
   MOE_CHECK(M > 0 && N > 0 && K > 0 && iters > 0,
             "FP8 GEMM calibration " << M << "x" << N << "x" << K << ", " << iters << " iters");
-  // cuBLASLt's FP8 matmul as the expert loop calls it (C = A B^T, both K-major), with the recipe's
-  // scaling: per tensor, or A's 1 x 128 blocks times B's 128 x 128 tiles (scales of 1: their
-  // values do not change the work).
-  const bool tensor = recipe == Fp8Recipe::kTensor;
-  const int64_t kb = (K + kFp8Block - 1) / kFp8Block, nb = (N + kFp8Block - 1) / kFp8Block;
-  const int64_t a_scales = tensor ? 1 : M * kb, b_scales = tensor ? 1 : nb * kb;
-  auto* a = static_cast<uint8_t*>(device_.alloc(size_t(M * K)));
-  auto* b = static_cast<uint8_t*>(device_.alloc(size_t(N * K)));
+  // cuBLASLt's FP8 matmul as the expert loop calls it (kernels/cuda/gemm_bench.h).
+  const cuda::DenseFp8Bytes bytes = cuda::dense_fp8_gemm_bytes(M, N, K, recipe);
+  auto* a = static_cast<uint8_t*>(device_.alloc(bytes.a));
+  auto* b = static_cast<uint8_t*>(device_.alloc(bytes.b));
   void* c = device_.alloc(device_.storage_bytes() * M * N);
-  // Apart: cuBLASLt wants each operand's scales aligned (a per-tensor one too).
-  auto* sa = static_cast<float*>(device_.alloc(4 * size_t(a_scales)));
-  auto* sb = static_cast<float*>(device_.alloc(4 * size_t(b_scales)));
-  cuda::fill_fp8_calibration_pattern(a, M * K, 1, stream());
-  cuda::fill_fp8_calibration_pattern(b, N * K, 2, stream());
-  const std::vector<float> ones(size_t(std::max(a_scales, b_scales)), 1.0f);
-  device_.copy_to_device(sa, ones.data(), 4 * size_t(a_scales));
-  device_.copy_to_device(sb, ones.data(), 4 * size_t(b_scales));
-  const cuda::Fp8Problem p{M, N, K, {a, K, sa}, {b, K, sb}, c};
-  const cuda::Fp8Scaling scaling =
-      tensor ? cuda::Fp8Scaling::kTensor : cuda::Fp8Scaling::kRowsTimesTiles;
+  auto* sa = static_cast<float*>(device_.alloc(bytes.a_scales));
+  auto* sb = static_cast<float*>(device_.alloc(bytes.b_scales));
+  const cuda::Fp8Problem p =
+      cuda::dense_fp8_gemm_problem(M, N, K, recipe, a, b, sa, sb, c, stream());
+  const cuda::Fp8Scaling scaling = cuda::dense_fp8_scaling(recipe);
   auto gemm = [&] { gemm_->grouped_fp8({p}, scaling, false, device_.storage_dtype(), stream()); };
   gemm();  // untimed: builds the cuBLASLt plan and wakes the clocks
   const double ms = median_call_ms(*device_.make_timer({"calibration_fp8_gemm"}), iters, gemm);

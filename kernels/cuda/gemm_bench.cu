@@ -56,6 +56,33 @@ GemmMethod method_named(const std::string& name) {
 
 }  // namespace
 
+DenseFp8Bytes dense_fp8_gemm_bytes(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe) {
+  // Per tensor, one scale each; in blocks, A's 1 x 128 along K and B's 128 x 128 tiles.
+  const bool tensor = recipe == Fp8Recipe::kTensor;
+  const int64_t kb = (K + kFp8Block - 1) / kFp8Block, nb = (N + kFp8Block - 1) / kFp8Block;
+  return {size_t(M * K), size_t(N * K), 4 * size_t(tensor ? 1 : M * kb),
+          4 * size_t(tensor ? 1 : nb * kb)};
+}
+
+Fp8Problem dense_fp8_gemm_problem(int64_t M, int64_t N, int64_t K, Fp8Recipe recipe, uint8_t* a,
+                                  uint8_t* b, float* a_scales, float* b_scales, void* c,
+                                  cudaStream_t stream) {
+  const DenseFp8Bytes bytes = dense_fp8_gemm_bytes(M, N, K, recipe);
+  fill_fp8_calibration_pattern(a, M * K, 1, stream);
+  fill_fp8_calibration_pattern(b, N * K, 2, stream);
+  const std::vector<float> ones(std::max(bytes.a_scales, bytes.b_scales) / 4, 1.0f);
+  CUDA_CHECK(
+      cudaMemcpyAsync(a_scales, ones.data(), bytes.a_scales, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(b_scales, ones.data(), bytes.b_scales, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));  // `ones` is read before it goes
+  return {M, N, K, {a, K, a_scales}, {b, K, b_scales}, c};
+}
+
+Fp8Scaling dense_fp8_scaling(Fp8Recipe recipe) {
+  return recipe == Fp8Recipe::kTensor ? Fp8Scaling::kTensor : Fp8Scaling::kRowsTimesTiles;
+}
+
 std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& shape,
                                                    const std::vector<std::string>& methods,
                                                    int iters) {
@@ -143,7 +170,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
                         static_cast<uint8_t*>(sdh.ptr), static_cast<float*>(ssa.ptr),
                         static_cast<float*>(ssdy.ptr),  static_cast<float*>(ssdh.ptr)};
     Fp8Weights w;
-    ExpertGemmBenchRow weights{"weights", precision, 0, 0, 0, 0, 0, 0};
+    ExpertGemmBenchRow weights{"weights", precision, shape.precision};
     weights.median_ms = weights.quantize_ms = median_ms(stream, iters, [&] {
       w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
     });
@@ -156,6 +183,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
         const Gemm& g = gemms[i];
         const auto which = ExpertGemm(i);
         ExpertGemmBenchRow row = row_of(g, precision + ":" + name);
+        row.precision = shape.precision;
         row.quantize_ms = median_ms(stream, iters, [&] {
           quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
         });
@@ -167,12 +195,27 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
       }
     }
   }
-  // The dense reference: one GEMM of the up projection's total size.
-  ExpertGemmBenchRow dense{"dense", "cublaslt", R, 2 * F, H, 2.0 * double(R) * 2 * F * H, 0};
+  // The dense references: one GEMM of the up projection's total size, in bf16 and in the recipe.
+  const double dense_flops = 2.0 * double(R) * 2 * F * H;
+  ExpertGemmBenchRow dense{"dense", "cublaslt", Precision::kBf16, R, 2 * F, H, dense_flops};
   dense.median_ms = median_ms(stream, iters, [&] {
     runner.gemm(false, false, R, 2 * F, H, xe.ptr, w_in.ptr, h.ptr, false, bf, bf, stream);
   });
   out.push_back(dense);
+  if (shape.precision != Precision::kBf16) {
+    const Fp8Recipe recipe = fp8_recipe_of(shape.precision);
+    const DenseFp8Bytes b = dense_fp8_gemm_bytes(R, 2 * F, H, recipe);
+    Buffer qa(b.a), qb(b.b), sa(b.a_scales), sb(b.b_scales);
+    const Fp8Problem p = dense_fp8_gemm_problem(
+        R, 2 * F, H, recipe, static_cast<uint8_t*>(qa.ptr), static_cast<uint8_t*>(qb.ptr),
+        static_cast<float*>(sa.ptr), static_cast<float*>(sb.ptr), h.ptr, stream);
+    ExpertGemmBenchRow fp8{"dense",    name_of(shape.precision), shape.precision, R, 2 * F, H,
+                           dense_flops};
+    fp8.median_ms = median_ms(stream, iters, [&] {
+      runner.grouped_fp8({p}, dense_fp8_scaling(recipe), false, bf, stream);
+    });
+    out.push_back(fp8);
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream));
   CUDA_CHECK(cudaStreamDestroy(stream));
   return out;
