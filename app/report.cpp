@@ -126,6 +126,8 @@ json gemm_json(const GemmReport& g) {
           {"added_warmup_steps", g.added_warmup_steps},
           {"plans_before_timed", g.before_timed.plans},
           {"heuristic_queries_before_timed", g.before_timed.heuristic_queries},
+          {"tunings_before_timed", g.before_timed.tunings},
+          {"tunings_timed", g.timed.tunings},
           {"plans_timed", g.timed.plans},
           {"heuristic_queries_timed", g.timed.heuristic_queries}};
 }
@@ -543,11 +545,14 @@ void print_summary(const RunResult& r, std::FILE* out) {
                      t.against.c_str(), t.against_ms);
       std::fprintf(out, ")");
     }
-    std::fprintf(out,
-                 "; %ld plans, %ld heuristic queries before the timed steps, %ld and %ld in them "
-                 "(max over ranks)\n",
-                 long(g.before_timed.plans), long(g.before_timed.heuristic_queries),
-                 long(g.timed.plans), long(g.timed.heuristic_queries));
+    std::fprintf(out, "; %ld plans, %ld heuristic queries", long(g.before_timed.plans),
+                 long(g.before_timed.heuristic_queries));
+    if (w.gemm.algo == GemmAlgo::kTuned)
+      std::fprintf(out, ", %ld buckets tuned", long(g.before_timed.tunings));
+    std::fprintf(out, " before the timed steps, %ld and %ld", long(g.timed.plans),
+                 long(g.timed.heuristic_queries));
+    if (w.gemm.algo == GemmAlgo::kTuned) std::fprintf(out, " and %ld", long(g.timed.tunings));
+    std::fprintf(out, " in them (max over ranks)\n");
   }
   std::fprintf(out,
                "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s, precision "

@@ -773,13 +773,16 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
 
   // GEMM planning in the timed steps is host work inside the step's time: reported, not hidden.
   const GemmPlanCounts plans_end = ops.gemm_plan_counts();
-  int64_t plan_counts[4] = {plans_before_timed.plans, plans_before_timed.heuristic_queries,
+  int64_t plan_counts[6] = {plans_before_timed.plans,
+                            plans_before_timed.heuristic_queries,
+                            plans_before_timed.tunings,
                             plans_end.plans - plans_before_timed.plans,
-                            plans_end.heuristic_queries - plans_before_timed.heuristic_queries};
-  allreduce_bounded(plan_counts, 4, MPI_INT64_T, MPI_MAX, world, "the GEMM plan counts",
+                            plans_end.heuristic_queries - plans_before_timed.heuristic_queries,
+                            plans_end.tunings - plans_before_timed.tunings};
+  allreduce_bounded(plan_counts, 6, MPI_INT64_T, MPI_MAX, world, "the GEMM plan counts",
                     opt.timeout_s);
-  r.gemm.before_timed = {plan_counts[0], plan_counts[1]};
-  r.gemm.timed = {plan_counts[2], plan_counts[3]};
+  r.gemm.before_timed = {plan_counts[0], plan_counts[1], plan_counts[2]};
+  r.gemm.timed = {plan_counts[3], plan_counts[4], plan_counts[5]};
 
   int64_t hw = device.memory_high_water();
   rusage ru{};

@@ -78,10 +78,11 @@ inline std::string expert_gemm_methods_name(const ExpertGemmMethods& m) {
   return m[0];
 }
 
-// Host-side GEMM planning so far: plans built, and heuristic queries made (the costly part of a
-// new shape). The run reports how many of each fell in its timed steps.
+// Host-side GEMM planning so far: plans built, heuristic queries made (the costly part of a new
+// shape), and buckets tuned by timing (gemm.algo tuned: a host wait each). The run reports how
+// many of each fell in its timed steps.
 struct GemmPlanCounts {
-  int64_t plans = 0, heuristic_queries = 0;
+  int64_t plans = 0, heuristic_queries = 0, tunings = 0;
 };
 
 class Ops {

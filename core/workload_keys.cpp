@@ -46,7 +46,7 @@ MOE_ENUM_NAMES(CheckMode, "first", "every", "off")
 MOE_ENUM_NAMES(ReferenceDevice, "auto", "cpu", "gpu")
 MOE_ENUM_NAMES(Overlap, "none", "dispatch_bwd", "pipeline")
 MOE_ENUM_NAMES(GemmMethod, "auto", "lt_multistream", "grouped_batched", "grouped_sm90")
-MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact")
+MOE_ENUM_NAMES(GemmAlgo, "auto", "bucket", "exact", "tuned")
 MOE_ENUM_NAMES(Sm90Schedule, "cooperative", "pingpong")
 #undef MOE_ENUM_NAMES
 
@@ -332,7 +332,9 @@ const std::vector<KeySpec>& schema() {
       how(enum_key(
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "
-          "bucket one heuristic query per bucket of row counts, exact one per shape")),
+          "bucket one heuristic query per bucket of row counts, exact one per shape, tuned the "
+          "fastest of the query's first 8 per bucket, timed in the run (two runs may choose and "
+          "round differently)")),
       listed_when_set(how(
           enum_key("fp8_weights", MOE_FIELD(fp8_weights),
                    "when an FP8 step quantizes the expert weights (routed and shared, both ways "

@@ -62,6 +62,7 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
   }
   gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
                          : gemm.algo == GemmAlgo::kExact ? cuda::AlgoPolicy::kExact
+                         : gemm.algo == GemmAlgo::kTuned ? cuda::AlgoPolicy::kTuned
                                                          : cuda::AlgoPolicy::kAuto);
 }
 
@@ -77,7 +78,7 @@ void CudaOps::time_expert_gemms(bool on) { gemm_->clock().set_on(on); }
 ExpertGemmMs CudaOps::expert_gemm_ms() { return gemm_->clock().take(); }
 
 GemmPlanCounts CudaOps::gemm_plan_counts() const {
-  return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries()};
+  return {int64_t(gemm_->num_cached_plans()), gemm_->num_heuristic_queries(), gemm_->num_tunings()};
 }
 
 std::vector<std::string> CudaOps::expert_gemm_methods() const {

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -147,6 +148,8 @@ GemmRunner::GemmRunner(int num_streams, size_t workspace_bytes_per_stream) {
     CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&ptrs_read_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&tune_start_));
+    CUDA_CHECK(cudaEventCreate(&tune_end_));
 
     const size_t ptr_bytes = 3 * size_t(kMaxGroupedProblems) * sizeof(void*);
     CUDA_CHECK(cudaMalloc(&ptrs_dev_, ptr_bytes));
@@ -167,6 +170,7 @@ void GemmRunner::release() noexcept {
   for (auto& kv : plans_) destroy(kv.second);
   plans_.clear();
   bucket_algos_.clear();
+  tuned_algos_.clear();
   for (cudaStream_t s : side_streams_) cudaStreamDestroy(s);
   for (cudaEvent_t e : side_done_) cudaEventDestroy(e);
   side_streams_.clear();
@@ -174,12 +178,14 @@ void GemmRunner::release() noexcept {
   if (fork_) cudaEventDestroy(fork_);
   if (staging_read_) cudaEventDestroy(staging_read_);
   if (ptrs_read_) cudaEventDestroy(ptrs_read_);
+  if (tune_start_) cudaEventDestroy(tune_start_);
+  if (tune_end_) cudaEventDestroy(tune_end_);
   if (ptrs_dev_) cudaFree(ptrs_dev_);
   if (ptrs_host_) cudaFreeHost(ptrs_host_);
   if (workspace_all_) cudaFree(workspace_all_);
   if (blas_) cublasDestroy(blas_);
   if (lt_) cublasLtDestroy(lt_);
-  fork_ = staging_read_ = ptrs_read_ = nullptr;
+  fork_ = staging_read_ = ptrs_read_ = tune_start_ = tune_end_ = nullptr;
   ptrs_dev_ = ptrs_host_ = nullptr;
   workspace_all_ = nullptr;
   blas_ = nullptr;
@@ -197,7 +203,7 @@ int64_t gemm_algo_bucket(int64_t x) {
 }
 
 bool gemm_algo_by_bucket(AlgoPolicy policy, int64_t M, int64_t N, int64_t K) {
-  if (policy != AlgoPolicy::kAuto) return policy == AlgoPolicy::kBucket;
+  if (policy != AlgoPolicy::kAuto) return policy != AlgoPolicy::kExact;
   return 2.0 * double(M) * double(N) * double(K) < double(int64_t(1) << 35);
 }
 
@@ -260,10 +266,11 @@ void GemmRunner::destroy(Plan& plan) noexcept {
   plan = Plan{};
 }
 
-bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+std::vector<cublasLtMatmulAlgo_t> GemmRunner::heuristic_candidates(const PlanKey& key,
+                                                                   const Plan& plan, int want) {
   cublasLtMatmulPreference_t pref = nullptr;
   int returned = 0;
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(want));
   try {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspace_bytes_));
@@ -280,8 +287,8 @@ bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulA
     if (key.out == DType::kFp32) mask |= CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask);
     ++heuristic_queries_;
-    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
-                                                             plan.c, pref, 1, &result, &returned);
+    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(
+        lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, want, results.data(), &returned);
     if (rc == CUBLAS_STATUS_NOT_SUPPORTED || (key.fp8 && rc == CUBLAS_STATUS_INVALID_VALUE)) {
       returned = 0;  // "no algorithm" (for FP8 cuBLASLt also answers so to a shape it refuses)
     } else {
@@ -292,8 +299,15 @@ bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulA
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     throw;
   }
-  if (returned > 0) *algo = result.algo;
-  return returned > 0;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  for (int i = 0; i < returned; ++i) algos.push_back(results[size_t(i)].algo);
+  return algos;
+}
+
+bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+  const std::vector<cublasLtMatmulAlgo_t> first = heuristic_candidates(key, plan, 1);
+  if (!first.empty()) *algo = first[0];
+  return !first.empty();
 }
 
 bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
@@ -324,15 +338,70 @@ bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmu
   return true;
 }
 
-const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key) {
+double GemmRunner::time_algo(const Plan& plan, const cublasLtMatmulAlgo_t& algo,
+                             const TryAlgo& call, cudaStream_t stream) {
+  constexpr double kFailed = std::numeric_limits<double>::infinity();
+  if (call(plan, algo) != CUBLAS_STATUS_SUCCESS) return kFailed;  // untimed: wakes the kernel
+  CUDA_CHECK(cudaEventRecord(tune_start_, stream));
+  for (int i = 0; i < kTuneCalls; ++i)
+    if (call(plan, algo) != CUBLAS_STATUS_SUCCESS) return kFailed;
+  CUDA_CHECK(cudaEventRecord(tune_end_, stream));
+  CUDA_CHECK(cudaEventSynchronize(tune_end_));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, tune_start_, tune_end_));
+  return ms;
+}
+
+bool GemmRunner::tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call,
+                            cudaStream_t stream, cublasLtMatmulAlgo_t* algo) {
+  PlanKey bucket = key;
+  bucket.M = gemm_algo_bucket(key.M);
+  bucket.K = gemm_algo_bucket(key.K);
+  bucket.accumulate = false;  // the same algorithms either way: one choice for both
+  // FP8's row strides follow the step's total rows (a weight gradient's transposed operands):
+  // keyed by them, every step would meet new buckets. The plan's own check below covers them.
+  bucket.lda = bucket.ldb = 0;
+  auto it = tuned_algos_.find(bucket);
+  if (it == tuned_algos_.end()) {
+    // Timing writes C: not where C holds a sum to add to, nor inside a graph's capture.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (key.accumulate || capture != cudaStreamCaptureStatusNone) return false;
+    BucketAlgo chosen;
+    double best = std::numeric_limits<double>::infinity();
+    for (const cublasLtMatmulAlgo_t& candidate : heuristic_candidates(key, plan, kTuneCandidates)) {
+      const double ms = time_algo(plan, candidate, call, stream);
+      if (ms < best) {  // the heuristic's order breaks ties
+        best = ms;
+        chosen = {true, candidate};
+      }
+    }
+    ++tunings_;
+    it = tuned_algos_.emplace(bucket, chosen).first;
+  }
+  if (!it->second.found) return false;
+  // Chosen on the bucket's first shape; this one must be able to run it in our workspace.
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t rc = cublasLtMatmulAlgoCheck(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                    &it->second.algo, &check);
+  if (rc != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) return false;
+  *algo = it->second.algo;
+  return true;
+}
+
+const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key, const TryAlgo& call,
+                                             cudaStream_t stream) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan plan;
   try {
     describe(key, plan);
-    const bool found = (gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K) &&
-                        bucket_algo(key, plan, &plan.algo)) ||
-                       heuristic(key, plan, &plan.algo);
+    bool found = false;
+    if (algo_policy_ == AlgoPolicy::kTuned)
+      found = tuned_algo(key, plan, call, stream, &plan.algo);
+    else if (gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K))
+      found = bucket_algo(key, plan, &plan.algo);
+    found = found || heuristic(key, plan, &plan.algo);
     MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
                          << (key.fp8 ? "FP8 (scaling " + std::to_string(key.fp8) + ", lda " +
                                            std::to_string(key.lda) + ", ldb " +
@@ -353,11 +422,14 @@ void GemmRunner::lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, boo
                            DType in, DType out, void* ws, cudaStream_t stream) {
   const PlanKey key{trans_a,           trans_b,           accumulate,       p.M, p.N, p.K, in, out,
                     alignment_of(p.A), alignment_of(p.B), alignment_of(p.C)};
-  const Plan& plan = plan_for(key);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // C and D are the same buffer with the same layout: an in-place update when beta = 1.
-  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c,
-                              p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream));
+  auto call = [&](const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(lt_, plan.desc, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c, p.C,
+                          plan.c, &algo, ws, workspace_bytes_, stream);
+  };
+  const Plan& plan = plan_for(key, call, stream);
+  CUBLAS_CHECK(call(plan, plan.algo));
 }
 
 void GemmRunner::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
@@ -385,14 +457,16 @@ void GemmRunner::lt_matmul_fp8(const Fp8Problem& p, Fp8Scaling scaling, bool acc
   key.fp8 = uint8_t(scaling);
   key.lda = p.A.ld;
   key.ldb = p.B.ld;
-  const Plan& plan = plan_for(key);
-  // The scales move with every expert; the rest of the plan stays (read when the call is made).
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.B.scales);
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.A.scales);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  const cublasStatus_t rc =
-      cublasLtMatmul(lt_, plan.desc, &alpha, p.B.codes, plan.a, p.A.codes, plan.b, &beta, p.C,
-                     plan.c, p.C, plan.c, &plan.algo, ws, workspace_bytes_, stream);
+  auto call = [&](const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
+    // The scales move with every expert; the rest of the plan stays (read when the call is made).
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.B.scales);
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.A.scales);
+    return cublasLtMatmul(lt_, plan.desc, &alpha, p.B.codes, plan.a, p.A.codes, plan.b, &beta, p.C,
+                          plan.c, p.C, plan.c, &algo, ws, workspace_bytes_, stream);
+  };
+  const Plan& plan = plan_for(key, call, stream);
+  const cublasStatus_t rc = call(plan, plan.algo);
   MOE_CHECK(rc == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8, scaling "
                                              << int(scaling) << ") failed with status " << int(rc)
                                              << " for M=" << p.M << " N=" << p.N << " K=" << p.K

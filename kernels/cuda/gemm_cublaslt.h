@@ -65,10 +65,11 @@ const char* gemm_method_name(GemmMethod m);
 // The method of that name; false where none has it.
 bool gemm_method_from_name(const std::string& name, GemmMethod* m);
 
-enum class AlgoPolicy { kAuto, kBucket, kExact };
+enum class AlgoPolicy { kAuto, kBucket, kExact, kTuned };
 
 // Whether `policy` takes a GEMM's algorithm from its bucket rather than its own query: kAuto does
-// below 2^35 FLOPs (about 50 us at 700 TFLOP/s, comparable to a query's host time).
+// below 2^35 FLOPs (about 50 us at 700 TFLOP/s, comparable to a query's host time); kBucket and
+// kTuned always.
 bool gemm_algo_by_bucket(AlgoPolicy policy, int64_t M, int64_t N, int64_t K);
 
 // The bucket of a row-dependent GEMM size: multiples of 16 up to 64, then 8 buckets per doubling
@@ -148,6 +149,8 @@ class GemmRunner {
   // cuBLASLt heuristic queries so far: the host cost of a new shape (tens of microseconds each,
   // against about one for a cached plan).
   int64_t num_heuristic_queries() const { return heuristic_queries_; }
+  // Buckets whose algorithm kTuned chose by timing so far (each a host wait).
+  int64_t num_tunings() const { return tunings_; }
 
   // Expert GEMMs see new row counts every step (M in the forward and dgrad, K in the wgrad), and
   // a heuristic query per new shape is host time inside the step. kBucket chooses the algorithm
@@ -158,7 +161,17 @@ class GemmRunner {
   // (gemm_algo_by_bucket): measured on H200s, bucketing made DeepSeek-V3's many small expert
   // GEMMs 13-25% faster at EP 2 but Mixtral's large ones 5% slower. The choice depends on the
   // shape alone, so results stay reproducible.
+  // kTuned buckets as kBucket, but a bucket's algorithm is the fastest of cuBLASLt's first
+  // kTuneCandidates for the first shape of the bucket met without accumulation, each timed on that
+  // call's own operands and stream (kTuneCalls calls after an untimed one; the call's own launch
+  // follows and overwrites C): cuBLASLt's first answer is up to 9% slower than the best of them on
+  // some of Mixtral-8x7B's expert GEMMs (results/2026-11-28-session37). The tuning waits on the
+  // host once per bucket, in the warm-up steps where the shapes recur. A shape met first while
+  // accumulating, or while its stream is captured into a graph, takes its own query's first
+  // answer (and keeps it) unless its bucket is tuned already. The choice follows the timings, so
+  // two runs may choose, and round, differently.
   void set_algo_policy(AlgoPolicy p) { algo_policy_ = p; }
+  static constexpr int kTuneCandidates = 8, kTuneCalls = 3;
 
   // Most problems one grouped-batched call takes (the size of its device pointer array).
   static constexpr int kMaxGroupedProblems = 4096;
@@ -191,12 +204,24 @@ class GemmRunner {
   };
 
   void release() noexcept;  // frees whatever the constructor got (also after a partial one)
-  const Plan& plan_for(const PlanKey& key);
+  // One call of the GEMM at hand with `algo` under `plan`'s descriptors, on its stream: how kTuned
+  // times a candidate.
+  using TryAlgo = std::function<cublasStatus_t(const Plan&, const cublasLtMatmulAlgo_t&)>;
+  const Plan& plan_for(const PlanKey& key, const TryAlgo& call, cudaStream_t stream);
   void describe(const PlanKey& key, Plan& plan) const;  // the descriptor and layouts of a shape
   void describe_fp8(const PlanKey& key, Plan& plan) const;
   static void destroy(Plan& plan) noexcept;
   // The heuristic's first algorithm for the shape; false when it has none.
   bool heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
+  // Its first `want` answers (none: empty).
+  std::vector<cublasLtMatmulAlgo_t> heuristic_candidates(const PlanKey& key, const Plan& plan,
+                                                         int want);
+  // kTuned: the key's bucket's timed choice (tuned now if it can be); false: none for this shape.
+  bool tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call, cudaStream_t stream,
+                  cublasLtMatmulAlgo_t* algo);
+  // ms of kTuneCalls calls with `algo`; infinity where a call fails.
+  double time_algo(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const TryAlgo& call,
+                   cudaStream_t stream);
   // The algorithm of key's bucket, if it runs `plan`'s exact shape.
   bool bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
   // One cuBLASLt GEMM with M, N, K > 0 on `stream` with workspace `ws`.
@@ -237,12 +262,14 @@ class GemmRunner {
   cudaEvent_t fork_ = nullptr;
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
   std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
+  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> tuned_algos_;   // kTuned's, keyed so too
+  cudaEvent_t tune_start_ = nullptr, tune_end_ = nullptr;
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
   std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)
   GroupedSchedule sm90_schedule_;
   bool sm90_fuse_swiglu_ = false;
   std::set<std::string> sm90_fallbacks_logged_;
-  int64_t heuristic_queries_ = 0;
+  int64_t heuristic_queries_ = 0, tunings_ = 0;
 
   // Grouped-batched: the device pointer arrays (A, B, C, kMaxGroupedProblems each), their pinned
   // host staging copy, and events that keep a call from overwriting either while a previous call

@@ -197,6 +197,7 @@ TEST(GemmCuda, AlgoBuckets) {
   EXPECT_FALSE(gemm_algo_by_bucket(cuda::AlgoPolicy::kAuto, 1000, 28672, 4096));
   EXPECT_TRUE(gemm_algo_by_bucket(cuda::AlgoPolicy::kBucket, 1000, 28672, 4096));
   EXPECT_FALSE(gemm_algo_by_bucket(cuda::AlgoPolicy::kExact, 300, 4096, 7168));
+  EXPECT_TRUE(gemm_algo_by_bucket(cuda::AlgoPolicy::kTuned, 1000, 28672, 4096));
 }
 
 // Row counts that share a bucket (M in the forward, K in the wgrad) share one heuristic query,
@@ -217,6 +218,34 @@ TEST(GemmCuda, ShapesInABucketShareOneQuery) {
     EXPECT_EQ(runner.num_cached_plans(), 6u);
     EXPECT_EQ(runner.num_heuristic_queries(), buckets ? 2 : 6);
   }
+}
+
+// gemm.algo tuned: one timed choice per bucket, on its first shape met without accumulation (one
+// query for the candidates); the bucket's other shapes take it with no query, accumulating ones
+// too; a shape met first while accumulating keeps its own query's first answer. Every result
+// matches the CPU twin whichever algorithm won.
+TEST(GemmCuda, TunedPolicyTimesOncePerBucket) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const DTypePair d{DType::kBf16, DType::kFp32};
+  GemmRunner runner;
+  runner.set_algo_policy(cuda::AlgoPolicy::kTuned);
+  uint64_t seed = 300;
+  for (int64_t rows : {100, 105, 110})  // bucket 112
+    check_gemm(runner, false, false, rows, 96, 128, false, d, stream.s, seed += 10);
+  EXPECT_EQ(runner.num_tunings(), 1);
+  EXPECT_EQ(runner.num_heuristic_queries(), 1);
+  // The weight gradient's K in bucket 224, first met accumulating: its own query, no tuning.
+  check_gemm(runner, true, false, 64, 96, 200, true, d, stream.s, seed += 10);
+  EXPECT_EQ(runner.num_tunings(), 1);
+  EXPECT_EQ(runner.num_heuristic_queries(), 2);
+  check_gemm(runner, true, false, 64, 96, 210, false, d, stream.s, seed += 10);
+  EXPECT_EQ(runner.num_tunings(), 2);
+  EXPECT_EQ(runner.num_heuristic_queries(), 3);
+  check_gemm(runner, true, false, 64, 96, 220, true, d, stream.s, seed += 10);
+  EXPECT_EQ(runner.num_tunings(), 2);
+  EXPECT_EQ(runner.num_heuristic_queries(), 3);
+  EXPECT_EQ(runner.num_cached_plans(), 6u);
 }
 
 // ---- grouped: the expert-FFN GEMMs of one step, one problem per local expert ----
