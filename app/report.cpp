@@ -549,9 +549,11 @@ void print_summary(const RunResult& r, std::FILE* out) {
                  long(g.before_timed.heuristic_queries));
     if (w.gemm.algo == GemmAlgo::kTuned)
       std::fprintf(out, ", %ld buckets tuned", long(g.before_timed.tunings));
-    std::fprintf(out, " before the timed steps, %ld and %ld", long(g.timed.plans),
-                 long(g.timed.heuristic_queries));
-    if (w.gemm.algo == GemmAlgo::kTuned) std::fprintf(out, " and %ld", long(g.timed.tunings));
+    std::fprintf(out, " before the timed steps, %ld", long(g.timed.plans));
+    if (w.gemm.algo == GemmAlgo::kTuned)
+      std::fprintf(out, ", %ld and %ld", long(g.timed.heuristic_queries), long(g.timed.tunings));
+    else
+      std::fprintf(out, " and %ld", long(g.timed.heuristic_queries));
     std::fprintf(out, " in them (max over ranks)\n");
   }
   std::fprintf(out,

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "app/gemm_choice.h"
@@ -218,8 +220,8 @@ TEST(GemmChoice, ResultJsonHasTheChoiceAsFields) {
   r.gemm.warmup_experts_ms = c.tries_ms();
   r.gemm.warmup_gemm_ms = c.gemm_tries_ms();
   r.gemm.warmup_per_gemm = c.per_gemm_try();
-  r.gemm.before_timed = {12, 11};
-  r.gemm.timed = {3, 2};
+  r.gemm.before_timed = {12, 11, 4};
+  r.gemm.timed = {3, 2, 1};
   const nlohmann::json g = result_to_json(r).at("gemm");
   const nlohmann::json mix = {{"up", "lt_multistream"},      {"down", "lt_multistream"},
                               {"dgrad_a", "lt_multistream"}, {"dgrad_x", "grouped_sm90"},
@@ -241,7 +243,42 @@ TEST(GemmChoice, ResultJsonHasTheChoiceAsFields) {
   EXPECT_EQ(g.at("heuristic_queries_before_timed"), 11);
   EXPECT_EQ(g.at("plans_timed"), 3);
   EXPECT_EQ(g.at("heuristic_queries_timed"), 2);
+  EXPECT_EQ(g.at("tunings_before_timed"), 4);
+  EXPECT_EQ(g.at("tunings_timed"), 1);
   EXPECT_FALSE(result_to_json(r).at("provenance").contains("gemm_method"));
+}
+
+// The summary's GEMM line counts the plans, queries and (gemm.algo tuned) the buckets tuned,
+// before and in the timed steps.
+TEST(GemmChoice, SummaryCountsPlansQueriesAndTunings) {
+  RunResult r;
+  r.backend = "cuda";
+  r.mesh.world = 1;
+  r.gemm.method = "lt_multistream";
+  r.gemm.methods.fill("lt_multistream");
+  r.gemm.before_timed = {63, 15, 14};
+  r.gemm.timed = {18, 2, 1};
+  auto summary_line = [&] {
+    std::FILE* f = std::tmpfile();
+    print_summary(r, f);
+    std::rewind(f);
+    char buf[4096];
+    std::string line;
+    while (std::fgets(buf, sizeof buf, f))
+      if (std::string(buf).rfind("# expert GEMMs:", 0) == 0) line = buf;
+    std::fclose(f);
+    return line;
+  };
+  r.workload.gemm.algo = GemmAlgo::kTuned;
+  EXPECT_NE(summary_line().find("63 plans, 15 heuristic queries, 14 buckets tuned before the "
+                                "timed steps, 18, 2 and 1 in them"),
+            std::string::npos)
+      << summary_line();
+  r.workload.gemm.algo = GemmAlgo::kAuto;
+  EXPECT_NE(summary_line().find("63 plans, 15 heuristic queries before the timed steps, 18 and 2 "
+                                "in them"),
+            std::string::npos)
+      << summary_line();
 }
 
 TEST(GemmChoice, ResultJsonWithoutAChoice) {
