@@ -32,10 +32,6 @@ std::vector<float> dispatched_values(const Dims& d, const void* packed,
   return v;
 }
 
-}  // namespace
-
-namespace {
-
 // The calibration GEMMs' operands A [M, K], B [K, N] and C [M, N]: host vectors, not alloc() (a
 // start-up measurement is not the step's backend memory), nonzero values in the storage dtype, so
 // that the timed loop sees the data a step would.
