@@ -12,7 +12,7 @@ el() { echo $(( $(date +%s) - START )); }
 [ -f BUILD_COMMIT ] && { read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT; export MOE_GIT_COMMIT MOE_GIT_DIRTY; }
 echo "commit $MOE_GIT_COMMIT dirty $MOE_GIT_DIRTY" >> $S
 R=results/2026-11-28-session37
-for d in fp8-quantize-ring fp8-plans-across-strides gemm-bench-gemm-keys; do
+for d in fp8-quantize-ring gemm-plans-one-bucket-key gemm-bench-gemm-keys; do
   git apply $R/$d.diff 2>> $S && echo "applied $d" >> $S || echo "FAILED to apply $d" >> $S
 done
 touch kernels/cuda/fp8_quantize.cu kernels/cuda/gemm_cublaslt.cu kernels/cuda/gemm_cublaslt.h \
