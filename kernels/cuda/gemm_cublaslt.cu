@@ -171,6 +171,7 @@ void GemmRunner::release() noexcept {
   plans_.clear();
   bucket_algos_.clear();
   tuned_algos_.clear();
+  stride_free_algos_.clear();
   for (cudaStream_t s : side_streams_) cudaStreamDestroy(s);
   for (cudaEvent_t e : side_done_) cudaEventDestroy(e);
   side_streams_.clear();
@@ -310,10 +311,27 @@ bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulA
   return !first.empty();
 }
 
-bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+GemmRunner::PlanKey GemmRunner::bucket_key(const PlanKey& key) {
   PlanKey bucket = key;
   bucket.M = gemm_algo_bucket(key.M);
   bucket.K = gemm_algo_bucket(key.K);
+  // The same algorithms run with or without accumulation. FP8's row strides follow the step's
+  // total rows: keyed by them, every step would meet new buckets (a representative shape takes
+  // K, as describe_fp8 raises a stride below K; each plan's check covers its own).
+  bucket.accumulate = false;
+  bucket.lda = bucket.ldb = 0;
+  return bucket;
+}
+
+bool GemmRunner::runs_here(const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t rc =
+      cublasLtMatmulAlgoCheck(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &check);
+  return rc == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_;
+}
+
+bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+  const PlanKey bucket = bucket_key(key);
   auto it = bucket_algos_.find(bucket);
   if (it == bucket_algos_.end()) {
     BucketAlgo chosen;
@@ -328,12 +346,24 @@ bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmu
     destroy(rep);
     it = bucket_algos_.emplace(bucket, chosen).first;
   }
-  if (!it->second.found) return false;
   // Chosen for the bucket's largest shape; this shape must be able to run it in our workspace.
-  cublasLtMatmulHeuristicResult_t check{};
-  const cublasStatus_t rc = cublasLtMatmulAlgoCheck(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                    &it->second.algo, &check);
-  if (rc != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) return false;
+  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
+  *algo = it->second.algo;
+  return true;
+}
+
+bool GemmRunner::stride_free_algo(const PlanKey& key, const Plan& plan,
+                                  cublasLtMatmulAlgo_t* algo) {
+  PlanKey free = key;
+  free.lda = free.ldb = 0;
+  auto it = stride_free_algos_.find(free);
+  if (it == stride_free_algos_.end()) {
+    BucketAlgo first;
+    first.found = heuristic(key, plan, &first.algo);
+    it = stride_free_algos_.emplace(free, first).first;
+  }
+  // Chosen for the shape at its first strides; these must be able to run it in our workspace.
+  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
   *algo = it->second.algo;
   return true;
 }
@@ -354,13 +384,7 @@ double GemmRunner::time_algo(const Plan& plan, const cublasLtMatmulAlgo_t& algo,
 
 bool GemmRunner::tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call,
                             cudaStream_t stream, cublasLtMatmulAlgo_t* algo) {
-  PlanKey bucket = key;
-  bucket.M = gemm_algo_bucket(key.M);
-  bucket.K = gemm_algo_bucket(key.K);
-  bucket.accumulate = false;  // the same algorithms either way: one choice for both
-  // FP8's row strides follow the step's total rows (a weight gradient's transposed operands):
-  // keyed by them, every step would meet new buckets. The plan's own check below covers them.
-  bucket.lda = bucket.ldb = 0;
+  const PlanKey bucket = bucket_key(key);
   auto it = tuned_algos_.find(bucket);
   if (it == tuned_algos_.end()) {
     // Timing writes C: not where C holds a sum to add to, nor inside a graph's capture.
@@ -379,12 +403,8 @@ bool GemmRunner::tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo&
     ++tunings_;
     it = tuned_algos_.emplace(bucket, chosen).first;
   }
-  if (!it->second.found) return false;
   // Chosen on the bucket's first shape; this one must be able to run it in our workspace.
-  cublasLtMatmulHeuristicResult_t check{};
-  const cublasStatus_t rc = cublasLtMatmulAlgoCheck(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                    &it->second.algo, &check);
-  if (rc != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) return false;
+  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
   *algo = it->second.algo;
   return true;
 }
@@ -401,6 +421,8 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key, const TryAlgo& 
       found = tuned_algo(key, plan, call, stream, &plan.algo);
     else if (gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K))
       found = bucket_algo(key, plan, &plan.algo);
+    else if (key.fp8)
+      found = stride_free_algo(key, plan, &plan.algo);
     found = found || heuristic(key, plan, &plan.algo);
     MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
                          << (key.fp8 ? "FP8 (scaling " + std::to_string(key.fp8) + ", lda " +

@@ -211,11 +211,20 @@ class GemmRunner {
   void describe(const PlanKey& key, Plan& plan) const;  // the descriptor and layouts of a shape
   void describe_fp8(const PlanKey& key, Plan& plan) const;
   static void destroy(Plan& plan) noexcept;
+  // The key a shape's bucket goes by: M and K bucketed (gemm_algo_bucket), no accumulation, no
+  // strides.
+  static PlanKey bucket_key(const PlanKey& key);
+  // Whether the plan's shape runs `algo` (chosen for another shape) in our workspace.
+  bool runs_here(const Plan& plan, const cublasLtMatmulAlgo_t& algo);
   // The heuristic's first algorithm for the shape; false when it has none.
   bool heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
   // Its first `want` answers (none: empty).
   std::vector<cublasLtMatmulAlgo_t> heuristic_candidates(const PlanKey& key, const Plan& plan,
                                                          int want);
+  // An FP8 shape's algorithm as its first strides' query chose it (queried now if new), where
+  // this plan's strides can run it: FP8 operands' row strides follow the step's total rows, and
+  // a query per new stride would fall inside the timed steps.
+  bool stride_free_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
   // kTuned: the key's bucket's timed choice (tuned now if it can be); false: none for this shape.
   bool tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call, cudaStream_t stream,
                   cublasLtMatmulAlgo_t* algo);
@@ -261,8 +270,9 @@ class GemmRunner {
   std::vector<cudaEvent_t> side_done_;
   cudaEvent_t fork_ = nullptr;
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
-  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;  // keys with bucketed M, K
-  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> tuned_algos_;   // kTuned's, keyed so too
+  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;       // by bucket_key
+  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> tuned_algos_;        // kTuned's, so too
+  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> stride_free_algos_;  // FP8, strides 0
   cudaEvent_t tune_start_ = nullptr, tune_end_ = nullptr;
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
   std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)

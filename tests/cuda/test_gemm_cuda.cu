@@ -4,7 +4,9 @@
 // expert-FFN GEMMs of a step for both methods, plus their determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -176,9 +178,17 @@ TEST(GemmCuda, PlansAreCachedPerShape) {
   EXPECT_EQ(runner.num_cached_plans(), 1u);
   check_gemm(runner, false, true, 40, 24, 56, false, d, stream.s, 2);  // same shape: no new plan
   EXPECT_EQ(runner.num_cached_plans(), 1u);
-  check_gemm(runner, false, true, 40, 24, 56, true, d, stream.s, 3);  // accumulate: a new plan
+  // Accumulating: a new plan (beta 1). Its query would be the same (cuBLASLt's descriptions hold
+  // no beta), so auto's bucket answers it; exact asks again.
+  check_gemm(runner, false, true, 40, 24, 56, true, d, stream.s, 3);
   EXPECT_EQ(runner.num_cached_plans(), 2u);
-  EXPECT_EQ(runner.num_heuristic_queries(), 2);
+  EXPECT_EQ(runner.num_heuristic_queries(), 1);
+  GemmRunner exact;
+  exact.set_algo_policy(cuda::AlgoPolicy::kExact);
+  check_gemm(exact, false, true, 40, 24, 56, false, d, stream.s, 4);
+  check_gemm(exact, false, true, 40, 24, 56, true, d, stream.s, 5);
+  EXPECT_EQ(exact.num_cached_plans(), 2u);
+  EXPECT_EQ(exact.num_heuristic_queries(), 2);
 }
 
 TEST(GemmCuda, AlgoBuckets) {
@@ -246,6 +256,58 @@ TEST(GemmCuda, TunedPolicyTimesOncePerBucket) {
   EXPECT_EQ(runner.num_tunings(), 2);
   EXPECT_EQ(runner.num_heuristic_queries(), 3);
   EXPECT_EQ(runner.num_cached_plans(), 6u);
+}
+
+// FP8 operands' row strides follow the step's total rows (a weight gradient's transposed
+// codes): a shape met again at other strides takes the algorithm its first strides' query chose,
+// with no new query, whether bucketed (auto's small shapes) or queried per shape (exact); every
+// result against the exact sum of the codes' values. Hopper's tensor cores sum FP8 products with
+// about 13 mantissa bits inside a K stage, truncating (errors of one sign), so an output may be
+// off by more than 2^-13 of the sum of its products' magnitudes (up to 6.4e-4 of it seen on an
+// H200), allowed 2^-8; a wrong stride or algorithm is off by a fraction of that sum.
+TEST(GemmCuda, Fp8ShapesKeepTheirAlgorithmAcrossStrides) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  const int64_t M = 64, N = 128, K = 256;
+  for (cuda::AlgoPolicy policy : {cuda::AlgoPolicy::kAuto, cuda::AlgoPolicy::kExact}) {
+    SCOPED_TRACE(policy == cuda::AlgoPolicy::kAuto ? "auto" : "exact");
+    GemmRunner runner;
+    runner.set_algo_policy(policy);
+    for (int64_t extra : {0, 16, 48}) {
+      const int64_t lda = K + extra, ldb = K + 2 * extra;
+      // Codes of both signs, never NaN (0x7f, 0xff): magnitudes up to 0x6f (about 60).
+      std::vector<uint8_t> a(size_t(M * lda)), b(size_t(N * ldb));
+      for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t((i * 37 + extra) % 0x70 | (i & 0x80));
+      for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t((i * 53 + 7) % 0x70 | (i * 3 & 0x80));
+      DevBuf<uint8_t> da(a), db(b);
+      DevBuf<float> sa(std::vector<float>{0.5f}), sb(std::vector<float>{0.25f});
+      StorageBuf dc(DType::kFp32, M * N);
+      const cuda::Fp8Problem p{M, N, K, {da.ptr, lda, sa.ptr}, {db.ptr, ldb, sb.ptr}, dc.ptr};
+      runner.grouped_fp8({p}, cuda::Fp8Scaling::kTensor, false, DType::kFp32, stream.s);
+      const std::vector<float> got = dc.host();
+      int64_t bad = 0;
+      double worst = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double sum = 0, magnitude = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double x =
+                double(e4m3_value(a[size_t(m * lda + k)])) * e4m3_value(b[size_t(n * ldb + k)]);
+            sum += x;
+            magnitude += std::fabs(x);
+          }
+          const double off = std::fabs(got[size_t(m * N + n)] - 0.125 * sum);
+          const double err = magnitude > 0 ? off / (0.125 * magnitude) : off;
+          worst = std::max(worst, err);
+          bad += !(err <= 0x1p-8);
+        }
+      std::printf("  strides %lld, %lld: largest error %.2e of the products' magnitude\n",
+                  (long long)lda, (long long)ldb, worst);
+      EXPECT_EQ(bad, 0) << "strides " << lda << ", " << ldb;
+    }
+    EXPECT_EQ(runner.num_cached_plans(), 3u);
+    EXPECT_EQ(runner.num_heuristic_queries(), 1);
+  }
 }
 
 // ---- grouped: the expert-FFN GEMMs of one step, one problem per local expert ----
