@@ -161,6 +161,8 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
   }
   shape.grad_dtype = w.expert_grad_dtype;
   shape.sm90 = cuda::schedule_of(w.gemm);
+  shape.streams = int(w.gemm.streams);
+  shape.algo = cuda::algo_policy_of(w.gemm.algo);
   shape.precision = w.precision;
   // The GEMMs' clocks: calls of a few ms each, a GPU far from its steady state under a power
   // cap (a step's GEMMs run at that state's clocks: docs/output.md, "Clocks").
@@ -188,12 +190,12 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
                 ", at EP rank " + std::to_string(ep_rank) + ", the one with the most rows";
   std::printf(
       "# %s at ep %lld: %lld local experts x %lld-%lld rows (mean %.1f; %s), H %lld, F %lld, "
-      "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s, precision %s; median "
-      "of %d calls\n",
+      "expert_grad_dtype %s, gemm.sm90_cluster %d, gemm.sm90_schedule %s, gemm.streams %d, "
+      "gemm.algo %s, precision %s; median of %d calls\n",
       w.name.c_str(), (long long)ep, (long long)shape.E_local, (long long)*least, (long long)*most,
       mean_rows, rows_from.c_str(), (long long)shape.H, (long long)shape.F,
       dtype_name(shape.grad_dtype), shape.sm90.cluster, name_of(w.gemm.sm90_schedule),
-      name_of(w.precision), opt.iters);
+      shape.streams, name_of(w.gemm.algo), name_of(w.precision), opt.iters);
   if (w.precision != Precision::kBf16)
     std::printf(
         "# FP8 rows: median ms and TFLOP/s include the operands' quantization (quant ms); %%dense "

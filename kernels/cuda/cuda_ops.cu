@@ -60,10 +60,7 @@ CudaOps::CudaOps(CudaDevice& device, const GemmConfig& gemm, bool sync_free, Pre
                    "an H100 or H200 (sm_90) and dtype bf16: set graph=false");
     gemm_->set_method(cuda::GemmMethod::kGroupedSm90);
   }
-  gemm_->set_algo_policy(gemm.algo == GemmAlgo::kBucket  ? cuda::AlgoPolicy::kBucket
-                         : gemm.algo == GemmAlgo::kExact ? cuda::AlgoPolicy::kExact
-                         : gemm.algo == GemmAlgo::kTuned ? cuda::AlgoPolicy::kTuned
-                                                         : cuda::AlgoPolicy::kAuto);
+  gemm_->set_algo_policy(cuda::algo_policy_of(gemm.algo));
 }
 
 ExpertGemmMethods CudaOps::current_expert_gemm_methods() const {

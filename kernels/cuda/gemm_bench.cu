@@ -144,8 +144,9 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
   };
 
   std::vector<ExpertGemmBenchRow> out;
-  GemmRunner runner;
+  GemmRunner runner(shape.streams);
   runner.set_sm90_schedule(shape.sm90);
+  runner.set_algo_policy(shape.algo);
   std::vector<GemmProblem> list;
   const ExpertOffsets rows{static_cast<const int64_t*>(off_dev.ptr), off.data(), off[El]};
   for (const std::string& name : methods) {

@@ -17,7 +17,9 @@ struct ExpertGemmBenchShape {
   int64_t E_local = 0, H = 0, F = 0;
   std::vector<int64_t> rows;  // per expert
   DType grad_dtype = DType::kFp32;
-  GroupedSchedule sm90;  // gemm.sm90_cluster, gemm.sm90_schedule
+  GroupedSchedule sm90;                 // gemm.sm90_cluster, gemm.sm90_schedule
+  int streams = 4;                      // gemm.streams: the cuBLASLt loop's side streams
+  AlgoPolicy algo = AlgoPolicy::kAuto;  // gemm.algo
   // fp8_tensor or fp8_block: the six GEMMs in that recipe too (after the bf16 methods), and the
   // weights' quantization for the step.
   Precision precision = Precision::kBf16;

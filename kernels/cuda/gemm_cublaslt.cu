@@ -203,6 +203,20 @@ int64_t gemm_algo_bucket(int64_t x) {
   return (x + step - 1) / step * step;
 }
 
+AlgoPolicy algo_policy_of(GemmAlgo algo) {
+  switch (algo) {
+    case GemmAlgo::kBucket:
+      return AlgoPolicy::kBucket;
+    case GemmAlgo::kExact:
+      return AlgoPolicy::kExact;
+    case GemmAlgo::kTuned:
+      return AlgoPolicy::kTuned;
+    case GemmAlgo::kAuto:
+      break;
+  }
+  return AlgoPolicy::kAuto;
+}
+
 bool gemm_algo_by_bucket(AlgoPolicy policy, int64_t M, int64_t N, int64_t K) {
   if (policy != AlgoPolicy::kAuto) return policy != AlgoPolicy::kExact;
   return 2.0 * double(M) * double(N) * double(K) < double(int64_t(1) << 35);

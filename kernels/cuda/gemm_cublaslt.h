@@ -66,6 +66,8 @@ const char* gemm_method_name(GemmMethod m);
 bool gemm_method_from_name(const std::string& name, GemmMethod* m);
 
 enum class AlgoPolicy { kAuto, kBucket, kExact, kTuned };
+// The policy of a workload's gemm.algo.
+AlgoPolicy algo_policy_of(GemmAlgo algo);
 
 // Whether `policy` takes a GEMM's algorithm from its bucket rather than its own query: kAuto does
 // below 2^35 FLOPs (about 50 us at 700 TFLOP/s, comparable to a query's host time); kBucket and
