@@ -66,8 +66,8 @@ Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H
   b.a_scales = std::max(size_t(blocks_of(widest) * rows_bound) * 4, cols_scales(widest));
   b.dy_t_scales = cols_scales(H);
   b.dh_t_scales = cols_scales(2 * F);
-  b.a_t = size_t(ld * F);
-  b.a_t_scales = cols_scales(F);
+  b.xe_t = {size_t(ld * H), cols_scales(H)};
+  b.a_t = {size_t(ld * F), cols_scales(F)};
   return b;
 }
 
@@ -87,14 +87,17 @@ int64_t cuda_fp8_step_bytes(const Workload& w, int64_t rows) {
     return std::vector<size_t>{b.a, b.dy_t, b.dh_t, b.a_scales, b.dy_t_scales, b.dh_t_scales};
   };
   std::vector<size_t> slots = scratch(routed);
-  size_t bytes = fp8_weights_bytes(E_local, H, F) + size_t(chunks) * routed.kept_a_t();
+  size_t bytes = fp8_weights_bytes(E_local, H, F);
+  if (chunks == 1)
+    bytes +=
+        routed.a_t.total() + (w.dispatch_dtype == DispatchDtype::kBf16 ? routed.xe_t.total() : 0);
   if (S > 0) {
     // The shared experts (core/shared_experts.cpp) run the same path one at a time, each on the
     // rank's T tokens as one group, each keeping its own a's codes.
     const Fp8ScratchBytes shared = fp8_scratch_bytes(T, 1, H, Fs);
     const std::vector<size_t> theirs = scratch(shared);
     for (size_t i = 0; i < slots.size(); ++i) slots[i] = std::max(slots[i], theirs[i]);
-    bytes += fp8_weights_bytes(S, H, Fs) + size_t(S) * shared.kept_a_t();
+    bytes += fp8_weights_bytes(S, H, Fs) + size_t(S) * shared.a_t.total() + shared.xe_t.total();
   }
   for (size_t s : slots) bytes += std::max<size_t>(s, 16);
   return int64_t(bytes);

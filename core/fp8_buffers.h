@@ -42,24 +42,29 @@ inline size_t fp8_weights_bytes(int64_t G, int64_t H, int64_t F) {
   return fp8_weights_layout(G, H, F).bytes;
 }
 
+// An operand's transposed codes kept from a forward to its weight gradient, in one allocation:
+// the codes padded to 256 bytes (where the scales start), then the scales.
+struct Fp8KeptBytes {
+  size_t codes = 0, scales = 0;
+  size_t codes_padded() const { return (codes + 255) / 256 * 256; }
+  size_t total() const { return codes_padded() + scales; }
+};
 // The FP8 GEMMs' scratch for rows_bound expert-major rows of E_local experts: the row codes of the
 // GEMM at hand (a, its widest operand) and its scales, the data gradients' transposed codes for
-// the weight gradients (dy_t, dh_t) and theirs, and a's transposed codes and scales (a_t), which
-// are kept from each forward to its weight gradient.
+// the weight gradients (dy_t, dh_t) and theirs; and the weight gradients' first operands, xe's
+// and a's transposed codes and scales, which are kept from each forward to its weight gradients.
 struct Fp8ScratchBytes {
   size_t a = 0, dy_t = 0, dh_t = 0, a_scales = 0, dy_t_scales = 0, dh_t_scales = 0;
-  size_t a_t = 0, a_t_scales = 0;
-  // Kept a_t: its codes padded to 256 bytes, where its scales start, and the two together.
-  size_t a_t_padded() const { return (a_t + 255) / 256 * 256; }
-  size_t kept_a_t() const { return a_t_padded() + a_t_scales; }
+  Fp8KeptBytes xe_t, a_t;
 };
 Fp8ScratchBytes fp8_scratch_bytes(int64_t rows_bound, int64_t E_local, int64_t H, int64_t F);
 
 // What the CUDA backend adds to the step's memory for w.precision's FP8 (0 for bf16): the routed
 // and shared experts' cached weight codes, the scratch (shared by both, sized for the larger),
-// and a's transposed codes of every forward before the first weight gradient (each pipeline
-// chunk's, and each shared expert's). rows: the expert-major rows each chunk is planned for
-// (BufferPlan::planned_rows); w resolved.
+// and the transposed codes each forward keeps for its weight gradients: the routed experts' a
+// and xe (not xe with dispatch_dtype fp8, whose rows come as codes; neither with chunks, whose
+// weight gradients take rows gathered since), each shared expert's a and their one x. rows: the
+// expert-major rows each chunk is planned for (BufferPlan::planned_rows); w resolved.
 int64_t cuda_fp8_step_bytes(const Workload& w, int64_t rows);
 
 }  // namespace moe

@@ -432,7 +432,9 @@ void MoeLayer::report_fp8_scales_of(const Chunk* c) {
 void MoeLayer::experts_fwd(const Chunk& c) {
   timer_->begin(kExpertsFwd);
   report_fp8_scales_of(&c);
-  ops_.expert_ffn_fwd(d_, rows_of(xe_, c, plan_.row_xe), w_in_full_, w_out_full_,
+  Dims d = d_;
+  d.weight_grads_on_fwd_rows = !merged_;  // merged: on every chunk's rows, gathered
+  ops_.expert_ffn_fwd(d, rows_of(xe_, c, plan_.row_xe), w_in_full_, w_out_full_,
                       c.dispatcher->expert_offsets(), rows_of(h_, c, plan_.row_2f),
                       rows_of(a_, c, plan_.row_f), rows_of(ye_, c, plan_.row_h));
   report_fp8_scales_of(nullptr);

@@ -40,6 +40,9 @@ struct Dims {
   // graph: true. The step never waits for the device: the counts stay there, the expert-major
   // buffers hold the most rows any routing gives, and only the device offsets exist.
   bool sync_free = false;
+  // The weight gradients take the forward's rows as it saw them (not rows gathered since, as a
+  // pipelined step's chunks): a backend may keep what it derives from them for those gradients.
+  bool weight_grads_on_fwd_rows = true;
 };
 
 // The Dims of one rank's step over all its T tokens, for a workload on a mesh (core/ops.cpp); the

@@ -97,7 +97,8 @@ void CudaOps::set_expert_gemm_methods(const ExpertGemmMethods& methods) {
 
 CudaOps::~CudaOps() {
   for (Scratch& sc : scratch_) device_.release(sc.ptr);
-  for (auto& [a, k] : kept_a_t_) device_.release(k.memory.ptr);
+  for (KeptMap* kept : {&kept_xe_t_, &kept_a_t_})
+    for (auto& [operand, k] : *kept) device_.release(k.memory.ptr);
   for (PreparedWeights& p : prepared_) device_.release(p.memory.ptr);
   gemm_.reset();
 }
@@ -284,38 +285,51 @@ cuda::Fp8Scratch CudaOps::fp8_scratch(const Dims& d, const ExpertOffsets& rows) 
   return sc;
 }
 
-cuda::Fp8Transposed CudaOps::keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a) {
-  const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
-  // A pipelined step's later chunks start where the rows before them end, so their a moves from
-  // step to step: a new a takes over the memory of codes already taken, and the entries stay as
-  // many as there are forwards before the first weight gradient.
-  if (!kept_a_t_.count(a)) {
-    auto taken = std::find_if(kept_a_t_.begin(), kept_a_t_.end(),
-                              [](const auto& e) { return !e.second.fresh; });
+cuda::Fp8Transposed CudaOps::keep_in(KeptMap& kept, const void* operand,
+                                     const Fp8KeptBytes& bytes) {
+  // An operand moves when its buffer grows: a new one takes over the memory of codes already
+  // taken, so the entries stay as many as there are forwards before the first weight gradient.
+  if (!kept.count(operand)) {
+    auto taken =
+        std::find_if(kept.begin(), kept.end(), [](const auto& e) { return !e.second.fresh; });
     KeptCodes reused;
-    if (taken != kept_a_t_.end()) {
+    if (taken != kept.end()) {
       reused = taken->second;
-      kept_a_t_.erase(taken);
+      kept.erase(taken);
     }
-    kept_a_t_.emplace(a, reused);
+    kept.emplace(operand, reused);
   }
-  KeptCodes& k = kept_a_t_[a];
-  if (b.kept_a_t() > k.memory.bytes || !k.memory.ptr) {
+  KeptCodes& k = kept[operand];
+  if (bytes.total() > k.memory.bytes || !k.memory.ptr) {
     device_.release(k.memory.ptr);
-    k.memory.bytes = b.kept_a_t();
+    k.memory.bytes = bytes.total();
     k.memory.ptr = device_.alloc(k.memory.bytes);
   }
   auto* base = static_cast<uint8_t*>(k.memory.ptr);
-  k.codes = {base, reinterpret_cast<float*>(base + b.a_t_padded())};
+  k.codes = {base, reinterpret_cast<float*>(base + bytes.codes_padded())};
   k.fresh = true;
   return k.codes;
 }
 
-cuda::Fp8Transposed CudaOps::take_a_t(const void* a) {
-  auto it = kept_a_t_.find(a);
-  if (it == kept_a_t_.end() || !it->second.fresh) return {};
-  it->second.fresh = false;
-  return it->second.codes;
+cuda::Fp8Kept CudaOps::keep_codes(const Dims& d, const ExpertOffsets& rows, const void* xe,
+                                  const void* a) {
+  if (!d.weight_grads_on_fwd_rows) return {};
+  const cuda::Fp8ScratchBytes b = cuda::fp8_scratch_bytes(rows.rows_bound, d.E_local, d.H, d.F);
+  cuda::Fp8Kept keep;
+  // Packed rows (dispatch_dtype fp8) arrive as codes: their weight gradient reads them as such.
+  if (!d.dispatch_fp8) keep.xe_t = keep_in(kept_xe_t_, xe, b.xe_t);
+  keep.a_t = keep_in(kept_a_t_, a, b.a_t);
+  return keep;
+}
+
+cuda::Fp8Kept CudaOps::take_codes(const void* xe, const void* a) {
+  auto take = [](KeptMap& kept, const void* operand) -> cuda::Fp8Transposed {
+    auto it = kept.find(operand);
+    if (it == kept.end() || !it->second.fresh) return {};
+    it->second.fresh = false;
+    return it->second.codes;
+  };
+  return {take(kept_xe_t_, xe), take(kept_a_t_, a)};
 }
 
 void CudaOps::prepare_expert_weights(const Dims& d, int64_t G, const void* w_in,
@@ -362,7 +376,7 @@ void CudaOps::expert_ffn_fwd(const Dims& d, const void* xe, const void* w_in, co
   if (d.precision != Precision::kBf16) {
     cuda::expert_ffn_fwd_fp8(xe, fp8_weights(d, w_in, w_out), off, d.E_local, d.H, d.F,
                              fp8_recipe_of(d.precision), h, a, ye, *gemm_, fp8_scratch(d, off),
-                             stream(), d.dispatch_fp8, keep_a_t(d, off, a), fp8_scales_);
+                             stream(), d.dispatch_fp8, keep_codes(d, off, xe, a), fp8_scales_);
     return;
   }
   cuda::expert_ffn_fwd(xe, w_in, w_out, off, d.E_local, d.H, d.F, d.dtype, h, a, ye, *gemm_,
@@ -390,9 +404,10 @@ void CudaOps::expert_ffn_bwd_weights(const Dims& d, const void* dye, const void*
     // The codes the data gradients left serve only the rows they quantized.
     const bool left = fp8_dy_dh_left_ == Fp8DyDh{dye, dh, off.device};
     fp8_dy_dh_left_ = {};
-    cuda::expert_ffn_bwd_weights_fp8(
-        xe, a, dye, dh, left, off, d.E_local, d.H, d.F, fp8_recipe_of(d.precision), d.grad_dtype,
-        dw_in, dw_out, false, *gemm_, fp8_scratch(d, off), stream(), d.dispatch_fp8, take_a_t(a));
+    cuda::expert_ffn_bwd_weights_fp8(xe, a, dye, dh, left, off, d.E_local, d.H, d.F,
+                                     fp8_recipe_of(d.precision), d.grad_dtype, dw_in, dw_out, false,
+                                     *gemm_, fp8_scratch(d, off), stream(), d.dispatch_fp8,
+                                     take_codes(xe, a));
     return;
   }
   cuda::expert_ffn_bwd_weights(dye, xe, a, dh, off, d.E_local, d.H, d.F, d.dtype, d.grad_dtype,

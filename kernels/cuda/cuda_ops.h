@@ -135,16 +135,18 @@ class CudaOps : public Ops {
     cuda::Fp8Weights fp8;
   };
   std::vector<PreparedWeights> prepared_;
-  // a's transposed FP8 codes, kept from each forward for the weight gradients on the same a (the
-  // routed experts' chunks and the shared experts each have their own a); fresh from the forward
-  // until the weight gradient takes them (a weight gradient on an a without fresh codes
-  // quantizes a itself).
+  // Transposed FP8 codes kept from each forward for the weight gradients on the same operand, one
+  // map for xe's and one for a's (keyed by the operand: the routed experts' and each shared
+  // expert's a; the routed experts' xe and the shared experts' one x); fresh from the forward
+  // until the weight gradient takes them (one on an operand without fresh codes quantizes it
+  // itself).
   struct KeptCodes {
     Scratch memory;
     cuda::Fp8Transposed codes;
     bool fresh = false;
   };
-  std::unordered_map<const void*, KeptCodes> kept_a_t_;
+  using KeptMap = std::unordered_map<const void*, KeptCodes>;
+  KeptMap kept_xe_t_, kept_a_t_;
   // The rows whose dye and dh the last FP8 data gradients left quantized (transposed) in the
   // scratch for the weight gradients, which quantize other rows themselves.
   struct Fp8DyDh {
@@ -156,8 +158,11 @@ class CudaOps : public Ops {
   };
   Fp8DyDh fp8_dy_dh_left_;
   float* fp8_scales_ = nullptr;  // report_fp8_scales' (device)
-  cuda::Fp8Transposed keep_a_t(const Dims& d, const ExpertOffsets& rows, const void* a);
-  cuda::Fp8Transposed take_a_t(const void* a);
+  // Where an FP8 forward on xe and a writes the transposed codes it keeps (none where the weight
+  // gradients will not take them), and the weight gradients' take of them.
+  cuda::Fp8Kept keep_codes(const Dims& d, const ExpertOffsets& rows, const void* xe, const void* a);
+  cuda::Fp8Kept take_codes(const void* xe, const void* a);
+  cuda::Fp8Transposed keep_in(KeptMap& kept, const void* operand, const Fp8KeptBytes& bytes);
   cuda::ExpertGemmLists gemm_lists_;  // the expert GEMM lists, reused every step
   bool sm90_ = false;                 // the device runs the grouped sm90 kernel
 };

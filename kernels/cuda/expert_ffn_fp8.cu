@@ -91,7 +91,7 @@ Fp8Weights fp8_weights_from(const Fp8Weights& w, int64_t first, int64_t H, int64
 void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOffsets& rows,
                                 int64_t G, int64_t H, int64_t F, Fp8Recipe recipe,
                                 const Fp8Scratch& sc, cudaStream_t stream, bool amax_ready,
-                                const Fp8Transposed& down_t) {
+                                const Fp8Transposed& keep_t) {
   const GemmShape s = shape_of(which, H, F);
   const int64_t ld = fp8_transposed_ld(rows.rows_bound);
   MOE_CHECK(!amax_ready || !s.wgrad, "FP8: a weight gradient's operand comes with no amax");
@@ -100,15 +100,16 @@ void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOff
                       stream);
     return;
   }
-  // A data gradient's operand is also a weight gradient's second one, and a (down) the first
-  // one of wgrad_out's where asked: both ways in one read.
-  MOE_CHECK(!down_t.codes || which == ExpertGemm::kDown, "FP8: only a's transposed codes are kept");
+  // A data gradient's operand is also a weight gradient's second one, and xe (up) and a (down)
+  // the first ones of wgrad_in's and wgrad_out's where asked: both ways in one read.
+  MOE_CHECK(!keep_t.codes || which == ExpertGemm::kUp || which == ExpertGemm::kDown,
+            "FP8: only xe's and a's transposed codes are kept");
   uint8_t* qt = which == ExpertGemm::kDgradA   ? sc.dy_t
                 : which == ExpertGemm::kDgradX ? sc.dh_t
-                                               : down_t.codes;
+                                               : keep_t.codes;
   float* qt_scales = which == ExpertGemm::kDgradA   ? sc.dy_t_scales
                      : which == ExpertGemm::kDgradX ? sc.dh_t_scales
-                                                    : down_t.scales;
+                                                    : keep_t.scales;
   quantize_rows_and_cols_fp8(X, rows.device, G, rows.rows_bound, s.K, recipe, sc.a, sc.a_scales, qt,
                              ld, qt ? qt_scales : nullptr, stream, amax_ready);
 }
@@ -203,19 +204,21 @@ void report_tensor_scales(const float* scales, int64_t E_local, float* to, cudaS
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& sc, cudaStream_t stream,
-                        bool xe_packed, const Fp8Transposed& keep_a_t, float* report) {
+                        bool xe_packed, const Fp8Kept& keep, float* report) {
   if (xe_packed) {
     require_block_recipe(recipe);
+    MOE_CHECK(!keep.xe_t.codes, "FP8: packed rows' transposed codes are not kept");
     fp8_rows_to_gemm(xe, rows.device, E_local, rows.rows_bound, H, sc.a, sc.a_scales, stream);
   } else {
-    quantize_fp8_gemm_operands(ExpertGemm::kUp, xe, rows, E_local, H, F, recipe, sc, stream);
+    quantize_fp8_gemm_operands(ExpertGemm::kUp, xe, rows, E_local, H, F, recipe, sc, stream, false,
+                               keep.xe_t);
   }
   run_fp8_gemm(ExpertGemm::kUp, w, rows, E_local, H, F, recipe, DType::kBf16, false, h, gemm, sc,
                stream);
   const GroupAmax a_amax = amax_into_scales(rows, E_local, recipe, sc, stream);
   swiglu_fwd(h, rows.device + E_local, rows.rows_bound, F, DType::kBf16, a, stream, a_amax);
   quantize_fp8_gemm_operands(ExpertGemm::kDown, a, rows, E_local, H, F, recipe, sc, stream,
-                             a_amax.bits != nullptr, keep_a_t);
+                             a_amax.bits != nullptr, keep.a_t);
   if (report && recipe == Fp8Recipe::kTensor)
     report_tensor_scales(sc.a_scales, E_local, report + int64_t(Fp8Computed::kA) * E_local, stream);
   run_fp8_gemm(ExpertGemm::kDown, w, rows, E_local, H, F, recipe, DType::kBf16, false, ye, gemm, sc,
@@ -249,7 +252,7 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
                                 int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype,
                                 void* dw_in, void* dw_out, bool accumulate, GemmRunner& gemm,
                                 const Fp8Scratch& sc, cudaStream_t stream, bool xe_packed,
-                                const Fp8Transposed& a_t) {
+                                const Fp8Kept& kept) {
   const Fp8Weights none;  // the weight gradients read no weight
   if (!dy_dh_left) {
     // The data gradients' quantizations leave the transposed codes (and row codes in sc.a, which
@@ -257,16 +260,20 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
     quantize_fp8_gemm_operands(ExpertGemm::kDgradA, dye, rows, E_local, H, F, recipe, sc, stream);
     quantize_fp8_gemm_operands(ExpertGemm::kDgradX, dh, rows, E_local, H, F, recipe, sc, stream);
   }
-  Fp8Scratch out_sc = sc;
-  if (a_t.codes) {
-    out_sc.a = a_t.codes;
-    out_sc.a_scales = a_t.scales;
-  } else {
+  // A weight gradient's first operand: its codes kept from the forward, else quantized here.
+  auto first_operand = [&](const Fp8Transposed& t) {
+    Fp8Scratch with = sc;
+    with.a = t.codes;
+    with.a_scales = t.scales;
+    return with;
+  };
+  if (!kept.a_t.codes)
     quantize_fp8_gemm_operands(ExpertGemm::kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
-  }
   run_fp8_gemm(ExpertGemm::kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
-               dw_out, gemm, out_sc, stream);
-  if (xe_packed) {
+               dw_out, gemm, kept.a_t.codes ? first_operand(kept.a_t) : sc, stream);
+  if (kept.xe_t.codes) {
+    MOE_CHECK(!xe_packed, "FP8: packed rows' transposed codes are not kept");
+  } else if (xe_packed) {
     require_block_recipe(recipe);
     quantize_packed_cols_fp8(xe, rows.device, E_local, rows.rows_bound, H, sc.a,
                              fp8_transposed_ld(rows.rows_bound), sc.a_scales, stream);
@@ -274,7 +281,7 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
     quantize_fp8_gemm_operands(ExpertGemm::kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
   }
   run_fp8_gemm(ExpertGemm::kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
-               dw_in, gemm, sc, stream);
+               dw_in, gemm, kept.xe_t.codes ? first_operand(kept.xe_t) : sc, stream);
 }
 
 }  // namespace moe::cuda

@@ -61,28 +61,31 @@ struct Fp8Scratch {
   float* dh_t_scales = nullptr;
 };
 // The most bytes each part of Fp8Scratch holds for these shapes (rows_bound: the expert-major
-// rows, padding included), and an Fp8Transposed of a (a_t, a_t_scales): core/fp8_buffers.h.
+// rows, padding included), and a kept Fp8Transposed of xe or a: core/fp8_buffers.h.
 using moe::fp8_scratch_bytes;
 using moe::Fp8ScratchBytes;
 
-// a's transposed codes and their scales (w_out's weight gradient's first operand), kept from the
-// forward to the weight gradients: the forward's quantization of a writes them in the same read
-// (both ways round, as TransformerEngine's rowwise and columnwise data), so that the weight
-// gradient does not read a again. Null codes: none kept.
+// An operand's transposed codes and their scales. Null codes: none.
 struct Fp8Transposed {
   uint8_t* codes = nullptr;
   float* scales = nullptr;
 };
+// The weight gradients' first operands, xe's (w_in's) and a's (w_out's) transposed codes, kept
+// from the forward: its quantizations of xe and a write them in the same read as the row codes
+// (both ways round, as TransformerEngine's rowwise and columnwise data), so that the weight
+// gradients do not read xe and a again.
+struct Fp8Kept {
+  Fp8Transposed xe_t, a_t;
+};
 
 // As expert_ffn_fwd: xe [R, H] (bf16), the FFN's weights quantized -> h, a, ye. xe_packed
 // (dispatch_dtype fp8, kBlock): xe holds the dispatched packed rows (core/fp8.h fp8_row_bytes),
-// whose codes and scales the up projection takes as they are. keep_a_t: where a's transposed
-// codes go for the weight gradients (none without).
+// whose codes and scales the up projection takes as they are (no xe_t kept from them). keep:
+// where xe's and a's transposed codes go for the weight gradients (none where null).
 void expert_ffn_fwd_fp8(const void* xe, const Fp8Weights& w, const ExpertOffsets& rows,
                         int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe, void* h, void* a,
                         void* ye, GemmRunner& gemm, const Fp8Scratch& scratch, cudaStream_t stream,
-                        bool xe_packed = false, const Fp8Transposed& keep_a_t = {},
-                        float* report = nullptr);
+                        bool xe_packed = false, const Fp8Kept& keep = {}, float* report = nullptr);
 // As expert_ffn_bwd_data: dye -> da, dh, dxe.
 void expert_ffn_bwd_data_fp8(const void* dye, const void* h, const Fp8Weights& w,
                              const ExpertOffsets& rows, int64_t E_local, int64_t H, int64_t F,
@@ -98,14 +101,14 @@ void report_tensor_scales(const float* scales, int64_t E_local, float* to, cudaS
 // dye and dh: with dy_dh_left true they are not read, but taken as the transposed codes the
 // expert_ffn_bwd_data_fp8 call before it on this stream, with these rows, left in scratch;
 // otherwise quantized here (rows gathered since, a pipelined step's). xe_packed: xe as
-// expert_ffn_fwd_fp8 took it, dw_in from its values in bf16. a_t: a's codes as the forward on
-// these rows kept them (a is not read), or none.
+// expert_ffn_fwd_fp8 took it, dw_in from its values in bf16. kept: xe's and a's transposed codes
+// as the forward on these rows kept them (that operand is not read), or none.
 void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, const void* dh,
                                 bool dy_dh_left, const ExpertOffsets& rows, int64_t E_local,
                                 int64_t H, int64_t F, Fp8Recipe recipe, DType grad_dtype,
                                 void* dw_in, void* dw_out, bool accumulate, GemmRunner& gemm,
                                 const Fp8Scratch& scratch, cudaStream_t stream,
-                                bool xe_packed = false, const Fp8Transposed& a_t = {});
+                                bool xe_packed = false, const Fp8Kept& kept = {});
 
 // The six GEMMs' halves apart, for `moebench gemm`: the activation operands' quantization of
 // GEMM `which` (X its rows operand as the FFN functions name it: xe, a, dye, dh, a, xe for up,
@@ -113,12 +116,13 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
 // scratch. dgrad_a and dgrad_x also leave dye's and dh's transposed codes for wgrad_out and
 // wgrad_in, which quantize only their first operand: run them in that order. amax_ready
 // (fp8_tensor, down and dgrad_x): the scratch's scales already hold X's per-expert amax bits,
-// from amax_into_scales given to the SwiGLU kernel that wrote X. down_t (down only): a's
-// transposed codes too, in the same read, for wgrad_out.
+// from amax_into_scales given to the SwiGLU kernel that wrote X. keep_t (up and down only): X's
+// transposed codes too, in the same read, for the weight gradient that takes X as its first
+// operand (wgrad_in, wgrad_out).
 void quantize_fp8_gemm_operands(ExpertGemm which, const void* X, const ExpertOffsets& rows,
                                 int64_t E_local, int64_t H, int64_t F, Fp8Recipe recipe,
                                 const Fp8Scratch& scratch, cudaStream_t stream,
-                                bool amax_ready = false, const Fp8Transposed& down_t = {});
+                                bool amax_ready = false, const Fp8Transposed& keep_t = {});
 // fp8_tensor: a GroupAmax for the SwiGLU kernel that writes the next operand (a or dh), into the
 // scratch's scales (zeroed here), so that its quantization skips its own pass over it; fp8_block:
 // none (its amaxes are per block, found by the quantization's tile pass).

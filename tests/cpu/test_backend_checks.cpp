@@ -75,7 +75,9 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
   Workload bf = w;
   bf.precision = Precision::kBf16;
   EXPECT_EQ(cuda_fp8_step_bytes(bf, 128), 0);
-  // Shared experts add their own codes; a pipeline's chunks each keep a's codes to the backward.
+  // Shared experts add their own codes. The forward keeps xe's and a's transposed codes (128 rows
+  // by H and F) for the weight gradients; a pipeline's chunks keep none (their weight gradients
+  // take the chunks' rows gathered), nor xe's with dispatch_dtype fp8 (its rows come as codes).
   Workload shared = w;
   shared.model.shared_experts = 2;
   shared.model.shared_ffn = 64;
@@ -83,7 +85,13 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
   Workload piped = w;
   piped.overlap = Overlap::kPipeline;
   piped.overlap_chunks = 2;
-  EXPECT_GT(cuda_fp8_step_bytes(piped, 128), cuda_fp8_step_bytes(w, 128));
+  EXPECT_GE(cuda_fp8_step_bytes(w, 128) - cuda_fp8_step_bytes(piped, 128), 128 * (H + F));
+  Workload packed = w;
+  packed.precision = Precision::kFp8Block;
+  packed.dispatch_dtype = DispatchDtype::kFp8;
+  Workload unpacked = packed;
+  unpacked.dispatch_dtype = DispatchDtype::kBf16;
+  EXPECT_GE(cuda_fp8_step_bytes(unpacked, 128) - cuda_fp8_step_bytes(packed, 128), 128 * H);
   // An absurd shape reads as too big, not as an overflowed size.
   Workload huge = w;
   huge.model.ffn = int64_t(1) << 40;

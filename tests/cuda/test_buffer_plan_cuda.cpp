@@ -71,6 +71,9 @@ TEST(BufferPlanCuda, EstimateIsWhatTheStepAllocates) {
            {sm90, "overlap=pipeline", "overlap_chunks=2"},
            {sm90, "model.shared_experts=1", "model.shared_ffn=128"},
            {sm90, "precision=fp8_tensor"},
+           {"gemm.method=lt_multistream", "precision=fp8_tensor", "overlap=pipeline",
+            "overlap_chunks=2"},
+           {sm90, "precision=fp8_tensor", "model.shared_experts=2", "model.shared_ffn=128"},
            {sm90, "precision=fp8_block"},
            {"gemm.method=lt_multistream", "precision=fp8_block", "fp8_weights=cached"},
            {sm90, "precision=fp8_block", "dispatch_dtype=fp8", "graph=true"}}) {

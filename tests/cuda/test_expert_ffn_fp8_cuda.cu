@@ -133,27 +133,28 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const
         {"dw_out", &d_dw_out, &dw_out}})
     expect_near_twin(got->host(), *want, what + " " + name);
 
-  // a's transposed codes kept from the forward: the same weight gradients bit for bit, with a
-  // overwritten before them (so that a weight gradient that read it would differ).
-  DevBuf<uint8_t> kept(bytes.a_t);
-  DevBuf<float> kept_scales(bytes.a_t_scales / 4);
-  const cuda::Fp8Transposed a_t{kept.ptr, kept_scales.ptr};
+  // xe's and a's transposed codes kept from the forward: the same weight gradients bit for bit,
+  // with xe and a overwritten before them (so that a weight gradient that read them would differ).
+  DevBuf<uint8_t> kept_xe(bytes.xe_t.codes), kept_a(bytes.a_t.codes);
+  DevBuf<float> kept_xe_scales(bytes.xe_t.scales / 4), kept_a_scales(bytes.a_t.scales / 4);
+  const cuda::Fp8Kept kept{{kept_xe.ptr, kept_xe_scales.ptr}, {kept_a.ptr, kept_a_scales.ptr}};
   StorageBuf k_dw_in(grad_dtype, accumulate ? dw0 : std::vector<float>(El * H * 2 * F));
   StorageBuf k_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
   cuda::expert_ffn_fwd_fp8(d_xe.ptr, w, er, El, H, F, recipe, d_h.ptr, d_a.ptr, d_ye.ptr, runner,
-                           sc, nullptr, false, a_t);
+                           sc, nullptr, false, kept);
   cuda::expert_ffn_bwd_data_fp8(d_dye.ptr, d_h.ptr, w, er, El, H, F, recipe, d_da.ptr, d_dh.ptr,
                                 d_dxe.ptr, runner, sc, nullptr);
   CUDA_CHECK(cudaMemset(d_a.ptr, 0x3f, size_t(R * F) * 2));  // bf16
+  CUDA_CHECK(cudaMemset(d_xe.ptr, 0x3f, size_t(R * H) * 2));
   cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, true, er, El, H, F,
                                    recipe, grad_dtype, k_dw_in.ptr, k_dw_out.ptr, accumulate,
-                                   runner, sc, nullptr, false, a_t);
+                                   runner, sc, nullptr, false, kept);
   EXPECT_EQ(k_dw_out.host(), d_dw_out.host()) << what << " dw_out from the kept codes";
-  EXPECT_EQ(k_dw_in.host(), d_dw_in.host()) << what << " dw_in";
+  EXPECT_EQ(k_dw_in.host(), d_dw_in.host()) << what << " dw_in from the kept codes";
 
   // dye and dh quantized by the weight gradients themselves (rows the data gradients did not
-  // see, a pipelined step's gathered ones): the codes left in the scratch overwritten first (a
-  // from its kept codes still, a itself being overwritten above).
+  // see, a pipelined step's gathered ones): the codes left in the scratch overwritten first (xe
+  // and a from their kept codes still, themselves being overwritten above).
   StorageBuf q_dw_in(grad_dtype, accumulate ? dw0 : std::vector<float>(El * H * 2 * F));
   StorageBuf q_dw_out(grad_dtype, accumulate ? dwo0 : std::vector<float>(El * F * H));
   CUDA_CHECK(cudaMemset(sdy.ptr, 0x3f, bytes.dy_t));
@@ -162,7 +163,7 @@ void check_fp8_ffn(Precision precision, DType grad_dtype, bool accumulate, const
   CUDA_CHECK(cudaMemset(ssdh.ptr, 0x3f, bytes.dh_t_scales));
   cuda::expert_ffn_bwd_weights_fp8(d_xe.ptr, d_a.ptr, d_dye.ptr, d_dh.ptr, false, er, El, H, F,
                                    recipe, grad_dtype, q_dw_in.ptr, q_dw_out.ptr, accumulate,
-                                   runner, sc, nullptr, false, a_t);
+                                   runner, sc, nullptr, false, kept);
   EXPECT_EQ(q_dw_out.host(), d_dw_out.host()) << what << " dw_out from dye quantized again";
   EXPECT_EQ(q_dw_in.host(), d_dw_in.host()) << what << " dw_in from dh quantized again";
 }
