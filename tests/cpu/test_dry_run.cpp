@@ -48,7 +48,8 @@ Workload bench(const std::string& name, const std::string& precision, int64_t ep
 }
 
 // FP8 where the rows per expert are few (DeepSeek-V3: 128 at EP 1, 512 at EP 4) is named, with
-// the weights' bytes; bf16 there is not, nor FP8 with many rows (Mixtral-8x7B: 1024 at EP 1).
+// the weights' bytes; bf16 there is not, nor FP8 with many rows (Mixtral-8x7B: 1024 at EP 1),
+// nor FP8 with fp8_weights cached (the steps quantize no weights).
 TEST(DryRun, WarnsWhereFp8WeightQuantizationOutweighsItsGemms) {
   PlanHost host;
   const nlohmann::json few =
@@ -62,6 +63,11 @@ TEST(DryRun, WarnsWhereFp8WeightQuantizationOutweighsItsGemms) {
       dry_run_plan(bench("deepseek_v3.json", "bf16", 1), 1, "cuda", host)));
   EXPECT_FALSE(mentions_fp8_quantization(
       dry_run_plan(bench("mixtral_8x7b.json", "fp8_tensor", 1), 1, "cuda", host)));
+  Workload cached = bench("deepseek_v3.json", "fp8_block", 1);
+  apply_override(cached, "fp8_weights=cached");
+  resolve_and_validate(cached, 1);
+  const nlohmann::json reused = dry_run_plan(cached, 1, "cuda", host);
+  EXPECT_FALSE(mentions_fp8_quantization(reused)) << reused["warnings"].dump();
 }
 
 bool mentions_unused_shared_ffn(const nlohmann::json& plan) {
