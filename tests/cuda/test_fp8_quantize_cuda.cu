@@ -205,12 +205,6 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8QuantizeCuda,
                            return info.param == Fp8Recipe::kTensor ? "tensor" : "block";
                          });
 
-// fp8_tensor's amax found by the SwiGLU kernels as they write a and dh (GroupAmax): each group's
-// largest |output| as stored (zero for the empty and the all-zero group), the outputs bit for bit
-// those of the kernels without it, and the quantization given it (amax_ready) the codes and scales
-// of its own pass. Small rows (one pass of threads), rows of 60 (N = 1 per thread) and a hundred
-// groups over many more steps than the capped grid's threads (each thread many steps, blocks
-// across groups).
 // dispatch_dtype fp8's rows: packed on the GPU as the host packs them, byte for byte (padding
 // included); as w_in's gradient operand, the transposed codes of their values in bf16; and as the
 // up projection's operand, the codes and scales the rows quantizer makes of the same rows, so
@@ -251,6 +245,12 @@ TEST(Fp8RowsCuda, PackedRowsAndTheirGemmOperandsMatchTheirTwins) {
   }
 }
 
+// fp8_tensor's amax found by the SwiGLU kernels as they write a and dh (GroupAmax): each group's
+// largest |output| as stored (zero for the empty and the all-zero group), the outputs bit for bit
+// those of the kernels without it, and the quantization given it (amax_ready) the codes and scales
+// of its own pass. Small rows (one pass of threads), rows of 60 (N = 1 per thread) and a hundred
+// groups over many more steps than the capped grid's threads (each thread many steps, blocks
+// across groups).
 TEST(Fp8SwigluAmaxCuda, GivesTheQuantizationsOwnScales) {
   MOE_REQUIRE_GPU();
   std::mt19937_64 rng(41);
