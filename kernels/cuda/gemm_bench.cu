@@ -170,8 +170,18 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
     const Fp8Scratch sc{static_cast<uint8_t*>(sa.ptr),  static_cast<uint8_t*>(sdy.ptr),
                         static_cast<uint8_t*>(sdh.ptr), static_cast<float*>(ssa.ptr),
                         static_cast<float*>(ssdy.ptr),  static_cast<float*>(ssdh.ptr)};
+    // xe's and a's transposed codes, which the step's forward writes beside their row codes and
+    // keeps for the weight gradients (CudaOps): up and down write them here too, and wgrad_in and
+    // wgrad_out take them, quantizing nothing, so that each row costs what the step pays.
+    Buffer kxe(b.xe_t.total()), ka(b.a_t.total());
+    auto kept_in = [](const Buffer& buf, const Fp8KeptBytes& k) {
+      auto* base = static_cast<uint8_t*>(buf.ptr);
+      return Fp8Transposed{base, reinterpret_cast<float*>(base + k.codes_padded())};
+    };
+    const Fp8Kept kept{kept_in(kxe, b.xe_t), kept_in(ka, b.a_t)};
     Fp8Weights w;
     ExpertGemmBenchRow weights{"weights", precision, shape.precision};
+    weights.quantizes = true;
     weights.median_ms = weights.quantize_ms = median_ms(stream, iters, [&] {
       w = quantize_ffn_weights_fp8(w_in.ptr, w_out.ptr, El, H, F, recipe, wq.ptr, stream);
     });
@@ -185,13 +195,27 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
         const auto which = ExpertGemm(i);
         ExpertGemmBenchRow row = row_of(g, precision + ":" + name);
         row.precision = shape.precision;
-        row.quantize_ms = median_ms(stream, iters, [&] {
-          quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream);
-        });
-        row.median_ms =
-            row.quantize_ms + median_ms(stream, iters, [&] {
-              run_fp8_gemm(which, w, rows, El, H, F, recipe, g.out, false, g.C, runner, sc, stream);
-            });
+        row.quantizes = true;
+        const Fp8Transposed keep_t = which == ExpertGemm::kUp     ? kept.xe_t
+                                     : which == ExpertGemm::kDown ? kept.a_t
+                                                                  : Fp8Transposed{};
+        const Fp8Transposed* first = which == ExpertGemm::kWgradIn    ? &kept.xe_t
+                                     : which == ExpertGemm::kWgradOut ? &kept.a_t
+                                                                      : nullptr;
+        Fp8Scratch operands = sc;
+        if (first) {
+          operands.a = first->codes;
+          operands.a_scales = first->scales;
+        } else {
+          row.quantize_ms = median_ms(stream, iters, [&] {
+            quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream, false,
+                                       keep_t);
+          });
+        }
+        row.median_ms = row.quantize_ms + median_ms(stream, iters, [&] {
+                          run_fp8_gemm(which, w, rows, El, H, F, recipe, g.out, false, g.C, runner,
+                                       operands, stream);
+                        });
         out.push_back(row);
       }
     }

@@ -37,6 +37,9 @@ struct ExpertGemmBenchRow {
   double flops = 0;             // over every expert
   double median_ms = 0;         // FP8: its activations' quantization and the GEMM
   double quantize_ms = 0;       // FP8: the activations' quantization alone
+  // quantize_ms applies: an FP8 expert GEMM (0 where the step takes codes its forward kept) or
+  // the weights row.
+  bool quantizes = false;
 };
 
 // A dense FP8 GEMM C [M, N] = A [M, K] @ B [N, K]^T in a recipe, as the expert loop runs it: the
