@@ -545,16 +545,19 @@ void print_summary(const RunResult& r, std::FILE* out) {
                      t.against.c_str(), t.against_ms);
       std::fprintf(out, ")");
     }
-    std::fprintf(out, "; %ld plans, %ld heuristic queries", long(g.before_timed.plans),
-                 long(g.before_timed.heuristic_queries));
     if (w.gemm.algo == GemmAlgo::kTuned)
-      std::fprintf(out, ", %ld buckets tuned", long(g.before_timed.tunings));
-    std::fprintf(out, " before the timed steps, %ld", long(g.timed.plans));
-    if (w.gemm.algo == GemmAlgo::kTuned)
-      std::fprintf(out, ", %ld and %ld", long(g.timed.heuristic_queries), long(g.timed.tunings));
+      std::fprintf(out,
+                   "; %ld plans, %ld heuristic queries, %ld buckets tuned before the timed steps, "
+                   "%ld, %ld and %ld in them (max over ranks)\n",
+                   long(g.before_timed.plans), long(g.before_timed.heuristic_queries),
+                   long(g.before_timed.tunings), long(g.timed.plans),
+                   long(g.timed.heuristic_queries), long(g.timed.tunings));
     else
-      std::fprintf(out, " and %ld", long(g.timed.heuristic_queries));
-    std::fprintf(out, " in them (max over ranks)\n");
+      std::fprintf(out,
+                   "; %ld plans, %ld heuristic queries before the timed steps, %ld and %ld in them "
+                   "(max over ranks)\n",
+                   long(g.before_timed.plans), long(g.before_timed.heuristic_queries),
+                   long(g.timed.plans), long(g.timed.heuristic_queries));
   }
   std::fprintf(out,
                "# workload %s: H=%ld F=%ld E=%ld K=%ld, tokens_per_rank=%ld, dtype %s, precision "
