@@ -305,8 +305,7 @@ cuda::Fp8Transposed CudaOps::keep_in(KeptMap& kept, const void* operand,
     k.memory.bytes = bytes.total();
     k.memory.ptr = device_.alloc(k.memory.bytes);
   }
-  auto* base = static_cast<uint8_t*>(k.memory.ptr);
-  k.codes = {base, reinterpret_cast<float*>(base + bytes.codes_padded())};
+  k.codes = cuda::kept_codes_at(k.memory.ptr, bytes);
   k.fresh = true;
   return k.codes;
 }

@@ -70,6 +70,11 @@ struct Fp8Transposed {
   uint8_t* codes = nullptr;
   float* scales = nullptr;
 };
+// A kept operand's codes and scales in one allocation of bytes.total() at base.
+inline Fp8Transposed kept_codes_at(void* base, const Fp8KeptBytes& bytes) {
+  auto* codes = static_cast<uint8_t*>(base);
+  return {codes, reinterpret_cast<float*>(codes + bytes.codes_padded())};
+}
 // The weight gradients' first operands, xe's (w_in's) and a's (w_out's) transposed codes, kept
 // from the forward: its quantizations of xe and a write them in the same read as the row codes
 // (both ways round, as TransformerEngine's rowwise and columnwise data), so that the weight

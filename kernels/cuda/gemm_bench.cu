@@ -174,11 +174,7 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
     // keeps for the weight gradients (CudaOps): up and down write them here too, and wgrad_in and
     // wgrad_out take them, quantizing nothing, so that each row costs what the step pays.
     Buffer kxe(b.xe_t.total()), ka(b.a_t.total());
-    auto kept_in = [](const Buffer& buf, const Fp8KeptBytes& k) {
-      auto* base = static_cast<uint8_t*>(buf.ptr);
-      return Fp8Transposed{base, reinterpret_cast<float*>(base + k.codes_padded())};
-    };
-    const Fp8Kept kept{kept_in(kxe, b.xe_t), kept_in(ka, b.a_t)};
+    const Fp8Kept kept{kept_codes_at(kxe.ptr, b.xe_t), kept_codes_at(ka.ptr, b.a_t)};
     Fp8Weights w;
     ExpertGemmBenchRow weights{"weights", precision, shape.precision};
     weights.quantizes = true;

@@ -169,9 +169,7 @@ void GemmRunner::release() noexcept {
   cudaDeviceSynchronize();
   for (auto& kv : plans_) destroy(kv.second);
   plans_.clear();
-  bucket_algos_.clear();
-  tuned_algos_.clear();
-  stride_free_algos_.clear();
+  choices_.clear();
   for (cudaStream_t s : side_streams_) cudaStreamDestroy(s);
   for (cudaEvent_t e : side_done_) cudaEventDestroy(e);
   side_streams_.clear();
@@ -325,16 +323,19 @@ bool GemmRunner::heuristic(const PlanKey& key, const Plan& plan, cublasLtMatmulA
   return !first.empty();
 }
 
-GemmRunner::PlanKey GemmRunner::bucket_key(const PlanKey& key) {
-  PlanKey bucket = key;
-  bucket.M = gemm_algo_bucket(key.M);
-  bucket.K = gemm_algo_bucket(key.K);
-  // The same algorithms run with or without accumulation. FP8's row strides follow the step's
-  // total rows: keyed by them, every step would meet new buckets (a representative shape takes
-  // K, as describe_fp8 raises a stride below K; each plan's check covers its own).
-  bucket.accumulate = false;
-  bucket.lda = bucket.ldb = 0;
-  return bucket;
+GemmRunner::PlanKey GemmRunner::choice_key(const PlanKey& key, bool bucketed) {
+  PlanKey choice = key;
+  if (bucketed) {
+    choice.M = gemm_algo_bucket(key.M);
+    choice.K = gemm_algo_bucket(key.K);
+  }
+  // The same algorithms run with or without accumulation (cuBLASLt's descriptions hold no beta).
+  // FP8's row strides follow the step's total rows: keyed by them, every step would meet new
+  // choices (a bucket's representative shape takes K, as describe_fp8 raises a stride below K;
+  // each plan's check covers its own strides).
+  choice.accumulate = false;
+  choice.lda = choice.ldb = 0;
+  return choice;
 }
 
 bool GemmRunner::runs_here(const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
@@ -344,39 +345,38 @@ bool GemmRunner::runs_here(const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
   return rc == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_;
 }
 
-bool GemmRunner::bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
-  const PlanKey bucket = bucket_key(key);
-  auto it = bucket_algos_.find(bucket);
-  if (it == bucket_algos_.end()) {
-    BucketAlgo chosen;
-    Plan rep;
-    try {
-      describe(bucket, rep);
-      chosen.found = heuristic(bucket, rep, &chosen.algo);
-    } catch (...) {
-      destroy(rep);
-      throw;
-    }
+bool GemmRunner::representative_algo(const PlanKey& bucket, cublasLtMatmulAlgo_t* algo) {
+  Plan rep;
+  bool found = false;
+  try {
+    describe(bucket, rep);
+    found = heuristic(bucket, rep, algo);
+  } catch (...) {
     destroy(rep);
-    it = bucket_algos_.emplace(bucket, chosen).first;
+    throw;
   }
-  // Chosen for the bucket's largest shape; this shape must be able to run it in our workspace.
-  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
-  *algo = it->second.algo;
-  return true;
+  destroy(rep);
+  return found;
 }
 
-bool GemmRunner::stride_free_algo(const PlanKey& key, const Plan& plan,
-                                  cublasLtMatmulAlgo_t* algo) {
-  PlanKey free = key;
-  free.lda = free.ldb = 0;
-  auto it = stride_free_algos_.find(free);
-  if (it == stride_free_algos_.end()) {
-    BucketAlgo first;
-    first.found = heuristic(key, plan, &first.algo);
-    it = stride_free_algos_.emplace(free, first).first;
+bool GemmRunner::chosen_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call,
+                             cudaStream_t stream, cublasLtMatmulAlgo_t* algo) {
+  const bool bucketed = gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K);
+  const PlanKey choice = choice_key(key, bucketed);
+  auto it = choices_.find(choice);
+  if (it == choices_.end()) {
+    Choice chosen;
+    if (algo_policy_ == AlgoPolicy::kTuned) {
+      if (!tune(key, plan, call, stream, &chosen)) return false;  // untimeable here: not yet
+    } else if (bucketed) {
+      chosen.found = representative_algo(choice, &chosen.algo);
+    } else {
+      chosen.found = heuristic(key, plan, &chosen.algo);
+    }
+    it = choices_.emplace(choice, chosen).first;
   }
-  // Chosen for the shape at its first strides; these must be able to run it in our workspace.
+  // Chosen for another shape of the choice (the bucket's largest, the first one tuned, the first
+  // strides): this one must be able to run it in our workspace.
   if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
   *algo = it->second.algo;
   return true;
@@ -396,30 +396,21 @@ double GemmRunner::time_algo(const Plan& plan, const cublasLtMatmulAlgo_t& algo,
   return ms;
 }
 
-bool GemmRunner::tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call,
-                            cudaStream_t stream, cublasLtMatmulAlgo_t* algo) {
-  const PlanKey bucket = bucket_key(key);
-  auto it = tuned_algos_.find(bucket);
-  if (it == tuned_algos_.end()) {
-    // Timing writes C: not where C holds a sum to add to, nor inside a graph's capture.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (key.accumulate || capture != cudaStreamCaptureStatusNone) return false;
-    BucketAlgo chosen;
-    double best = std::numeric_limits<double>::infinity();
-    for (const cublasLtMatmulAlgo_t& candidate : heuristic_candidates(key, plan, kTuneCandidates)) {
-      const double ms = time_algo(plan, candidate, call, stream);
-      if (ms < best) {  // the heuristic's order breaks ties
-        best = ms;
-        chosen = {true, candidate};
-      }
+bool GemmRunner::tune(const PlanKey& key, const Plan& plan, const TryAlgo& call,
+                      cudaStream_t stream, Choice* chosen) {
+  // Timing writes C: not where C holds a sum to add to, nor inside a graph's capture.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (key.accumulate || capture != cudaStreamCaptureStatusNone) return false;
+  double best = std::numeric_limits<double>::infinity();
+  for (const cublasLtMatmulAlgo_t& candidate : heuristic_candidates(key, plan, kTuneCandidates)) {
+    const double ms = time_algo(plan, candidate, call, stream);
+    if (ms < best) {  // the heuristic's order breaks ties
+      best = ms;
+      *chosen = {true, candidate};
     }
-    ++tunings_;
-    it = tuned_algos_.emplace(bucket, chosen).first;
   }
-  // Chosen on the bucket's first shape; this one must be able to run it in our workspace.
-  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
-  *algo = it->second.algo;
+  ++tunings_;
   return true;
 }
 
@@ -430,14 +421,8 @@ const GemmRunner::Plan& GemmRunner::plan_for(const PlanKey& key, const TryAlgo& 
   Plan plan;
   try {
     describe(key, plan);
-    bool found = false;
-    if (algo_policy_ == AlgoPolicy::kTuned)
-      found = tuned_algo(key, plan, call, stream, &plan.algo);
-    else if (gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K))
-      found = bucket_algo(key, plan, &plan.algo);
-    else if (key.fp8)
-      found = stride_free_algo(key, plan, &plan.algo);
-    found = found || heuristic(key, plan, &plan.algo);
+    const bool found =
+        chosen_algo(key, plan, call, stream, &plan.algo) || heuristic(key, plan, &plan.algo);
     MOE_CHECK(found, "cuBLASLt heuristic found no algorithm for gemm "
                          << (key.fp8 ? "FP8 (scaling " + std::to_string(key.fp8) + ", lda " +
                                            std::to_string(key.lda) + ", ldb " +

@@ -172,7 +172,10 @@ class GemmRunner {
   // accumulating, or while its stream is captured into a graph, takes its own query's first
   // answer (and keeps it) unless its bucket is tuned already. The choice follows the timings, so
   // two runs may choose, and round, differently.
-  void set_algo_policy(AlgoPolicy p) { algo_policy_ = p; }
+  void set_algo_policy(AlgoPolicy p) {
+    algo_policy_ = p;
+    choices_.clear();  // a bucket's key and a shape's may coincide across policies
+  }
   static constexpr int kTuneCandidates = 8, kTuneCalls = 3;
 
   // Most problems one grouped-batched call takes (the size of its device pointer array).
@@ -200,7 +203,8 @@ class GemmRunner {
     cublasLtMatmulAlgo_t algo{};
   };
 
-  struct BucketAlgo {
+  // An algorithm chosen for every shape of a choice key (choice_key), or none found.
+  struct Choice {
     bool found = false;
     cublasLtMatmulAlgo_t algo{};
   };
@@ -213,9 +217,9 @@ class GemmRunner {
   void describe(const PlanKey& key, Plan& plan) const;  // the descriptor and layouts of a shape
   void describe_fp8(const PlanKey& key, Plan& plan) const;
   static void destroy(Plan& plan) noexcept;
-  // The key a shape's bucket goes by: M and K bucketed (gemm_algo_bucket), no accumulation, no
-  // strides.
-  static PlanKey bucket_key(const PlanKey& key);
+  // The key an algorithm is chosen by: the shape's, with M and K bucketed (gemm_algo_bucket)
+  // where `bucketed`, and no accumulation or strides (the same choice serves them all).
+  static PlanKey choice_key(const PlanKey& key, bool bucketed);
   // Whether the plan's shape runs `algo` (chosen for another shape) in our workspace.
   bool runs_here(const Plan& plan, const cublasLtMatmulAlgo_t& algo);
   // The heuristic's first algorithm for the shape; false when it has none.
@@ -223,18 +227,20 @@ class GemmRunner {
   // Its first `want` answers (none: empty).
   std::vector<cublasLtMatmulAlgo_t> heuristic_candidates(const PlanKey& key, const Plan& plan,
                                                          int want);
-  // An FP8 shape's algorithm as its first strides' query chose it (queried now if new), where
-  // this plan's strides can run it: FP8 operands' row strides follow the step's total rows, and
-  // a query per new stride would fall inside the timed steps.
-  bool stride_free_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
-  // kTuned: the key's bucket's timed choice (tuned now if it can be); false: none for this shape.
-  bool tuned_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call, cudaStream_t stream,
-                  cublasLtMatmulAlgo_t* algo);
+  // The algorithm of key's choice (choices_), chosen now if new by the policy: kTuned by timing
+  // (tune), bucketed by the bucket's largest shape, else by this shape's query; false where the
+  // choice cannot be made yet (kTuned while accumulating or capturing) or does not run this plan.
+  bool chosen_algo(const PlanKey& key, const Plan& plan, const TryAlgo& call, cudaStream_t stream,
+                   cublasLtMatmulAlgo_t* algo);
+  // The first answer for a bucket's representative shape (its key, described apart).
+  bool representative_algo(const PlanKey& bucket, cublasLtMatmulAlgo_t* algo);
+  // kTuned: the fastest of the heuristic's first kTuneCandidates for this call; false where it
+  // cannot be timed (accumulating, or inside a graph's capture).
+  bool tune(const PlanKey& key, const Plan& plan, const TryAlgo& call, cudaStream_t stream,
+            Choice* chosen);
   // ms of kTuneCalls calls with `algo`; infinity where a call fails.
   double time_algo(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const TryAlgo& call,
                    cudaStream_t stream);
-  // The algorithm of key's bucket, if it runs `plan`'s exact shape.
-  bool bucket_algo(const PlanKey& key, const Plan& plan, cublasLtMatmulAlgo_t* algo);
   // One cuBLASLt GEMM with M, N, K > 0 on `stream` with workspace `ws`.
   void lt_matmul(bool trans_a, bool trans_b, const GemmProblem& p, bool accumulate, DType in,
                  DType out, void* ws, cudaStream_t stream);
@@ -272,9 +278,7 @@ class GemmRunner {
   std::vector<cudaEvent_t> side_done_;
   cudaEvent_t fork_ = nullptr;
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
-  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> bucket_algos_;       // by bucket_key
-  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> tuned_algos_;        // kTuned's, so too
-  std::unordered_map<PlanKey, BucketAlgo, PlanKeyHash> stride_free_algos_;  // FP8, strides 0
+  std::unordered_map<PlanKey, Choice, PlanKeyHash> choices_;  // by choice_key
   cudaEvent_t tune_start_ = nullptr, tune_end_ = nullptr;
   AlgoPolicy algo_policy_ = AlgoPolicy::kAuto;
   std::unique_ptr<GroupedGemm> grouped_sm90_;  // made on first use (it needs an sm_90 device)

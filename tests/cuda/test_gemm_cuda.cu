@@ -178,8 +178,9 @@ TEST(GemmCuda, PlansAreCachedPerShape) {
   EXPECT_EQ(runner.num_cached_plans(), 1u);
   check_gemm(runner, false, true, 40, 24, 56, false, d, stream.s, 2);  // same shape: no new plan
   EXPECT_EQ(runner.num_cached_plans(), 1u);
-  // Accumulating: a new plan (beta 1). Its query would be the same (cuBLASLt's descriptions hold
-  // no beta), so auto's bucket answers it; exact asks again.
+  // Accumulating: a new plan (beta 1), the same choice of algorithm (cuBLASLt's descriptions hold
+  // no beta, so its query would be the same), under auto's buckets and exact alike; exact asks
+  // again for another shape.
   check_gemm(runner, false, true, 40, 24, 56, true, d, stream.s, 3);
   EXPECT_EQ(runner.num_cached_plans(), 2u);
   EXPECT_EQ(runner.num_heuristic_queries(), 1);
@@ -187,7 +188,8 @@ TEST(GemmCuda, PlansAreCachedPerShape) {
   exact.set_algo_policy(cuda::AlgoPolicy::kExact);
   check_gemm(exact, false, true, 40, 24, 56, false, d, stream.s, 4);
   check_gemm(exact, false, true, 40, 24, 56, true, d, stream.s, 5);
-  EXPECT_EQ(exact.num_cached_plans(), 2u);
+  check_gemm(exact, false, true, 44, 24, 56, false, d, stream.s, 6);
+  EXPECT_EQ(exact.num_cached_plans(), 3u);
   EXPECT_EQ(exact.num_heuristic_queries(), 2);
 }
 
