@@ -228,11 +228,13 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
                       {"gemms", nlohmann::json::array()}};
   for (const auto& r : rows) {
     const double tflops = r.flops / (r.median_ms * 1e9);
-    const double gemm_ms = r.median_ms - r.quantize_ms;
+    const double pct_dense = r.flops > 0 ? 100.0 * r.flops / ((r.median_ms - r.quantize_ms) * 1e9) /
+                                               dense_tflops.at(r.precision)
+                                         : 0.0;
     if (r.flops > 0)
       std::printf("  %-10s %-24s %7lld %7lld %7lld %10.3f %9.1f %7.1f", r.gemm.c_str(),
                   r.method.c_str(), (long long)r.M, (long long)r.N, (long long)r.K, r.median_ms,
-                  tflops, 100.0 * r.flops / (gemm_ms * 1e9) / dense_tflops.at(r.precision));
+                  tflops, pct_dense);
     else  // FP8's weights row: quantization only
       std::printf("  %-10s %-24s %7s %7s %7s %10.3f %9s %7s", r.gemm.c_str(), r.method.c_str(), "-",
                   "-", "-", r.median_ms, "-", "-");
@@ -244,8 +246,7 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
         {"gemm", r.gemm},   {"method", r.method},       {"M", r.M},        {"N", r.N}, {"K", r.K},
         {"flops", r.flops}, {"median_ms", r.median_ms}, {"tflops", tflops}};
     if (r.quantizes) row["quantize_ms"] = r.quantize_ms;
-    if (r.flops > 0)
-      row["pct_dense"] = 100.0 * r.flops / (gemm_ms * 1e9) / dense_tflops.at(r.precision);
+    if (r.flops > 0) row["pct_dense"] = pct_dense;
     j["gemms"].push_back(row);
   }
   print_clocks(clocks, stdout, "the GEMMs' calls, warm-up calls included");
