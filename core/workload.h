@@ -51,6 +51,8 @@ enum class GemmMethod { kAuto, kLtMultistream, kGroupedBatched, kGroupedSm90 };
 // How cuBLASLt algorithms are chosen for new GEMM shapes: kAuto by GEMM size, kBucket one query per
 // bucket of row counts, kExact one per shape (kernels/cuda/gemm_cublaslt.h).
 enum class GemmAlgo { kAuto, kBucket, kExact, kTuned };
+// kTuned: how many of cuBLASLt's first answers for a bucket's shape it times.
+constexpr int kGemmTuneCandidates = 8;
 // How the grouped sm90 kernel's two MMA warpgroups share work: one tile together, or a tile each
 // taking turns (kernels/cuda/grouped_gemm.h, GroupedSchedule).
 enum class Sm90Schedule { kCooperative, kPingpong };

@@ -333,8 +333,9 @@ const std::vector<KeySpec>& schema() {
           "gemm.algo", MOE_FIELD(gemm.algo),
           "CUDA: how cuBLASLt algorithms are chosen for new GEMM shapes: auto by GEMM size, "
           "bucket one heuristic query per bucket of row counts, exact one per shape, tuned the "
-          "fastest of the query's first 8 per bucket, timed in the run (two runs may choose and "
-          "round differently)")),
+          "fastest of the query's first " +
+              std::to_string(kGemmTuneCandidates) +
+              " per bucket, timed in the run (two runs may choose and round differently)")),
       listed_when_set(how(
           enum_key("fp8_weights", MOE_FIELD(fp8_weights),
                    "when an FP8 step quantizes the expert weights (routed and shared, both ways "

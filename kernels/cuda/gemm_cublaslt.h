@@ -176,7 +176,7 @@ class GemmRunner {
     algo_policy_ = p;
     choices_.clear();  // a bucket's key and a shape's may coincide across policies
   }
-  static constexpr int kTuneCandidates = 8, kTuneCalls = 3;
+  static constexpr int kTuneCandidates = kGemmTuneCandidates, kTuneCalls = 3;
 
   // Most problems one grouped-batched call takes (the size of its device pointer array).
   static constexpr int kMaxGroupedProblems = 4096;
