@@ -1010,6 +1010,34 @@ TEST(DispatchCudaConvert, F32RoundsLikeHost) {
   expect_identical(f32_back.host(), x, "storage_to_f32 fp32");
 }
 
+// f32_to_storage's 16-byte path and its fallback: lengths that leave a tail (and shorter than
+// one pack), and operands offset by one element (not 16-byte aligned); nothing past n is
+// written.
+TEST(DispatchCudaConvert, F32ToStorageTailsAndOffsets) {
+  MOE_REQUIRE_GPU();
+  Stream stream;
+  for (const int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(9), int64_t(100003)}) {
+    for (const int64_t off : {int64_t(0), int64_t(1)}) {
+      const std::vector<float> x = random_values(n + off, DType::kFp32, -3.0f, 3.0f, 910 + n);
+      DevBuf<float> src(x), wide(n + off + 1);
+      DevBuf<uint16_t> narrow(n + off + 1);
+      cuda::f32_to_storage(src.ptr + off, n, DType::kBf16, narrow.ptr + off, stream.s);
+      cuda::f32_to_storage(src.ptr + off, n, DType::kFp32, wide.ptr + off, stream.s);
+      const std::vector<uint16_t> got = narrow.host();
+      const std::vector<float> got_wide = wide.host();
+      std::vector<uint16_t> want(size_t(n + off + 1), 0);
+      std::vector<float> want_wide(size_t(n + off + 1), 0.0f);
+      for (int64_t i = off; i < n + off; ++i) {
+        want[size_t(i)] = float_to_bf16_bits(x[size_t(i)]);
+        want_wide[size_t(i)] = x[size_t(i)];
+      }
+      const std::string what = "n " + std::to_string(n) + " offset " + std::to_string(off);
+      expect_identical(got, want, what + " bf16");
+      expect_identical(got_wide, want_wide, what + " fp32");
+    }
+  }
+}
+
 // ---- determinism ----
 
 struct ChainResult {
