@@ -11,15 +11,27 @@
 namespace moe::cuda {
 namespace {
 
-// ---- permute and regroup: one block per row. ----
-template <class T>
+// ---- permute: one block per token, its row read once and written, bit for bit, to each of its
+// K rows sent (-1: dropped by the capacity, not sent), in 16-byte vectors where rows allow them
+// (V = uint4), else element by element (V = T). A block per routed row read each token's row K
+// times. ----
+template <class T, class V>
 __global__ void permute_rows_kernel(const T* src, const int32_t* send_pos, int64_t K, int64_t H,
-                                    int64_t rows, T* dst) {
-  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x)
-    if (send_pos[i] >= 0)  // -1: dropped by the capacity, not sent
-      copy_row(dst + int64_t(send_pos[i]) * H, src + (i / K) * H, H);
+                                    int64_t T_, T* dst) {
+  const int64_t n = H * int64_t(sizeof(T)) / int64_t(sizeof(V));  // vectors a row
+  const V* s = reinterpret_cast<const V*>(src);
+  V* d = reinterpret_cast<V*>(dst);
+  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const V v = s[t * n + j];
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = send_pos[t * K + k];
+        if (row >= 0) d[row * n + j] = v;
+      }
+    }
 }
 
+// ---- regroup: one block per row. ----
 // Block b = s*E_local + l: offsets[b] in source-rank-major order, offsets[nb + b] in
 // expert-major order; prefix sums over the same counts, each expert's rows rounded up to a
 // multiple of align, as in expert_major_offsets (core/layout.h). One block of kThreads.
@@ -198,8 +210,10 @@ void permute_rows(const void* src, const int32_t* send_pos, int64_t T, int64_t K
   if (T * K == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    permute_rows_kernel<<<row_grid(T * K), 128, 0, stream>>>(static_cast<const S*>(src), send_pos,
-                                                             K, H, T * K, static_cast<S*>(dst));
+    auto* k = rows_take_pack16<S>(H, {src, dst}) ? permute_rows_kernel<S, uint4>
+                                                 : permute_rows_kernel<S, S>;
+    k<<<row_grid(T), 128, 0, stream>>>(static_cast<const S*>(src), send_pos, K, H, T,
+                                       static_cast<S*>(dst));
   });
   CUDA_CHECK(cudaGetLastError());
 }
