@@ -253,7 +253,7 @@ moe_mpi_case(np4_ep2_fsdp2_fp8_dispatch_allgather_graph 4 ${p} --set mesh.ep=2 -
 foreach(script determinism dump_verify bad_input sweep_report compare rank_failure roofline ab
                expert_grad_dtype overlap dry_run mesh_invariance refusals discovery launch
                allgather alltoall_dedup nvlink pipeline graph fp8 dispatch_bench a2a_wait
-               warmup_s placement check_every)
+               warmup_s placement check_every fuzz)
   add_test(NAME mpi.${script}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${script}.sh $<TARGET_FILE:moebench>
                    ${CMAKE_SOURCE_DIR})
