@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Prepared for the next session (one H200 is enough; not run): combine-bwd-warp.diff (the
+# combine's backward one warp per routed row, dp reduced by shuffles) applied, against the tree
+# without it built in the same call: every GPU test; the kernel under ncu in one Qwen3-30B-A3B and
+# one DeepSeek-V3 step; the checks with drops and with graphs; Qwen3-30B-A3B's graph step in
+# alternation. dp sums in another order than main's, so digests move (dw_gate, dx): not compared.
+# Copy to devrun/ and run from the repository root with BUILD_COMMIT ("<commit> 1") carried.
+set -uo pipefail
+START=$(date +%s)
+L=$OUT/logs; mkdir -p $L
+S=$OUT/summary.txt
+el() { echo $(( $(date +%s) - START )); }
+read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT; export MOE_GIT_COMMIT MOE_GIT_DIRTY
+echo "commit $MOE_GIT_COMMIT dirty $MOE_GIT_DIRTY" >> $S
+D=results/2026-11-29-session39/combine-bwd-warp.diff
+mkdir -p /tmp/old && tar cf - --exclude=./build-gpu . | (cd /tmp/old && tar xf -)
+git apply $D && echo "applied" >> $S
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > $L/cmake.log 2>&1 &&
+  cmake --build build-gpu -j"$(nproc)" --target moebench moe_cuda_tests > $L/build.log 2>&1
+echo "build new rc=$? at $(el) s" >> $S
+cmake -S /tmp/old -B /tmp/build-old -G Ninja -DCMAKE_BUILD_TYPE=Release > $L/cmake-old.log 2>&1 &&
+  cmake --build /tmp/build-old -j"$(nproc)" --target moebench > $L/build-old.log 2>&1
+echo "build old rc=$? at $(el) s" >> $S
+timeout 300 build-gpu/tests/moe_cuda_tests > $L/tests.log 2>&1
+echo "GPU tests rc=$? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' $L/tests.log | tr '\n' ' ')" >> $S
+grep -E '^\[  FAILED|Failure' $L/tests.log | head -20 >> $S
+NCU=/usr/local/cuda/bin/ncu
+for w in qwen3_30b_a3b deepseek_v3; do for v in new old; do
+  b=build-gpu/moebench; [ $v = old ] && b=/tmp/build-old/moebench
+  timeout 120 $NCU --clock-control none --profile-from-start off -k regex:unpermute_combine_bwd --metrics gpu__time_duration.sum $b run --backend cuda --config bench/$w --set align=16 --set expert_grad_dtype=bf16 --set check=off --set roofline=false --set warmup_s=0 --steps 1 --warmup 1 --profile > $L/ncu-$w-$v.log 2>&1
+  echo "== ncu $w $v rc=$? at $(el) s: $(grep -E 'gpu__time_duration' $L/ncu-$w-$v.log | awk '{print $NF}' | tr '\n' ' ')" >> $S
+done; done
+B=build-gpu/moebench
+timeout 120 $B run --backend cuda --config bench/qwen3_30b_a3b --set align=16 --set capacity_factor=1.0 --set check=first --set roofline=false --steps 2 --warmup 2 --out $L/check-cap.json > $L/check-cap.log 2>&1
+echo "== check capacity rc=$? at $(el) s: $(grep -E '^# check' $L/check-cap.log)" >> $S
+timeout 120 $B run --backend cuda --config bench/qwen3_30b_a3b --set align=16 --set graph=true --set check=first --set roofline=false --steps 2 --warmup 2 --out $L/check-graph.json > $L/check-graph.log 2>&1
+echo "== check graph rc=$? at $(el) s: $(grep -E '^# check' $L/check-graph.log)" >> $S
+for r in 1 2; do for v in new old; do
+  b=build-gpu/moebench; [ $v = old ] && b=/tmp/build-old/moebench
+  timeout 100 $b run --backend cuda --config bench/qwen3_30b_a3b --set expert_grad_dtype=bf16 --set align=16 --set check=off --set warmup_s=4 --set roofline=false --set graph=true --steps 50 --warmup 5 --out $L/qw-$v-$r.json > $L/qw-$v-$r.log 2>&1
+  echo "== qw graph $v $r rc=$? at $(el) s: $(grep -E '^  (step|combine_bwd) ' $L/qw-$v-$r.log | awk '{print $1, $2}' | tr '\n' ' ')" >> $S
+done; done
+cd $OUT && tar czf logs.tgz logs && rm -rf logs
+cat $S
