@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared for the next session (one H200 is enough; not run): combine-bwd-warp.diff (the
+# Prepared for the next session (one H200 is enough; not run): the stop review's mends
+# (review-first-operand-and-choice-check.diff) in both trees, and combine-bwd-warp.diff (the
 # combine's backward one warp per routed row, dp reduced by shuffles) applied, against the tree
 # without it built in the same call: every GPU test; the kernel under ncu in one Qwen3-30B-A3B and
 # one DeepSeek-V3 step; the checks with drops and with graphs; Qwen3-30B-A3B's graph step in
@@ -13,6 +14,9 @@ el() { echo $(( $(date +%s) - START )); }
 read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT; export MOE_GIT_COMMIT MOE_GIT_DIRTY
 echo "commit $MOE_GIT_COMMIT dirty $MOE_GIT_DIRTY" >> $S
 D=results/2026-11-29-session39/combine-bwd-warp.diff
+# The stop review's mends (behaviour-neutral: with_first_operand for the kept codes, no second
+# cublasLtMatmulAlgoCheck on a choice made on the plan itself) go into both trees.
+git apply results/2026-11-29-session39/review-first-operand-and-choice-check.diff && echo "review mends applied" >> $S
 mkdir -p /tmp/old && tar cf - --exclude=./build-gpu . | (cd /tmp/old && tar xf -)
 git apply $D && echo "applied" >> $S
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > $L/cmake.log 2>&1 &&
@@ -40,5 +44,10 @@ for r in 1 2; do for v in new old; do
   timeout 100 $b run --backend cuda --config bench/qwen3_30b_a3b --set expert_grad_dtype=bf16 --set align=16 --set check=off --set warmup_s=4 --set roofline=false --set graph=true --steps 50 --warmup 5 --out $L/qw-$v-$r.json > $L/qw-$v-$r.log 2>&1
   echo "== qw graph $v $r rc=$? at $(el) s: $(grep -E '^  (step|combine_bwd) ' $L/qw-$v-$r.log | awk '{print $1, $2}' | tr '\n' ' ')" >> $S
 done; done
+# The review mends: plan counts as before (auto 18 heuristic queries in 20 timed steps, tuned 0).
+for a in auto tuned; do
+  timeout 90 /tmp/build-old/moebench run --backend cuda --config bench/mixtral_8x7b --set tokens_per_rank=8192 --set gemm.method=lt_multistream --set precision=fp8_tensor --set fp8_weights=cached --set expert_grad_dtype=bf16 --set align=16 --set check=off --set warmup_s=4 --set roofline=false --set gemm.algo=$a --warmup 5 --out $L/plans-$a.json > $L/plans-$a.log 2>&1
+  echo "== plans $a rc=$? at $(el) s: $(grep -E 'heuristic queries' $L/plans-$a.log | sed 's/.*; \([0-9]* plans\)/\1/')" >> $S
+done
 cd $OUT && tar czf logs.tgz logs && rm -rf logs
 cat $S
