@@ -261,16 +261,10 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
     quantize_fp8_gemm_operands(ExpertGemm::kDgradX, dh, rows, E_local, H, F, recipe, sc, stream);
   }
   // A weight gradient's first operand: its codes kept from the forward, else quantized here.
-  auto first_operand = [&](const Fp8Transposed& t) {
-    Fp8Scratch with = sc;
-    with.a = t.codes;
-    with.a_scales = t.scales;
-    return with;
-  };
   if (!kept.a_t.codes)
     quantize_fp8_gemm_operands(ExpertGemm::kWgradOut, a, rows, E_local, H, F, recipe, sc, stream);
   run_fp8_gemm(ExpertGemm::kWgradOut, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
-               dw_out, gemm, kept.a_t.codes ? first_operand(kept.a_t) : sc, stream);
+               dw_out, gemm, kept.a_t.codes ? with_first_operand(sc, kept.a_t) : sc, stream);
   if (kept.xe_t.codes) {
     MOE_CHECK(!xe_packed, "FP8: packed rows' transposed codes are not kept");
   } else if (xe_packed) {
@@ -281,7 +275,7 @@ void expert_ffn_bwd_weights_fp8(const void* xe, const void* a, const void* dye, 
     quantize_fp8_gemm_operands(ExpertGemm::kWgradIn, xe, rows, E_local, H, F, recipe, sc, stream);
   }
   run_fp8_gemm(ExpertGemm::kWgradIn, none, rows, E_local, H, F, recipe, grad_dtype, accumulate,
-               dw_in, gemm, kept.xe_t.codes ? first_operand(kept.xe_t) : sc, stream);
+               dw_in, gemm, kept.xe_t.codes ? with_first_operand(sc, kept.xe_t) : sc, stream);
 }
 
 }  // namespace moe::cuda

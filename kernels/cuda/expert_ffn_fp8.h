@@ -75,6 +75,12 @@ inline Fp8Transposed kept_codes_at(void* base, const Fp8KeptBytes& bytes) {
   auto* codes = static_cast<uint8_t*>(base);
   return {codes, reinterpret_cast<float*>(codes + bytes.codes_padded())};
 }
+// The scratch with a weight gradient's first operand (a, a_scales) taken from codes kept for it.
+inline Fp8Scratch with_first_operand(Fp8Scratch sc, const Fp8Transposed& kept) {
+  sc.a = kept.codes;
+  sc.a_scales = kept.scales;
+  return sc;
+}
 // The weight gradients' first operands, xe's (w_in's) and a's (w_out's) transposed codes, kept
 // from the forward: its quantizations of xe and a write them in the same read as the row codes
 // (both ways round, as TransformerEngine's rowwise and columnwise data), so that the weight

@@ -198,11 +198,8 @@ std::vector<ExpertGemmBenchRow> bench_expert_gemms(const ExpertGemmBenchShape& s
         const Fp8Transposed* first = which == ExpertGemm::kWgradIn    ? &kept.xe_t
                                      : which == ExpertGemm::kWgradOut ? &kept.a_t
                                                                       : nullptr;
-        Fp8Scratch operands = sc;
-        if (first) {
-          operands.a = first->codes;
-          operands.a_scales = first->scales;
-        } else {
+        const Fp8Scratch operands = first ? with_first_operand(sc, *first) : sc;
+        if (!first) {
           row.quantize_ms = median_ms(stream, iters, [&] {
             quantize_fp8_gemm_operands(which, g.A, rows, El, H, F, recipe, sc, stream, false,
                                        keep_t);

@@ -364,20 +364,23 @@ bool GemmRunner::chosen_algo(const PlanKey& key, const Plan& plan, const TryAlgo
   const bool bucketed = gemm_algo_by_bucket(algo_policy_, key.M, key.N, key.K);
   const PlanKey choice = choice_key(key, bucketed);
   auto it = choices_.find(choice);
+  bool on_this_plan = false;  // chosen just now by this plan's own query or timing
   if (it == choices_.end()) {
     Choice chosen;
     if (algo_policy_ == AlgoPolicy::kTuned) {
       if (!tune(key, plan, call, stream, &chosen)) return false;  // untimeable here: not yet
+      on_this_plan = true;
     } else if (bucketed) {
       chosen.found = representative_algo(choice, &chosen.algo);
     } else {
       chosen.found = heuristic(key, plan, &chosen.algo);
+      on_this_plan = true;
     }
     it = choices_.emplace(choice, chosen).first;
   }
   // Chosen for another shape of the choice (the bucket's largest, the first one tuned, the first
   // strides): this one must be able to run it in our workspace.
-  if (!it->second.found || !runs_here(plan, it->second.algo)) return false;
+  if (!it->second.found || (!on_this_plan && !runs_here(plan, it->second.algo))) return false;
   *algo = it->second.algo;
   return true;
 }
