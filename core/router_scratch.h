@@ -1,8 +1,8 @@
 #pragma once
-// The sizes of the CUDA router kernels' reusable scratch, which the step allocates beside its
-// planned buffers (CudaOps::scratch): the loss statistics' per-chunk partial sums and the
-// backward GEMMs' split terms. kernels/cuda sizes and lays them out by these, and the memory
-// estimate counts them for the CUDA backend, on any build.
+// The sizes of the CUDA router and layout kernels' reusable scratch, which the step allocates
+// beside its planned buffers (CudaOps::scratch): the loss statistics' per-chunk partial sums, the
+// backward GEMMs' split terms and the dispatch layout's counts. kernels/cuda sizes and lays them
+// out by these, and the memory estimate counts them for the CUDA backend, on any build.
 #include <cstddef>
 #include <cstdint>
 
@@ -30,7 +30,13 @@ RouterGradsScratch router_grads_scratch(int64_t T, int64_t H, int64_t E);
 // Its bytes for storage dtype (0 for fp32 storage, which needs no split).
 size_t router_grads_scratch_bytes(int64_t T, int64_t H, int64_t E, DType dtype);
 
-// Both, as a CUDA step holds them (w resolved).
-int64_t cuda_router_scratch_bytes(const Workload& w);
+// The dispatch layout's (kernels/cuda/layout.h) for T tokens of K rows over E experts: dropping
+// by probability, each expert's rows before drops and the rows gathered by expert (E + T K
+// int32); else each kLayoutRangeRows rows' count per expert.
+constexpr int64_t kLayoutRangeRows = 256;
+size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E);
+
+// All three, as a CUDA step holds them (w resolved; the layout's for a chunk's tokens).
+int64_t cuda_kernel_scratch_bytes(const Workload& w);
 
 }  // namespace moe

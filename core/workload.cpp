@@ -328,7 +328,7 @@ std::vector<StepMemory::Part> StepMemory::parts() const {
           {"shared_experts", "shared experts", shared_experts},
           {"dispatcher", "dispatcher", dispatcher},
           {"fp8", "FP8 weight codes and GEMM scratch", fp8},
-          {"kernel_scratch", "router kernels' scratch", kernel_scratch}};
+          {"kernel_scratch", "router and layout kernels' scratch", kernel_scratch}};
 }
 
 int64_t StepMemory::total() const {
@@ -353,7 +353,7 @@ StepMemory estimate_step_memory(const Workload& w_in, int world_size, int storag
   m.dispatcher = step_dispatch_buffer_bytes(w, storage_bytes);
   if (cuda) {
     m.fp8 = cuda_fp8_step_bytes(w, plan.planned_rows);  // for the planned rows
-    m.kernel_scratch = cuda_router_scratch_bytes(w);
+    m.kernel_scratch = cuda_kernel_scratch_bytes(w);
   }
   return m;
 }

@@ -218,7 +218,7 @@ int64_t estimate_rank_bytes(const Workload& w, int world_size, int storage_bytes
 // router's and experts' weights, their gradients, the expert-major rows (ragged, with their
 // growth headroom), the per-token buffers, the shared experts' buffers, the dispatcher's, and
 // for the CUDA backend (cuda) its FP8 codes and scratch (core/fp8_buffers.h; 0 for bf16) and its
-// router kernels' scratch (core/router_scratch.h).
+// router and layout kernels' scratch (core/router_scratch.h).
 struct StepMemory {
   int64_t weights = 0, gradients = 0, expert_rows = 0, tokens = 0, shared_experts = 0;
   int64_t dispatcher = 0, fp8 = 0, kernel_scratch = 0;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/router_scratch.h"
 #include "kernels/cuda/combine.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -188,11 +189,9 @@ void CudaOps::experts_to_slots(const Dims& d, const int32_t* idx, const int32_t*
 
 void CudaOps::dispatch_layout(const Dims& d, const int32_t* idx, const float* p,
                               int32_t* expert_counts, int32_t* send_pos) {
-  // Only dropping by probability uses scratch: T, K and E are fixed, so the first (warm-up) step
-  // allocates it and later steps reuse it, as with the router's.
-  void* tmp = d.capacity > 0 && !d.drop_by_position
-                  ? scratch(kLayoutScratch, cuda::dispatch_layout_scratch_bytes(d.T, d.K, d.E))
-                  : nullptr;
+  // T, K and E are fixed, so the first (warm-up) step allocates the scratch and later steps reuse
+  // it, as with the router's (the memory estimate counts it: core/router_scratch.h).
+  void* tmp = scratch(kLayoutScratch, dispatch_layout_scratch_bytes(d.T, d.K, d.E));
   cuda::dispatch_layout(idx, p, d.T, d.K, d.E, d.capacity, d.drop_by_position, expert_counts,
                         send_pos, tmp, stream());
 }

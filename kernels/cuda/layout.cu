@@ -4,6 +4,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "core/error.h"
+#include "core/router_scratch.h"
 #include "kernels/cuda/block_scan.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layout.h"
@@ -12,8 +13,9 @@
 namespace moe::cuda {
 namespace {
 
-// ---- layout: one block per expert scans the routing in (t, k) order, so positions inside an
-// expert's block follow t*K + k exactly as on the CPU, with no atomics. ----
+// ---- layout dropping by probability (or with more experts than the ranges below hold): one
+// block per expert scans the routing in (t, k) order, so positions inside an expert's block
+// follow t*K + k exactly as on the CPU, with no atomics. ----
 
 // expert_counts gets the rows kept (at most `limit` of them); raw_counts, when given, the rows
 // routed before drops, which the probability policy needs to find each expert's segment.
@@ -162,6 +164,127 @@ __global__ void layout_position_kernel(const int32_t* idx, const float* p, int64
       m, [&](int64_t r) { return drop_key(p, seg[r]) >= threshold; },
       [&](int32_t r, int placed) { send_pos[seg[r]] = b0 + placed; },
       [&](int32_t r) { send_pos[seg[r]] = -1; });
+}
+
+// ---- layout without drops by probability: the rows cut into ranges of kRangeRows, a warp a
+// range. A block per expert scanning all T*K rows (the kernels above) read the routing E times,
+// 26 us of Qwen3-30B-A3B's step with its counts (128 experts; results/2026-11-29-session40).
+// Here each range is counted per expert, a warp per expert scans those counts down the ranges,
+// and each range ranks its rows 32 at a time in t*K + k order. ----
+constexpr int kRangeRows = int(kLayoutRangeRows);  // its scratch's size says it too
+constexpr int kRangeWarps = kThreads / 32;         // ranges a block
+constexpr int kBatch = kRangeRows / 32;            // a lane's rows of a range, loaded at once
+// The position kernel's shared memory: each warp's counter per expert, and each expert's first
+// position; within 40 KB, so that with its scan's static shared memory no opt-in is needed.
+size_t range_layout_smem(int64_t E) { return sizeof(int32_t) * size_t((kRangeWarps + 1) * E); }
+constexpr size_t kRangeMaxSmem = 40 * 1024;
+
+int64_t ranges_of(int64_t n) { return (n + kRangeRows - 1) / kRangeRows; }
+
+// A lane's experts of range r: rows r kRangeRows + lane + 32 j (-1 at or past n).
+__device__ inline void load_range(const int32_t* idx, int64_t n, int64_t r, int (&ev)[kBatch]) {
+  const int64_t first = r * kRangeRows + threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) ev[j] = first + 32 * j < n ? idx[first + 32 * j] : -1;
+}
+
+// range_counts[r * E + e] = rows of range r routed to expert e (exact integer counts).
+__global__ void layout_range_count_kernel(const int32_t* idx, int64_t n, int64_t E,
+                                          int32_t* range_counts) {
+  extern __shared__ int32_t counters[];  // [kRangeWarps][E]
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int64_t r = int64_t(blockIdx.x) * kRangeWarps + w;
+  int32_t* mine = counters + w * E;
+  for (int64_t e = lane; e < E; e += 32) mine[e] = 0;
+  __syncwarp();
+  int ev[kBatch];
+  load_range(idx, n, r, ev);
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j)
+    if (ev[j] >= 0) atomicAdd(&mine[ev[j]], 1);
+  __syncwarp();
+  if (r * kRangeRows < n)
+    for (int64_t e = lane; e < E; e += 32) range_counts[r * E + e] = mine[e];
+}
+
+// A warp per expert: in place, range_counts[r * E + e] becomes the expert's rows in the ranges
+// before r (32 ranges a step, a shuffle scan); expert_counts[e] its rows kept (at most limit).
+__global__ void layout_range_scan_kernel(int32_t* range_counts, int64_t ranges, int64_t E,
+                                         int32_t limit, int32_t* expert_counts) {
+  const int lane = threadIdx.x % 32;
+  const int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (e >= E) return;  // the whole warp
+  int32_t run = 0;
+  for (int64_t r0 = 0; r0 < ranges; r0 += 32) {
+    const int64_t r = r0 + lane;
+    const int32_t c = r < ranges ? range_counts[r * E + e] : 0;
+    int32_t x = c;  // inclusive over the lanes
+    for (int d = 1; d < 32; d *= 2) {
+      const int32_t y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    if (r < ranges) range_counts[r * E + e] = run + x - c;
+    run += __shfl_sync(0xffffffffu, x, 31);
+  }
+  if (lane == 0) expert_counts[e] = min(run, limit);
+}
+
+// Each warp ranks its range's rows 32 at a time: a row's rank among its expert's rows is the
+// rows before its range plus those before it in the range, which the warp's counter for the
+// expert holds when its group of equal lanes (match_any) comes up. Each block first places the
+// experts: the rows kept by the experts before each.
+__global__ void layout_range_position_kernel(const int32_t* idx, int64_t n, int64_t E,
+                                             int32_t limit, const int32_t* range_before,
+                                             const int32_t* expert_counts, int32_t* send_pos) {
+  extern __shared__ int32_t counters[];  // [kRangeWarps][E], then base [E]
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  int32_t* base = counters + kRangeWarps * E;
+  block_exclusive_scan(
+      E, [&](int64_t e) { return int64_t(expert_counts[e]); },
+      [&](int64_t e, int64_t before) { base[e] = int32_t(before); });
+  const int64_t r = int64_t(blockIdx.x) * kRangeWarps + w;
+  if (r * kRangeRows >= n) return;  // the whole warp; no block barrier below
+  int32_t* mine = counters + w * E;
+  for (int64_t e = lane; e < E; e += 32) mine[e] = range_before[r * E + e];
+  int ev[kBatch];
+  load_range(idx, n, r, ev);
+  __syncwarp();
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const int32_t e = ev[j];
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int32_t rank = e >= 0 ? mine[e] + __popc(peers & below) : 0;
+    __syncwarp();  // every lane has read its counter before its group's first lane moves it
+    if (e >= 0) {
+      send_pos[r * kRangeRows + 32 * j + lane] = rank < limit ? base[e] + rank : -1;
+      if ((peers & below) == 0) mine[e] += __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
+// Runs the three; false where E needs more shared memory than kRangeMaxSmem.
+bool layout_by_ranges(const int32_t* idx, int64_t n, int64_t E, int32_t limit,
+                      int32_t* expert_counts, int32_t* send_pos, int32_t* range_counts,
+                      cudaStream_t stream) {
+  const size_t smem = range_layout_smem(E);
+  if (smem > kRangeMaxSmem) return false;
+  const int64_t ranges = ranges_of(n);
+  const unsigned blocks = unsigned((ranges + kRangeWarps - 1) / kRangeWarps);
+  if (ranges > 0) {
+    layout_range_count_kernel<<<blocks, kThreads, smem, stream>>>(idx, n, E, range_counts);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  layout_range_scan_kernel<<<blocks_for(32 * E), kThreads, 0, stream>>>(range_counts, ranges, E,
+                                                                        limit, expert_counts);
+  CUDA_CHECK(cudaGetLastError());
+  if (ranges > 0) {
+    layout_range_position_kernel<<<blocks, kThreads, smem, stream>>>(idx, n, E, limit, range_counts,
+                                                                     expert_counts, send_pos);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  return true;
 }
 
 // One thread per gathered row: a binary search over its source's E_local + 1 starts (the last
@@ -403,10 +526,6 @@ void expert_major_positions(const int32_t* send_pos, const int32_t* starts, cons
   CUDA_CHECK(cudaGetLastError());
 }
 
-size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E) {
-  return sizeof(int32_t) * size_t(E + T * K);
-}
-
 void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos, void* scratch, cudaStream_t stream) {
@@ -418,6 +537,10 @@ void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, i
   const bool by_probability = limit != INT32_MAX && !drop_by_position;
   MOE_CHECK(!by_probability || (p && scratch),
             "dispatch_layout: dropping by probability needs p and scratch");
+  if (!by_probability && scratch &&
+      layout_by_ranges(idx, n, E, limit, expert_counts, send_pos, static_cast<int32_t*>(scratch),
+                       stream))
+    return;
   int32_t* raw_counts = by_probability ? static_cast<int32_t*>(scratch) : nullptr;
   int32_t* rows = by_probability ? raw_counts + E : nullptr;
   layout_count_kernel<<<int(E), kThreads, 0, stream>>>(idx, n, limit, expert_counts, raw_counts);

@@ -12,10 +12,10 @@
 namespace moe::cuda {
 
 // expert_counts [E] i32, send_pos [T*K] i32 (order: expert, then t*K + k; -1 for a row dropped
-// by the capacity), deterministic, with the CPU twin's drop rule. scratch: device memory of at
-// least dispatch_layout_scratch_bytes, used only when dropping by probability (else nullptr is
-// fine); p may be nullptr then too.
-size_t dispatch_layout_scratch_bytes(int64_t T, int64_t K, int64_t E);
+// by the capacity), deterministic, with the CPU twin's drop rule. scratch: device memory of
+// core/router_scratch.h's dispatch_layout_scratch_bytes (its contents need not be set); without
+// it, and where E needs more shared memory than the range kernels have, a block per expert scans
+// all rows. p may be nullptr unless dropping by probability.
 void dispatch_layout(const int32_t* idx, const float* p, int64_t T, int64_t K, int64_t E,
                      int64_t capacity, bool drop_by_position, int32_t* expert_counts,
                      int32_t* send_pos, void* scratch, cudaStream_t stream);

@@ -98,20 +98,20 @@ TEST(BackendChecks, CudaMemoryEstimateCountsFp8CodesAndScratch) {
   EXPECT_EQ(cuda_fp8_step_bytes(huge, 128), INT64_MAX);
 }
 
-// The CUDA router kernels' scratch is in the CUDA backend's estimate only (the CPU backend has
-// none), and grows with the router's shape.
+// The CUDA router and layout kernels' scratch is in the CUDA backend's estimate only (the CPU
+// backend has none), and grows with the router's shape.
 TEST(BackendChecks, CudaMemoryEstimateCountsTheRouterScratch) {
   Workload w = fp8_workload(8, 1);
   w.precision = Precision::kBf16;
   resolve_and_validate(w, 1);
   w.check = CheckMode::kOff;
   const StepMemory cuda = estimate_memory_need(w, 1, "cuda").step;
-  EXPECT_EQ(cuda.kernel_scratch, cuda_router_scratch_bytes(w));
+  EXPECT_EQ(cuda.kernel_scratch, cuda_kernel_scratch_bytes(w));
   EXPECT_GE(cuda.kernel_scratch, int64_t(router_grads_scratch(16, 128, 8).total));
   EXPECT_EQ(estimate_memory_need(w, 1, "cpu").step.kernel_scratch, 0);
   Workload wider = w;
   wider.model.experts = 16;
-  EXPECT_GT(cuda_router_scratch_bytes(wider), cuda.kernel_scratch);
+  EXPECT_GT(cuda_kernel_scratch_bytes(wider), cuda.kernel_scratch);
 }
 
 // The weights' FP8 buffer: every piece 256-byte aligned, in order, each large enough for its

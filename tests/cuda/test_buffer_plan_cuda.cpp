@@ -1,9 +1,9 @@
 // The CUDA twin of tests/cpu/test_buffer_plan.cpp: a MoeLayer over the CUDA backend (one GPU, one
 // rank), after steps with balanced routing, has allocated exactly the bytes the memory estimate
 // predicts for it (the CUDA device counts every allocation it makes), FP8's codes and scratch and
-// the router kernels' scratch included, so that --dry-run and the run's refusal before allocating
-// cannot drift from the code. One known difference, computed here from its formula: without
-// graphs FP8's scratch is sized for the rows the step has, which the estimate bounds by the
+// the router and layout kernels' scratch included, so that --dry-run and the run's refusal before
+// allocating cannot drift from the code. One known difference, computed here from its formula:
+// without graphs FP8's scratch is sized for the rows the step has, which the estimate bounds by the
 // planned rows.
 #include <gtest/gtest.h>
 #include <mpi.h>

@@ -20,6 +20,7 @@
 #include "core/bf16.h"
 #include "core/init.h"
 #include "core/layout.h"
+#include "core/router_scratch.h"
 #include "kernels/cpu/combine.h"
 #include "kernels/cpu/expert_ffn.h"
 #include "kernels/cpu/layout.h"
@@ -188,15 +189,35 @@ TEST(DispatchCudaLayout, MatchesCpu) {
   // 4 of 64 experts used (neither the first nor the last): 60 experts get nothing.
   cases.push_back(
       {"experts {5,6,30,41} of 64", 200, 3, 64, random_routing(200, 3, {5, 6, 30, 41}, 14)});
+  // For the range kernels: many ranges, the last one partial, a 32-row step with every lane on
+  // one expert (two hot experts), fewer rows than a warp, many experts (E = 600), and more
+  // experts than their shared memory counts (the block per expert kernels then).
+  cases.push_back(
+      {"random T=4099 K=8 E=128", 4099, 8, 128, random_routing(4099, 8, first_experts(128), 15)});
+  cases.push_back(
+      {"hot experts {3,9} of 32, T=1500 K=2", 1500, 2, 32, random_routing(1500, 2, {3, 9}, 16)});
+  cases.push_back({"T=3 K=5 E=5", 3, 5, 5, random_routing(3, 5, first_experts(5), 17)});
+  cases.push_back(
+      {"random T=700 K=6 E=600", 700, 6, 600, random_routing(700, 6, first_experts(600), 18)});
+  cases.push_back(
+      {"random T=100 K=4 E=2000", 100, 4, 2000, random_routing(100, 4, first_experts(2000), 19)});
   for (const LayoutCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Layout want = cpu_layout(c.idx, c.T, c.K, c.E);
-    DevBuf<int32_t> idx(c.idx), counts(std::vector<int32_t>(c.E, -1));
-    DevBuf<int32_t> send_pos(std::vector<int32_t>(c.T * c.K, -1));
-    cuda::dispatch_layout(idx.ptr, nullptr, c.T, c.K, c.E, 0, false, counts.ptr, send_pos.ptr,
-                          nullptr, stream.s);
-    expect_identical(counts.host(), want.counts, c.name + " expert_counts");
-    expect_identical(send_pos.host(), want.send_pos, c.name + " send_pos");
+    DevBuf<int32_t> idx(c.idx);
+    // With scratch (garbage to start: the kernels must not depend on it), the range kernels;
+    // without, a block per expert.
+    DevBuf<int32_t> scratch(
+        std::vector<int32_t>(dispatch_layout_scratch_bytes(c.T, c.K, c.E) / sizeof(int32_t), -7));
+    for (int32_t* s : {scratch.ptr, static_cast<int32_t*>(nullptr)}) {
+      const std::string what = c.name + (s ? " (ranges)" : " (block per expert)");
+      DevBuf<int32_t> counts(std::vector<int32_t>(c.E, -1));
+      DevBuf<int32_t> send_pos(std::vector<int32_t>(c.T * c.K, -1));
+      cuda::dispatch_layout(idx.ptr, nullptr, c.T, c.K, c.E, 0, false, counts.ptr, send_pos.ptr, s,
+                            stream.s);
+      expect_identical(counts.host(), want.counts, what + " expert_counts");
+      expect_identical(send_pos.host(), want.send_pos, what + " send_pos");
+    }
   }
 }
 
@@ -284,8 +305,8 @@ TEST(DispatchCudaLayout, CapacityMatchesCpu) {
     DevBuf<int32_t> idx(c.idx);
     DevBuf<float> p(c.p);
     // Scratch starts as garbage: the kernels must not depend on it.
-    DevBuf<int32_t> scratch(std::vector<int32_t>(
-        cuda::dispatch_layout_scratch_bytes(c.T, c.K, c.E) / sizeof(int32_t), -7));
+    DevBuf<int32_t> scratch(
+        std::vector<int32_t>(dispatch_layout_scratch_bytes(c.T, c.K, c.E) / sizeof(int32_t), -7));
     for (int64_t capacity : capacities)
       for (bool by_position : {true, false}) {
         const std::string what = c.name + " capacity=" + std::to_string(capacity) +
@@ -323,7 +344,7 @@ TEST(DispatchCudaLayout, CapacityByPositionWithoutPAndRepeatable) {
   expect_identical(counts.host(), want.counts, "by position expert_counts");
   expect_identical(send_pos.host(), want.send_pos, "by position send_pos");
 
-  DevBuf<int32_t> scratch(cuda::dispatch_layout_scratch_bytes(T, K, E) / sizeof(int32_t));
+  DevBuf<int32_t> scratch(dispatch_layout_scratch_bytes(T, K, E) / sizeof(int32_t));
   std::vector<int32_t> first;
   for (int run = 0; run < 2; ++run) {
     cuda::dispatch_layout(idx.ptr, p.ptr, T, K, E, capacity, false, counts.ptr, send_pos.ptr,
