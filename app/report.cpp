@@ -488,6 +488,23 @@ json result_to_json(const RunResult& r) {
 // Fewer tokens than this in the world, and a failed check gets the note on cancellation.
 constexpr int64_t kFewCheckedTokens = 16;
 
+// One expert a token with a constant weight (normalized, or the top-k softmax of one logit)
+// gives the gate no gradient through the combine; no z loss, and an aux loss only over balanced
+// routing (each expert's fraction the same, against scores that sum to one a token), give it
+// none either. dw_gate is then zero in exact arithmetic, each side's value rounding noise.
+static bool gate_gradient_is_zero(const Workload& w) {
+  const RouterConfig& r = w.router;
+  return w.model.topk == 1 && (r.normalize_topk || r.softmax_after_topk) && r.z_coeff == 0 &&
+         (r.aux_coeff == 0 || w.routing.mode == RoutingMode::kBalanced);
+}
+
+static bool tensor_failed(const std::vector<CheckResult>& checks, const std::string& name) {
+  for (const CheckResult& c : checks)
+    for (const TensorCheck& t : c.tensors)
+      if (t.name == name && !t.pass) return true;
+  return false;
+}
+
 // With several checked steps the table above is the first one's: each tensor's largest rel_l2
 // over them, and where, so that a step near its tolerance shows without reading the JSON.
 static void print_worst_steps(const std::vector<CheckResult>& checks, std::FILE* out) {
@@ -757,6 +774,14 @@ void print_summary(const RunResult& r, std::FILE* out) {
                  "bf16 rounding and fail the router gradient's check on a correct backend "
                  "(docs/correctness.md): check with tens of tokens or more\n",
                  long(tokens));
+  // Found by scripts/fuzz_workloads.py: top-1, normalized, an aux loss over balanced routing
+  // (docs/correctness.md). The verdict stands.
+  if (tensor_failed(r.checks, "dw_gate") && gate_gradient_is_zero(w))
+    std::fprintf(out,
+                 "# note: dw_gate is zero in exact arithmetic here (one expert a token at a "
+                 "constant weight; no z loss; an aux loss, if any, over balanced routing), so "
+                 "its relative error compares rounding noise on both sides "
+                 "(docs/correctness.md)\n");
   std::fprintf(out, "# check: %d/%d %s\n", passed, total, r.pass() ? "PASS" : "FAIL");
   std::fflush(out);
 }
