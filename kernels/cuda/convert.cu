@@ -76,8 +76,7 @@ void f32_to_storage(const float* src, int64_t n, DType dtype, void* dst, cudaStr
   if (n == 0) return;
   with_storage(dtype, [&](auto* tag) {
     using S = std::remove_pointer_t<decltype(tag)>;
-    const bool wide =
-        reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    const bool wide = aligned16({src, dst});
     auto* k = wide ? f32_to_storage_kernel<S, 8> : f32_to_storage_kernel<S, 1>;
     k<<<blocks_for(wide ? (n + 7) / 8 : n), kThreads, 0, stream>>>(src, n, static_cast<S*>(dst));
   });

@@ -177,11 +177,7 @@ __device__ void fill_group_table(const TileJob& j, const GroupTable& tab) {
   int mine = 0;
   for (int64_t g = first; g < last; ++g)
     mine += int(row_blocks_of(j.offsets[g + 1] - j.offsets[g]));
-  int run = mine;  // inclusive over the warp
-  for (int d = 1; d < 32; d *= 2) {
-    const int v = __shfl_up_sync(0xffffffffu, run, d);
-    if (t % 32 >= d) run += v;
-  }
+  int run = warp_inclusive_sum(mine);
   if (t % 32 == 31) warp_sums[t / 32] = run;
   __syncthreads();
   run -= mine;

@@ -203,12 +203,7 @@ __device__ void warp_inclusive_scan(int* v, int n, int lane) {
   const int per = (n + 31) / 32, begin = min(n, lane * per), end = min(n, begin + per);
   int sum = 0;
   for (int i = begin; i < end; ++i) sum += v[i];
-  int incl = sum;
-  for (int off = 1; off < 32; off *= 2) {
-    const int up = __shfl_up_sync(0xffffffffu, incl, off);
-    if (lane >= off) incl += up;
-  }
-  int run = incl - sum;
+  int run = warp_inclusive_sum(sum) - sum;
   for (int i = begin; i < end; ++i) {
     run += v[i];
     v[i] = run;

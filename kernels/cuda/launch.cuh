@@ -37,6 +37,16 @@ __device__ inline I last_at_or_below(const T* sorted, I n, X x) {
   return lo;
 }
 
+// The sum of v over lanes 0..lane, to each lane (every lane of the warp calls it).
+__device__ inline int warp_inclusive_sum(int v) {
+  const int lane = threadIdx.x % 32;
+  for (int d = 1; d < 32; d *= 2) {
+    const int up = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += up;
+  }
+  return v;
+}
+
 // The largest of a warp's v, to every lane.
 __device__ inline float warp_max(float v) {
   for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
@@ -83,12 +93,14 @@ __device__ inline void zero_row(T* dst, int64_t H) {
 
 // Whether rows of H elements of T at these bases allow 16-byte moves: whole 16-byte row lengths
 // (also for the fp32 rows H * 4 bytes, which then hold whole packs too) and aligned bases.
-template <class T>
-inline bool rows_take_pack16(int64_t H, std::initializer_list<const void*> bases) {
-  if (H % kPack16<T> != 0) return false;
+inline bool aligned16(std::initializer_list<const void*> bases) {
   for (const void* b : bases)
     if (reinterpret_cast<uintptr_t>(b) % 16 != 0) return false;
   return true;
+}
+template <class T>
+inline bool rows_take_pack16(int64_t H, std::initializer_list<const void*> bases) {
+  return H % kPack16<T> == 0 && aligned16(bases);
 }
 
 }  // namespace moe::cuda

@@ -218,11 +218,7 @@ __global__ void layout_range_scan_kernel(int32_t* range_counts, int64_t ranges, 
   for (int64_t r0 = 0; r0 < ranges; r0 += 32) {
     const int64_t r = r0 + lane;
     const int32_t c = r < ranges ? range_counts[r * E + e] : 0;
-    int32_t x = c;  // inclusive over the lanes
-    for (int d = 1; d < 32; d *= 2) {
-      const int32_t y = __shfl_up_sync(0xffffffffu, x, d);
-      if (lane >= d) x += y;
-    }
+    const int32_t x = warp_inclusive_sum(c);
     if (r < ranges) range_counts[r * E + e] = run + x - c;
     run += __shfl_sync(0xffffffffu, x, 31);
   }
