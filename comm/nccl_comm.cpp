@@ -87,11 +87,6 @@ void NcclComm::alltoallv_rows(const void* send, const int64_t* send_rows, void* 
 
 void NcclComm::alltoall_i32(const int32_t* send, int32_t* recv, int64_t per_rank, Group g) {
   const int n = size(g);
-  if (n == 1) {  // NCCL's send to itself is a kernel launch (7 us of Qwen3-30B-A3B's EP 1 layout)
-    CUDA_CHECK(cudaMemcpyAsync(recv, send, sizeof(int32_t) * size_t(per_rank),
-                               cudaMemcpyDeviceToDevice, device_.stream()));
-    return;
-  }
   NCCL_CHECK(ncclGroupStart());
   for (int peer = 0; peer < n; ++peer) {
     NCCL_CHECK(

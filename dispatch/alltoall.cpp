@@ -29,7 +29,8 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   const size_t sb = device.storage_bytes();
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   expert_counts_ = buffers_.alloc<int32_t>(4 * (E + d_.ep * El));
-  recv_counts_ = expert_counts_ + E;
+  // At ep 1 the counts received are this rank's own: the same array, and no exchange.
+  recv_counts_ = d_.ep == 1 ? expert_counts_ : expert_counts_ + E;
   offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
   rows_bound_ = expert_rows_bound(d_.ep, T, K, El, d_.align);
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
@@ -45,7 +46,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   }
   counts_host_.resize(E + d_.ep * El);
   expert_counts_host_ = counts_host_.data();
-  recv_counts_host_ = counts_host_.data() + E;
+  recv_counts_host_ = d_.ep == 1 ? expert_counts_host_ : counts_host_.data() + E;
   send_rows_.resize(d_.ep);
   recv_rows_.resize(d_.ep);
   row_offsets_.assign(El + 1, 0);
@@ -56,7 +57,7 @@ void AlltoallDispatcher::layout(const int32_t* idx, const float* p) {
   timer_.begin(phases_.counts_exchange);
   // Experts of EP rank r are [r*E_local, (r+1)*E_local): each rank's slice of expert_counts is
   // contiguous, so one fixed-size all-to-all gives recv_counts [ep, E_local].
-  comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
+  if (d_.ep > 1) comm_.alltoall_i32(expert_counts_, recv_counts_, d_.E_local, Group::kEp);
   if (local_blocks_) {
     // The blocks' host copy is the one device-to-host copy (none in a sync-free step).
     local_blocks_->plan(recv_counts_, d_.E_local, 0);

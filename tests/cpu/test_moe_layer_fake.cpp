@@ -323,9 +323,9 @@ TEST(MoeLayerFake, PhasesRunInStepOrder) {
     if (std::find(order.begin(), order.end(), c.name) != order.end()) seen.push_back(c.name);
   EXPECT_EQ(seen, order);
   // The router's statistics are summed over the world before the layout, the router's gradients
-  // after the backward; the counts are exchanged in the layout.
-  EXPECT_TRUE(before(r, "router_fwd", "alltoall_i32"));
-  EXPECT_TRUE(before(r, "alltoall_i32", "permute"));
+  // after the backward; at ep 1 the counts received are the rank's own, so none are exchanged
+  // (mpi cases check the exchange at ep > 1 against the reference).
+  EXPECT_TRUE(r.at("alltoall_i32").empty());
   EXPECT_EQ(r.at("allreduce_f32").size(), 2u);  // router statistics, dw_gate
   EXPECT_LT(r.at("allreduce_f32")[0], r.at("dispatch_layout")[0]);
   EXPECT_GT(r.at("allreduce_f32")[1], r.at("router_bwd")[0]);
