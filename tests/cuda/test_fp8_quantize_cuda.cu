@@ -140,6 +140,32 @@ TEST_P(Fp8QuantizeCuda, RowsAndColumnsInOnePassMatchCpuTwin) {
   EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
 }
 
+// Values below kFp8TinyValue beside normal ones, in a few tiles' chunks only, and a group of
+// values so small that its scales fall below kFp8TinyScale: the exact quotient (fp8_quotient's
+// division) where a tile holds one, the branch-free one elsewhere, every code and scale the
+// CPU twin's, both orientations from one pass.
+TEST_P(Fp8QuantizeCuda, TinyValuesAndScalesMatchCpuTwin) {
+  MOE_REQUIRE_GPU();
+  const Fp8Recipe recipe = GetParam();
+  const int64_t R = kAligned.back(), K = 256, ld = R + 32, Kb = (K + kB - 1) / kB;
+  std::vector<float> X = seeded(R, K, kAligned, kZeroGroup, 37);
+  for (int64_t i = 5; i < R * K; i += 4099) X[i] = round_to_bf16(i % 2 ? 1e-30f : -3e-31f);
+  for (int64_t i = kAligned[1] * K; i < kAligned[2] * K; ++i) X[i] = round_to_bf16(X[i] * 1e-38f);
+  DevBuf<uint16_t> dx(to_bf16_bits(X));
+  DevBuf<int64_t> doff(kAligned);
+  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
+  const bool tensor = recipe == Fp8Recipe::kTensor;
+  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * kGroups : Kb * R);
+  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * kGroups
+                           : cuda::cols_fp8_scale_bound(kGroups, R, K));
+  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, kGroups, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr,
+                                   ld, dst.ptr, nullptr);
+  EXPECT_EQ(rows_mismatches(X, kAligned, K, recipe, dq.host(), ds.host()), 0);
+  EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
+  // The tiny group's scale is tiny indeed (per tensor: group 1's).
+  if (tensor) EXPECT_LT(ds.host()[cuda::kTensorScaleStride * 1], kFp8TinyScale);
+}
+
 // Hundreds of groups (the kernel's group table spans several runs a thread) and many more tiles
 // than the GPU holds blocks (each persistent block walks many, loading the next beside this one).
 TEST_P(Fp8QuantizeCuda, ManyGroupsAndTilesMatchCpuTwin) {
