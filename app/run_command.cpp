@@ -489,6 +489,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.warmup_steps = w.warmup;
   r.timed_steps = w.steps;
   std::vector<std::vector<double>> samples(kNumPhases);
+  // Per timed step and phase: the slowest rank's ms less the fastest's.
+  std::vector<std::vector<double>> spread_samples(kNumPhases);
+  std::vector<double> ms_both(2 * kNumPhases);  // a step's ms and their negations, reduced at once
   // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part;
   // and the a2a phases' min over ranks.
   std::vector<std::vector<double>> lane_samples(kNumLaneFigures);
@@ -609,8 +612,14 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (timed) timed_stretch(true);
     layer.run_step(ms);
     if (check_now || dump_now || last) timed_stretch(false);
-    allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
+    // The fastest rank's times ride the same all-reduce negated: max(-x) = -min(x).
+    for (int p = 0; p < kNumPhases; ++p) {
+      ms_both[p] = ms[p];
+      ms_both[kNumPhases + p] = -ms[p];
+    }
+    allreduce_bounded(ms_both.data(), 2 * kNumPhases, MPI_DOUBLE, MPI_MAX, world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
+    std::copy(ms_both.begin(), ms_both.begin() + kNumPhases, ms.begin());
     // The shared experts run on the same GEMM methods (0 ms without them). A GEMM's time is the
     // slowest rank's, as a phase's is; a rank without one (NaN) gives infinity: never fastest.
     ExpertGemmMs gemm_ms = ops.expert_gemm_ms();
@@ -631,7 +640,10 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
     if (timed) {
-      for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
+      for (int p = 0; p < kNumPhases; ++p) {
+        samples[p].push_back(ms[p]);
+        spread_samples[p].push_back(ms[p] + ms_both[kNumPhases + p]);
+      }
       const LaneTimes& lt = layer.lanes();
       // The least rank's figure rides the same all-reduce negated: max(-x) = -min(x).
       double lanes[kNumLaneFigures] = {lt.busy_ms[kMainLane], lt.busy_ms[kSideLane], lt.comm_ms,
@@ -717,6 +729,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     ph.phase = p;
     ph.name = phase_name(p);
     ph.ms = summarize(samples[p]);
+    ph.rank_spread = summarize(spread_samples[p]);
     ph.in_step = p < kNumStepPhases;
     if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
     if (p == kSharedFwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "dispatch_fwd";
