@@ -4,8 +4,10 @@
 # with a graph (target <= 10%), 70-78% of them waiting for the slower rank. The same with
 # `expert_placement: balanced` (rows per rank evened), graph and no graph, alternating with
 # contiguous; the new `# ranks:` line says which phases differ between the ranks. Mixtral-8x7B at
-# EP 2 with balanced placement too. Copy to devrun/ and run from the repository root with
-# BUILD_COMMIT ("<commit> 0|1") carried.
+# EP 2 with balanced placement too. The build carries rank-spread.diff (the `# ranks:` line and
+# each phase's rank_spread, reverted from main until a GPU ran it): land it if these runs print the
+# line and the JSON holds rank_spread on every phase, its phase times as before. Copy to devrun/
+# and run from the repository root with BUILD_COMMIT ("<commit> 1") carried.
 set -uo pipefail
 START=$(date +%s)
 L=$OUT/logs; mkdir -p $L
@@ -13,6 +15,7 @@ S=$OUT/summary.txt
 el() { echo $(( $(date +%s) - START )); }
 read -r MOE_GIT_COMMIT MOE_GIT_DIRTY < BUILD_COMMIT; export MOE_GIT_COMMIT MOE_GIT_DIRTY
 echo "commit $MOE_GIT_COMMIT dirty $MOE_GIT_DIRTY" >> $S
+git apply results/2026-11-29-session41/rank-spread.diff; echo "apply rank-spread rc=$?" >> $S
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > $L/cmake.log 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" --target moebench > $L/build.log 2>&1
 echo "build rc=$? at $(el) s" >> $S
@@ -22,7 +25,7 @@ ep2() {  # tag timeout [more]
   timeout $tmo mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE=0 -x MOE_GIT_COMMIT -x MOE_GIT_DIRTY \
     $B run --backend cuda --set mesh.ep=2 --set dispatch=nvlink --set align=16 --set roofline=false \
     --set expert_grad_dtype=bf16 --timeout-s $((tmo - 10)) "$@" --out $L/$n.json > $L/$n.log 2>&1
-  echo "== $n rc=$? at $(el) s: $(grep -E '^  (step|experts_fwd|experts_bwd) ' $L/$n.log | awk '{print $1, $2}' | tr '\n' ' ') $(grep -oE 'SM [0-9]+ MHz' $L/$n.log | head -1) $(grep -E '^# (lanes|ranks|throughput)' $L/$n.log | tr '\n' ' ')" >> $S
+  echo "== $n rc=$? at $(el) s: $(grep -E '^  (step|experts_fwd|experts_bwd) ' $L/$n.log | awk '{print $1, $2}' | tr '\n' ' ') $(grep -oE 'SM [0-9]+ MHz' $L/$n.log | head -1) $(grep -E '^# (lanes|ranks|throughput)' $L/$n.log | tr '\n' ' ') rank_spread in every phase: $(python3 -c "import json; p=json.load(open('$L/$n.json'))['timing']['phases']; print(all('rank_spread' in v for v in p.values()))" 2>&1)" >> $S
   grep -E 'error|FAILED' $L/$n.log | head -3 >> $S
 }
 STEP="--set check=off --set warmup_s=4 --steps 20 --warmup 5"
