@@ -185,6 +185,32 @@ void print_lanes(const LaneReport& l, std::FILE* out) {
     std::fprintf(out, "no all-to-all\n");
 }
 
+// "# ranks:" the in-step phases whose time differs most between ranks (medians of the slowest
+// rank's ms less the fastest's), the largest first: where one rank's work, or its wait for
+// another's, sets the pace. Only with several ranks, and only phases that differ at all.
+void print_rank_spread(const RunResult& r, std::FILE* out) {
+  if (r.mesh.world < 2) return;
+  std::vector<const PhaseResult*> by;
+  for (const PhaseResult& p : r.phases)
+    if (p.in_step && p.rank_spread.median > 0) by.push_back(&p);
+  if (by.empty()) return;
+  std::sort(by.begin(), by.end(), [](const PhaseResult* a, const PhaseResult* b) {
+    return a->rank_spread.median > b->rank_spread.median;
+  });
+  constexpr size_t kShown = 3;
+  std::string top;
+  for (size_t i = 0; i < by.size() && i < kShown; ++i) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, " %.3f", by[i]->rank_spread.median);
+    top += (i ? ", " : "") + by[i]->name + ms;
+  }
+  std::fprintf(out,
+               "# ranks: the slowest rank's ms less the fastest's, median over steps: %s (a "
+               "compute phase's is one rank's extra work, which the others then wait for in a "
+               "collective)\n",
+               top.c_str());
+}
+
 json host_json(const HostReport& h) {
   return {{"step", h.step},
           {"issue_ms", summary_json(h.issue_ms)},
@@ -374,6 +400,7 @@ json result_to_json(const RunResult& r) {
   json phases = json::object();
   for (const PhaseResult& p : r.phases) {
     json ph = summary_json(p.ms);
+    ph["rank_spread"] = summary_json(p.rank_spread);
     ph["in_step"] = p.in_step;
     if (!p.beside.empty()) ph["beside"] = p.beside;
     ph["share"] = r.step_ms.median > 0 && p.in_step ? p.ms.median / r.step_ms.median : 0.0;
@@ -647,6 +674,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
                    "100%%\n",
                    p.name.c_str(), p.beside.c_str());
   print_lanes(r.lanes, out);
+  print_rank_spread(r, out);
   print_host(r.host, out);
   print_clocks(r.clocks, out, "the timed steps");
   print_drift(r.step_drift, out);

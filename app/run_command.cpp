@@ -364,6 +364,22 @@ void describe_phases(const Workload& w, const Mesh& m, size_t storage_bytes, siz
   }
 }
 
+// Each of n values' maximum over the ranks into max and its minimum into min (either may be v
+// itself), by one all-reduce of the values and their negations: max(-x) = -min(x).
+void allreduce_max_min(const double* v, int n, double* max, double* min, MPI_Comm world,
+                       const char* what, double timeout_s) {
+  std::vector<double> both(2 * size_t(n));
+  for (int i = 0; i < n; ++i) {
+    both[i] = v[i];
+    both[n + i] = -v[i];
+  }
+  allreduce_bounded(both.data(), 2 * n, MPI_DOUBLE, MPI_MAX, world, what, timeout_s);
+  for (int i = 0; i < n; ++i) {
+    max[i] = both[i];
+    min[i] = -both[n + i];
+  }
+}
+
 // Every rank's clock summary on every rank (one gather), from the sampler's samples over the
 // timed steps.
 ClocksReport gather_clocks(ClockSampler* sampler, const std::string& why_none, MPI_Comm world,
@@ -489,6 +505,9 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
   r.warmup_steps = w.warmup;
   r.timed_steps = w.steps;
   std::vector<std::vector<double>> samples(kNumPhases);
+  // Per timed step and phase: the slowest rank's ms less the fastest's.
+  std::vector<std::vector<double>> spread_samples(kNumPhases);
+  std::vector<double> ms_least(kNumPhases);  // a step's phase times on the fastest rank
   // Per timed step, max over ranks: each lane's busy ms, the a2a phases' and their exposed part;
   // and the a2a phases' min over ranks.
   std::vector<std::vector<double>> lane_samples(kNumLaneFigures);
@@ -609,7 +628,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     if (timed) timed_stretch(true);
     layer.run_step(ms);
     if (check_now || dump_now || last) timed_stretch(false);
-    allreduce_bounded(ms.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, world,
+    allreduce_max_min(ms.data(), kNumPhases, ms.data(), ms_least.data(), world,
                       "the all-reduce of a step's phase times", opt.timeout_s);
     // The shared experts run on the same GEMM methods (0 ms without them). A GEMM's time is the
     // slowest rank's, as a phase's is; a rank without one (NaN) gives infinity: never fastest.
@@ -631,14 +650,18 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
       if (rank == 0) spdlog::info("expert GEMMs: {}", gemm_choice.summary());
     }
     if (timed) {
-      for (int p = 0; p < kNumPhases; ++p) samples[p].push_back(ms[p]);
+      for (int p = 0; p < kNumPhases; ++p) {
+        samples[p].push_back(ms[p]);
+        spread_samples[p].push_back(ms[p] - ms_least[p]);
+      }
       const LaneTimes& lt = layer.lanes();
-      // The least rank's figure rides the same all-reduce negated: max(-x) = -min(x).
+      // The slowest rank's figures, and the all-to-all time of the rank that spent least in them.
       double lanes[kNumLaneFigures] = {lt.busy_ms[kMainLane], lt.busy_ms[kSideLane], lt.comm_ms,
-                                       lt.exposed_comm_ms, -lt.comm_ms};
-      allreduce_bounded(lanes, kNumLaneFigures, MPI_DOUBLE, MPI_MAX, world,
+                                       lt.exposed_comm_ms};
+      double least[kA2aLeastRank];
+      allreduce_max_min(lanes, kA2aLeastRank, lanes, least, world,
                         "the all-reduce of a step's lane times", opt.timeout_s);
-      lanes[kA2aLeastRank] = -lanes[kA2aLeastRank];
+      lanes[kA2aLeastRank] = least[kA2a];
       for (int i = 0; i < kNumLaneFigures; ++i) lane_samples[i].push_back(lanes[i]);
       double host[2] = {layer.host_issue_ms(), double(layer.host_waits())};
       allreduce_bounded(host, 2, MPI_DOUBLE, MPI_MAX, world,
@@ -717,6 +740,7 @@ int run_command(const RunOptions& opt, const BackendFactory& make_backend_for) {
     ph.phase = p;
     ph.name = phase_name(p);
     ph.ms = summarize(samples[p]);
+    ph.rank_spread = summarize(spread_samples[p]);
     ph.in_step = p < kNumStepPhases;
     if (p == kDispatchBwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "experts_bwd";
     if (p == kSharedFwd && w.overlap == Overlap::kDispatchBwd) ph.beside = "dispatch_fwd";

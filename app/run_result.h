@@ -21,6 +21,7 @@ struct PhaseResult {
   int phase = -1;  // Phase (core/moe_layer.h); -1 for one read back from a result file
   std::string name;
   Summary ms;             // per step: max over ranks
+  Summary rank_spread;    // per step: max over ranks less min over ranks (ms)
   double flops = 0;       // per step, whole world (0 for communication-only phases)
   double bytes = 0;       // per step, per rank, for bandwidth (0 for compute-only phases)
   double bus_factor = 0;  // busbw = algbw * bus_factor (nccl-tests conventions)
