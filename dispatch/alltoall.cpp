@@ -17,6 +17,11 @@ bool send_order_is_expert_major(int64_t ep, int64_t align) { return ep == 1 && a
 // At ep 1 with padding the rows go straight to their padded expert-major places instead (no
 // send-order buffers either): two regroup copies of every row saved.
 bool places_rows(int64_t ep, int64_t align) { return ep == 1 && align > 1; }
+// The counts' ints: this rank's rows per expert [E], then the EP group's rows for this rank's
+// experts [ep, E_local], except at ep 1, where those are this rank's own (no second array).
+int64_t counts_ints(int64_t E, int64_t ep, int64_t E_local) {
+  return ep == 1 ? E : E + ep * E_local;
+}
 
 }  // namespace
 
@@ -28,7 +33,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
             "dispatch alltoall is sync-free at ep 1 only (validation refuses the rest)");
   const size_t sb = device.storage_bytes();
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
-  expert_counts_ = buffers_.alloc<int32_t>(4 * (E + d_.ep * El));
+  expert_counts_ = buffers_.alloc<int32_t>(4 * counts_ints(E, d_.ep, El));
   // At ep 1 the counts received are this rank's own: the same array, and no exchange.
   recv_counts_ = d_.ep == 1 ? expert_counts_ : expert_counts_ + E;
   offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
@@ -44,7 +49,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
     y_send_ = buffers_.alloc(sb * T * K * H);
     dy_send_ = buffers_.alloc(sb * T * K * H);
   }
-  counts_host_.resize(E + d_.ep * El);
+  counts_host_.resize(counts_ints(E, d_.ep, El));
   expert_counts_host_ = counts_host_.data();
   recv_counts_host_ = d_.ep == 1 ? expert_counts_host_ : counts_host_.data() + E;
   send_rows_.resize(d_.ep);
@@ -227,7 +232,7 @@ int64_t AlltoallDispatcher::buffer_bytes(const Workload& w, int64_t storage_byte
   const int64_t E = w.model.experts, E_local = E / w.mesh.ep;
   const int64_t rows = saturating_sum({saturating_product({T, K}), E_local * (w.align - 1)});
   int64_t bytes = saturating_sum(
-      {saturating_product({4, T, K}), 4 * (E + w.mesh.ep * E_local), 8 * (E_local + 1)});
+      {saturating_product({4, T, K}), 4 * counts_ints(E, w.mesh.ep, E_local), 8 * (E_local + 1)});
   if (places_rows(w.mesh.ep, w.align))
     bytes = saturating_sum(
         {bytes, saturating_product({4, T, K}), ExpertBlocks::device_bytes(1, E_local)});
