@@ -85,6 +85,30 @@ int64_t cols_mismatches(const std::vector<float>& X, const std::vector<int64_t>&
   return mismatches;
 }
 
+// X [R, K] in groups `offsets` quantized both ways in one pass (quantize_rows_and_cols_fp8, the
+// transposed codes at leading dimension ld): each orientation's mismatches against the CPU twin,
+// and the rows' scales.
+struct BothWays {
+  int64_t rows_mismatches, cols_mismatches;
+  std::vector<float> row_scales;
+};
+BothWays quantize_both_ways(const std::vector<float>& X, const std::vector<int64_t>& offsets,
+                            int64_t K, int64_t ld, Fp8Recipe recipe) {
+  const int64_t G = int64_t(offsets.size()) - 1, R = offsets.back(), Kb = (K + kB - 1) / kB;
+  DevBuf<uint16_t> dx(to_bf16_bits(X));
+  DevBuf<int64_t> doff(offsets);
+  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
+  const bool tensor = recipe == Fp8Recipe::kTensor;
+  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * G : Kb * R);
+  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * G : cuda::cols_fp8_scale_bound(G, R, K));
+  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, G, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr, ld,
+                                   dst.ptr, nullptr);
+  BothWays r{0, 0, ds.host()};
+  r.rows_mismatches = rows_mismatches(X, offsets, K, recipe, dq.host(), r.row_scales);
+  r.cols_mismatches = cols_mismatches(X, offsets, K, ld, recipe, dqt.host(), dst.host());
+  return r;
+}
+
 class Fp8QuantizeCuda : public ::testing::TestWithParam<Fp8Recipe> {};
 
 TEST_P(Fp8QuantizeCuda, RowsMatchCpuTwin) {
@@ -124,20 +148,11 @@ TEST_P(Fp8QuantizeCuda, ColumnsTransposedMatchCpuTwin) {
 // Both orientations from one pass, a partial column block, each to its own scales.
 TEST_P(Fp8QuantizeCuda, RowsAndColumnsInOnePassMatchCpuTwin) {
   MOE_REQUIRE_GPU();
-  const Fp8Recipe recipe = GetParam();
-  const int64_t R = kAligned.back(), K = 136, ld = R + 32, Kb = (K + kB - 1) / kB;
-  const std::vector<float> X = seeded(R, K, kAligned, kZeroGroup, 23);
-  DevBuf<uint16_t> dx(to_bf16_bits(X));
-  DevBuf<int64_t> doff(kAligned);
-  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
-  const bool tensor = recipe == Fp8Recipe::kTensor;
-  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * kGroups : Kb * R);
-  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * kGroups
-                           : cuda::cols_fp8_scale_bound(kGroups, R, K));
-  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, kGroups, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr,
-                                   ld, dst.ptr, nullptr);
-  EXPECT_EQ(rows_mismatches(X, kAligned, K, recipe, dq.host(), ds.host()), 0);
-  EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
+  const int64_t R = kAligned.back(), K = 136;
+  const BothWays r =
+      quantize_both_ways(seeded(R, K, kAligned, kZeroGroup, 23), kAligned, K, R + 32, GetParam());
+  EXPECT_EQ(r.rows_mismatches, 0);
+  EXPECT_EQ(r.cols_mismatches, 0);
 }
 
 // Values below kFp8TinyValue beside normal ones, in a few tiles' chunks only, and a group of
@@ -146,24 +161,16 @@ TEST_P(Fp8QuantizeCuda, RowsAndColumnsInOnePassMatchCpuTwin) {
 // CPU twin's, both orientations from one pass.
 TEST_P(Fp8QuantizeCuda, TinyValuesAndScalesMatchCpuTwin) {
   MOE_REQUIRE_GPU();
-  const Fp8Recipe recipe = GetParam();
-  const int64_t R = kAligned.back(), K = 256, ld = R + 32, Kb = (K + kB - 1) / kB;
+  const int64_t R = kAligned.back(), K = 256;
   std::vector<float> X = seeded(R, K, kAligned, kZeroGroup, 37);
   for (int64_t i = 5; i < R * K; i += 4099) X[i] = round_to_bf16(i % 2 ? 1e-30f : -3e-31f);
   for (int64_t i = kAligned[1] * K; i < kAligned[2] * K; ++i) X[i] = round_to_bf16(X[i] * 1e-38f);
-  DevBuf<uint16_t> dx(to_bf16_bits(X));
-  DevBuf<int64_t> doff(kAligned);
-  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
-  const bool tensor = recipe == Fp8Recipe::kTensor;
-  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * kGroups : Kb * R);
-  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * kGroups
-                           : cuda::cols_fp8_scale_bound(kGroups, R, K));
-  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, kGroups, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr,
-                                   ld, dst.ptr, nullptr);
-  EXPECT_EQ(rows_mismatches(X, kAligned, K, recipe, dq.host(), ds.host()), 0);
-  EXPECT_EQ(cols_mismatches(X, kAligned, K, ld, recipe, dqt.host(), dst.host()), 0);
+  const BothWays r = quantize_both_ways(X, kAligned, K, R + 32, GetParam());
+  EXPECT_EQ(r.rows_mismatches, 0);
+  EXPECT_EQ(r.cols_mismatches, 0);
   // The tiny group's scale is tiny indeed (per tensor: group 1's).
-  if (tensor) EXPECT_LT(ds.host()[cuda::kTensorScaleStride * 1], kFp8TinyScale);
+  if (GetParam() == Fp8Recipe::kTensor)
+    EXPECT_LT(r.row_scales[cuda::kTensorScaleStride * 1], kFp8TinyScale);
 }
 
 // Hundreds of groups (the kernel's group table spans several runs a thread) and many more tiles
@@ -175,19 +182,10 @@ TEST_P(Fp8QuantizeCuda, ManyGroupsAndTilesMatchCpuTwin) {
   std::vector<int64_t> offsets = {0};
   for (int g = 0; g < 300; ++g)  // one group in ten empty, the rest up to 300 rows, aligned to 16
     offsets.push_back(offsets.back() + (g % 10 == 3 ? 0 : int64_t(rng() % 19) * 16));
-  const int64_t G = int64_t(offsets.size()) - 1, R = offsets.back(), K = 1024, ld = R + 16;
-  const int64_t Kb = (K + kB - 1) / kB;
-  const std::vector<float> X = seeded(R, K, offsets, 7, 31);
-  DevBuf<uint16_t> dx(to_bf16_bits(X));
-  DevBuf<int64_t> doff(offsets);
-  DevBuf<uint8_t> dq(R * K), dqt(K * ld);
-  const bool tensor = recipe == Fp8Recipe::kTensor;
-  DevBuf<float> ds(tensor ? cuda::kTensorScaleStride * G : Kb * R);
-  DevBuf<float> dst(tensor ? cuda::kTensorScaleStride * G : cuda::cols_fp8_scale_bound(G, R, K));
-  cuda::quantize_rows_and_cols_fp8(dx.ptr, doff.ptr, G, R, K, recipe, dq.ptr, ds.ptr, dqt.ptr, ld,
-                                   dst.ptr, nullptr);
-  EXPECT_EQ(rows_mismatches(X, offsets, K, recipe, dq.host(), ds.host()), 0);
-  EXPECT_EQ(cols_mismatches(X, offsets, K, ld, recipe, dqt.host(), dst.host()), 0);
+  const int64_t R = offsets.back(), K = 1024;
+  const BothWays r = quantize_both_ways(seeded(R, K, offsets, 7, 31), offsets, K, R + 16, recipe);
+  EXPECT_EQ(r.rows_mismatches, 0);
+  EXPECT_EQ(r.cols_mismatches, 0);
 }
 
 TEST_P(Fp8QuantizeCuda, WeightsBothWaysMatchCpuTwin) {
