@@ -65,7 +65,8 @@ class AlltoallDedupDispatcher : public DispatcherBase {
   static DispatchBytes bytes_for_rows(const Workload& w, const Mesh& mesh, size_t storage_bytes,
                                       double rows_per_rank);
   static int64_t buffer_bytes(const Workload& w, int64_t storage_bytes);
-  // Wire rows a rank receives per step as rank_spread.h plans them (a resolved workload, ep > 1).
+  // Wire rows a rank receives per step as ranks_per_token.h plans them (a resolved workload,
+  // ep > 1).
   static int64_t planned_received_rows(const Workload& w);
 
  private:

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/saturating.h"
 #include "dispatch/alltoall_dedup.h"
-#include "dispatch/rank_spread.h"
+#include "dispatch/ranks_per_token.h"
 
 namespace moe {
 namespace {

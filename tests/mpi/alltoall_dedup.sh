@@ -33,7 +33,7 @@ mpi 2 "${args[@]}" --set mesh.ep=2 --set capacity_factor=null --set dispatch=all
 
 # Bytes sent per phase and rows per token, measured and predicted, under balanced routing: K 3
 # and E 8 coprime, E dividing T, so every token's 3 consecutive experts start evenly over the
-# ranks' blocks and the prediction is exact (dispatch/rank_spread.h); 4-byte CPU elements.
+# ranks' blocks and the prediction is exact (dispatch/ranks_per_token.h); 4-byte CPU elements.
 bal=(--config "$TINY" -q --backend cpu --set model.topk=3 --set routing.mode=balanced
   --set dispatch=alltoall_dedup)
 for ep in 2 4; do

@@ -1,4 +1,4 @@
-#include "dispatch/rank_spread.h"
+#include "dispatch/ranks_per_token.h"
 
 #include <algorithm>
 #include <vector>

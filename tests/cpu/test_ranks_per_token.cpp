@@ -1,4 +1,4 @@
-// The EP ranks a token reaches on average (dispatch/rank_spread.h), which alltoall_dedup's byte
+// The EP ranks a token reaches on average (dispatch/ranks_per_token.h), which alltoall_dedup's byte
 // prediction and memory estimate rest on: the balanced routing mode's figure counted on
 // core/routing_modes.h's own routing, the random models against a sampled routing.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "core/routing_modes.h"
 #include "core/workload.h"
-#include "dispatch/rank_spread.h"
+#include "dispatch/ranks_per_token.h"
 
 namespace moe {
 namespace {
@@ -42,7 +42,7 @@ double counted_ranks(const Workload& w, int64_t ep, int64_t rank, int64_t step) 
   return sum / double(T);
 }
 
-TEST(RankSpread, BalancedIsExactWhereKAndECoprime) {
+TEST(RanksPerToken, BalancedIsExactWhereKAndECoprime) {
   // K coprime to E and E dividing T: every step and every rank reaches the figure exactly.
   for (auto [E, K, T] : {std::tuple<int64_t, int64_t, int64_t>{8, 3, 32}, {16, 5, 48}, {8, 1, 16}})
     for (int64_t ep : {1, 2, 4, 8}) {
@@ -60,7 +60,7 @@ TEST(RankSpread, BalancedIsExactWhereKAndECoprime) {
   EXPECT_EQ(ranks_per_token_balanced(256, 8, 8), (25 + 2 * 7) / 32.0);
 }
 
-TEST(RankSpread, RandomMatchesSampledRouting) {
+TEST(RanksPerToken, RandomMatchesSampledRouting) {
   struct Shape {
     int64_t E, K, ep, G, Gk;
   };
@@ -94,7 +94,7 @@ TEST(RankSpread, RandomMatchesSampledRouting) {
   EXPECT_EQ(ranks_per_token_random(8, 2, 1, 1, 1), 1.0);
 }
 
-TEST(RankSpread, FollowsTheRoutingMode) {
+TEST(RanksPerToken, FollowsTheRoutingMode) {
   Workload w = balanced_workload(256, 8, 64);
   EXPECT_EQ(ranks_per_token(w, 8), ranks_per_token_balanced(256, 8, 8));
   w.routing.mode = RoutingMode::kLearned;
