@@ -13,6 +13,7 @@
 #include "app/backend.h"
 #include "app/catalog.h"
 #include "app/first_routing.h"
+#include "app/gemm_totals.h"
 #include "app/report.h"
 #include "core/error.h"
 #include "core/layout.h"
@@ -249,6 +250,12 @@ int run_gemm_bench(const GemmBenchOptions& opt) {
     if (r.flops > 0) row["pct_dense"] = pct_dense;
     j["gemms"].push_back(row);
   }
+  std::vector<GemmTime> times;
+  for (const auto& r : rows)
+    times.push_back({r.gemm, r.method, r.precision, r.median_ms, r.quantize_ms});
+  const std::vector<PrecisionTotals> totals = gemm_totals(times);
+  std::fputs(format_gemm_totals(totals).c_str(), stdout);
+  j["totals"] = gemm_totals_json(totals);
   print_clocks(clocks, stdout, "the GEMMs' calls, warm-up calls included");
   j["clocks"] = clocks_json(clocks);
   if (!opt.out.empty()) write_json_atomically(opt.out, j);
