@@ -34,8 +34,10 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   const size_t sb = device.storage_bytes();
   send_pos_ = buffers_.alloc<int32_t>(4 * T * K);
   expert_counts_ = buffers_.alloc<int32_t>(4 * counts_ints(E, d_.ep, El));
-  // At ep 1 the counts received are this rank's own: the same array, and no exchange.
-  recv_counts_ = d_.ep == 1 ? expert_counts_ : expert_counts_ + E;
+  // Where the counts received start in the counts' ints, on the device and on the host: at ep 1
+  // they are this rank's own (the same ints, and no exchange).
+  const int64_t recv_at = d_.ep == 1 ? 0 : E;
+  recv_counts_ = expert_counts_ + recv_at;
   offsets_dev_ = buffers_.alloc<int64_t>(8 * (El + 1));
   rows_bound_ = expert_rows_bound(d_.ep, T, K, El, d_.align);
   send_is_expert_major_ = send_order_is_expert_major(d_.ep, d_.align);
@@ -51,7 +53,7 @@ AlltoallDispatcher::AlltoallDispatcher(const Dims& d, const Mesh& mesh, Device& 
   }
   counts_host_.resize(counts_ints(E, d_.ep, El));
   expert_counts_host_ = counts_host_.data();
-  recv_counts_host_ = d_.ep == 1 ? expert_counts_host_ : counts_host_.data() + E;
+  recv_counts_host_ = counts_host_.data() + recv_at;
   send_rows_.resize(d_.ep);
   recv_rows_.resize(d_.ep);
   row_offsets_.assign(El + 1, 0);
