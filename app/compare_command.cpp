@@ -407,6 +407,44 @@ void add_clock_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>&
 
 // A GEMM table's rows: each (gemm, method) any run timed, in A's order then the others', by its
 // median; the clocks the calls ran at.
+// The `# totals` lines' sums (results from before them have none): per arithmetic, each method's
+// six expert GEMMs, then the fastest method of each. A sum of medians is given kGemmNoise too: its
+// relative noise is at most its noisiest part's.
+void add_gemm_total_rows(std::vector<CompareRow>& rows, const std::vector<CompareRun>& runs,
+                         double threshold_pct) {
+  std::vector<std::pair<std::string, std::string>> keys;  // (precision, method; "" = fastest)
+  auto note = [&](const std::string& precision, const std::string& method) {
+    const std::pair<std::string, std::string> k{precision, method};
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  };
+  for (const CompareRun& r : runs)
+    if (const json* totals = find(r.result, "/totals"); totals && totals->is_array())
+      for (const json& t : *totals) {
+        const std::string precision = text(t, "/precision");
+        if (const json* m = find(t, "/methods"); m && m->is_object())
+          for (const auto& item : m->items()) note(precision, item.key());
+        note(precision, "");
+      }
+  for (const auto& [precision, method] : keys)
+    add_row(
+        rows, runs, "totals " + precision + " " + (method.empty() ? "fastest of each" : method),
+        "ms", MetricKind::kTime,
+        [precision = precision, method = method](const json& j) {
+          if (const json* totals = find(j, "/totals"); totals && totals->is_array())
+            for (const json& t : *totals)
+              if (text(t, "/precision") == precision) {
+                // A method's name is a key: escaped as a JSON pointer wants ('~', '/').
+                std::string key;
+                for (char c : method) key += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+                const double ms =
+                    number(t, method.empty() ? "/fastest_each/ms" : "/methods/" + key + "/ms");
+                return Sample{ms, kGemmNoise, {}};
+              }
+          return Sample{};
+        },
+        threshold_pct);
+}
+
 std::vector<CompareRow> build_gemm_rows(const std::vector<CompareRun>& runs, double threshold_pct,
                                         const std::string& metrics) {
   std::vector<CompareRow> rows;
@@ -427,6 +465,7 @@ std::vector<CompareRow> build_gemm_rows(const std::vector<CompareRun>& runs, dou
           return Sample{};
         },
         threshold_pct);
+  add_gemm_total_rows(rows, runs, threshold_pct);
   if (metrics == "timing") return rows;
   add_clock_row(rows, runs, threshold_pct);
   return rows;

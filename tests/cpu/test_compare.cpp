@@ -501,6 +501,50 @@ TEST(Compare, GemmResultsByGemmAndMethod) {
   EXPECT_EQ(table.find("digests"), std::string::npos) << table;
 }
 
+// The totals as `moebench gemm` writes them (app/gemm_totals.h): bf16 by one method, and an FP8
+// recipe whose method names carry the recipe.
+json with_totals(json r, double bf16_ms, double fp8_ms) {
+  r["totals"] = {
+      {{"precision", "bf16"},
+       {"methods", {{"grouped_sm90", {{"ms", bf16_ms}, {"quantize_ms", 0}, {"gemms", 6}}}}},
+       {"fastest_each", {{"ms", bf16_ms}, {"quantize_ms", 0}, {"gemms", 6}}},
+       {"speedup_vs_bf16", nullptr}},
+      {{"precision", "fp8_tensor"},
+       {"methods",
+        {{"fp8_tensor:grouped_sm90", {{"ms", fp8_ms}, {"quantize_ms", 0.5}, {"gemms", 6}}}}},
+       {"fastest_each", {{"ms", fp8_ms}, {"quantize_ms", 0.5}, {"gemms", 6}}},
+       {"speedup_vs_bf16", bf16_ms / fp8_ms}}};
+  return r;
+}
+
+TEST(Compare, GemmTotalsPerMethodAndFastestOfEach) {
+  const json a = with_totals(make_gemm_result(2.0, 4.0), 10.0, 7.0);
+  const json b = with_totals(make_gemm_result(2.0, 4.0), 11.0, 7.1);
+  const json old = make_gemm_result(2.0, 4.0);  // written before the totals
+  const auto runs = runs_of({a, b, old});
+  const auto rows = build_rows(runs, -1, "all");
+  const CompareRow& bf16 = row(rows, "totals bf16 grouped_sm90");
+  EXPECT_DOUBLE_EQ(bf16.values[1], 11.0);
+  EXPECT_EQ(bf16.mark[1], "slower");  // 10% against the 5% a GEMM time is given
+  EXPECT_TRUE(std::isnan(bf16.values[2]));
+  EXPECT_EQ(row(rows, "totals bf16 fastest of each").mark[1], "slower");
+  const CompareRow& fp8 = row(rows, "totals fp8_tensor fp8_tensor:grouped_sm90");
+  EXPECT_DOUBLE_EQ(fp8.values[0], 7.0);
+  EXPECT_EQ(fp8.mark[1], "");  // 1.4%: within it
+  EXPECT_DOUBLE_EQ(row(rows, "totals fp8_tensor fastest of each").values[1], 7.1);
+  // After the GEMMs' own rows, before the clocks; none where no run has totals.
+  const auto at = [&](const std::string& m) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].metric == m) return i;
+    return rows.size();
+  };
+  EXPECT_LT(at("wgrad_in grouped_sm90"), at("totals bf16 grouped_sm90"));
+  EXPECT_LT(at("totals bf16 grouped_sm90"), at("totals bf16 fastest of each"));
+  EXPECT_LT(at("totals bf16 fastest of each"), at("totals fp8_tensor fp8_tensor:grouped_sm90"));
+  for (const CompareRow& r : build_rows(runs_of({old, old}), -1, "all"))
+    EXPECT_EQ(r.metric.rfind("totals", 0), std::string::npos) << r.metric;
+}
+
 TEST(Compare, GemmResultsOfOtherWorkOrKindAreRefused) {
   json a = make_gemm_result(2.0, 4.0), rows = make_gemm_result(2.0, 4.0);
   rows["rows"] = {16, 16, 64};
