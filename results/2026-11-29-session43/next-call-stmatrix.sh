@@ -52,9 +52,14 @@ for r in 1 2; do for b in A B; do for w in qw ds mx; do
     ds) a="--config bench/deepseek_v3 --ep 2";;
     mx) a="--config bench/mixtral_8x7b --set tokens_per_rank=8192";;
   esac
-  timeout 60 /tmp/mb-$b gemm $a --rows routed --set align=16 --set expert_grad_dtype=bf16 --methods grouped_sm90 --iters 50 > $L/gemm-$w-$b-$r.log 2>&1
+  timeout 60 /tmp/mb-$b gemm $a --rows routed --set align=16 --set expert_grad_dtype=bf16 --methods grouped_sm90 --iters 50 --out $L/gemm-$w-$b-$r.json > $L/gemm-$w-$b-$r.log 2>&1
   echo "== gemm $w $b round $r rc=$? at $(el) s: $(grep -E '^  (up|down|dgrad_a|dgrad_x|wgrad_out|wgrad_in) ' $L/gemm-$w-$b-$r.log | awk '{print $1, $6}' | tr '\n' ' ') $(grep -E '^# totals' $L/gemm-$w-$b-$r.log | cut -c1-60) $(grep -oE 'SM [0-9]+ MHz' $L/gemm-$w-$b-$r.log)" >> $S
 done; done; done
+for w in qw ds mx; do for r in 1 2; do
+  [ -f $L/gemm-$w-A-$r.json ] && [ -f $L/gemm-$w-B-$r.json ] || continue
+  /tmp/mb-A compare $L/gemm-$w-A-$r.json $L/gemm-$w-B-$r.json > $L/compare-$w-$r.txt 2>&1
+  echo "compare $w round $r (B/A): $(grep -E '^  totals bf16 grouped_sm90' $L/compare-$w-$r.txt)" >> $S
+done; done
 # Ping-pong (each MMA warpgroup its own 128 x 128 tile, so that one's epilogue runs beside the
 # other's MMAs) on today's kernel: 15% slower on Qwen3-30B-A3B's wgrad_in in session 7
 # (results/2026-11-24-grouped-gemm), before 35 sessions of changes to the kernel; if the weight
