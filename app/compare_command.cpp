@@ -405,8 +405,6 @@ void add_clock_row(std::vector<CompareRow>& rows, const std::vector<CompareRun>&
       threshold_pct);
 }
 
-// A GEMM table's rows: each (gemm, method) any run timed, in A's order then the others', by its
-// median; the clocks the calls ran at.
 // The `# totals` lines' sums (results from before them have none): per arithmetic, each method's
 // six expert GEMMs, then the fastest method of each. A sum of medians is given kGemmNoise too: its
 // relative noise is at most its noisiest part's.
@@ -445,6 +443,8 @@ void add_gemm_total_rows(std::vector<CompareRow>& rows, const std::vector<Compar
         threshold_pct);
 }
 
+// A GEMM table's rows: each (gemm, method) any run timed, in A's order then the others', by its
+// median; their totals; the clocks the calls ran at.
 std::vector<CompareRow> build_gemm_rows(const std::vector<CompareRun>& runs, double threshold_pct,
                                         const std::string& metrics) {
   std::vector<CompareRow> rows;
