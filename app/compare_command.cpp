@@ -431,11 +431,11 @@ void add_gemm_total_rows(std::vector<CompareRow>& rows, const std::vector<Compar
           if (const json* totals = find(j, "/totals"); totals && totals->is_array())
             for (const json& t : *totals)
               if (text(t, "/precision") == precision) {
-                // A method's name is a key: escaped as a JSON pointer wants ('~', '/').
-                std::string key;
-                for (char c : method) key += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+                // json_pointer's `/` escapes the method's name ('~', '/') as a key.
                 const double ms =
-                    number(t, method.empty() ? "/fastest_each/ms" : "/methods/" + key + "/ms");
+                    number(t, method.empty()
+                                  ? "/fastest_each/ms"
+                                  : (json::json_pointer("/methods") / method / "ms").to_string());
                 return Sample{ms, kGemmNoise, {}};
               }
           return Sample{};

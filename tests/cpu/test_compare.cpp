@@ -541,6 +541,11 @@ TEST(Compare, GemmTotalsPerMethodAndFastestOfEach) {
   EXPECT_LT(at("wgrad_in grouped_sm90"), at("totals bf16 grouped_sm90"));
   EXPECT_LT(at("totals bf16 grouped_sm90"), at("totals bf16 fastest of each"));
   EXPECT_LT(at("totals bf16 fastest of each"), at("totals fp8_tensor fp8_tensor:grouped_sm90"));
+  // A method's name is a key, read as one even where it holds a JSON pointer's '/' or '~'.
+  json odd = a;
+  odd["totals"][0]["methods"] = {{"lt/x~1", {{"ms", 9.0}, {"quantize_ms", 0}, {"gemms", 6}}}};
+  EXPECT_DOUBLE_EQ(row(build_rows(runs_of({odd, odd}), -1, "all"), "totals bf16 lt/x~1").values[0],
+                   9.0);
   for (const CompareRow& r : build_rows(runs_of({old, old}), -1, "all"))
     EXPECT_EQ(r.metric.rfind("totals", 0), std::string::npos) << r.metric;
 }
