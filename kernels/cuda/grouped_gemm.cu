@@ -290,20 +290,43 @@ __device__ __forceinline__ void store_pair_smem(uint8_t* p, float, float x, floa
   *reinterpret_cast<float2*>(p) = make_float2(x, y);
 }
 
+__device__ __forceinline__ uint32_t bf16x2_bits(float x, float y) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // The q-th 128-byte-wide column box of a warpgroup's 64-row fragment into a swizzled staging box.
 template <int BN, class OutT>
 __device__ __forceinline__ void stage_fragment_box(const float (&frag)[BN / 2], int q,
                                                    uint8_t* stage, OutT, int warp, int lane) {
   constexpr int kBoxCols = 128 / int(sizeof(OutT));
+  if constexpr (sizeof(OutT) == 2) {
+    // bf16: two 8-column blocks of the warp's 16 rows a stmatrix (matrix m: block j + m / 2, rows
+    // 8 (m % 2) on), a quarter of the instructions of one 4-byte store a pair, each with its
+    // swizzled address. The 16-byte rows keep the 128-byte swizzle's 16-byte chunks whole.
+    const int m = lane / 8;
+    const int r = warp * 16 + 8 * (m % 2) + lane % 8;
+    const uint32_t row_at = smem_addr(stage) + r * 128;
 #pragma unroll
-  for (int jj = 0; jj < kBoxCols / 8; ++jj) {
-    const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
-    const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+    for (int jj = 0; jj < 8; jj += 2) {
+      const int j = q * 8 + jj;
+      stmatrix_x4(row_at + ((((jj + m / 2) ^ r) & 7) << 4),
+                  bf16x2_bits(frag[4 * j], frag[4 * j + 1]),
+                  bf16x2_bits(frag[4 * j + 2], frag[4 * j + 3]),
+                  bf16x2_bits(frag[4 * j + 4], frag[4 * j + 5]),
+                  bf16x2_bits(frag[4 * j + 6], frag[4 * j + 7]));
+    }
+  } else {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp * 16 + lane / 4 + 8 * h;
-      store_pair_smem(stage + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
-                      frag[4 * j + 2 * h + 1]);
+    for (int jj = 0; jj < kBoxCols / 8; ++jj) {
+      const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
+      const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + lane / 4 + 8 * h;
+        store_pair_smem(stage + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
+                        frag[4 * j + 2 * h + 1]);
+      }
     }
   }
 }

@@ -161,6 +161,15 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+// Four 8 x 8 matrices of 16-bit elements from the warp's registers into shared memory: lane l
+// gives the address of row l % 8 of matrix l / 8 (16 contiguous bytes), and register i of lane t
+// holds matrix i's row t / 4, elements 2 (t % 4) and 2 (t % 4) + 1 (an MMA accumulator's layout).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 // A named barrier among `threads` threads (a multiple of 32), id 1..15 (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
