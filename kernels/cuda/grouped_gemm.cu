@@ -283,49 +283,53 @@ __device__ __forceinline__ int swizzled(int row, int byte) {
   return row * 128 + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
 }
 
-__device__ __forceinline__ void store_pair_smem(uint8_t* p, __nv_bfloat16, float x, float y) {
-  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
-}
-__device__ __forceinline__ void store_pair_smem(uint8_t* p, float, float x, float y) {
-  *reinterpret_cast<float2*>(p) = make_float2(x, y);
-}
-
 __device__ __forceinline__ uint32_t bf16x2_bits(float x, float y) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One 64 x 64 bf16 box of a warpgroup's fragment into a swizzled staging box: `pair(j, h)` gives
+// the float2 its thread holds at 8-column block j, row lane / 4 + 8 h of its warp's 16, for
+// blocks j0 .. j0 + 7. Two blocks a stmatrix (matrix m: block j + m / 2, rows 8 (m % 2) on), a
+// quarter of the instructions of one 4-byte store a pair, each with its swizzled address; the
+// 16-byte rows keep the 128-byte swizzle's 16-byte chunks whole.
+template <class Pair>
+__device__ __forceinline__ void stage_bf16_box(int j0, uint8_t* stage, int warp, int lane,
+                                               Pair pair) {
+  const int m = lane / 8;
+  const int r = warp * 16 + 8 * (m % 2) + lane % 8;
+  const uint32_t row_at = smem_addr(stage) + r * 128;
+#pragma unroll
+  for (int jj = 0; jj < 8; jj += 2) {
+    const float2 a = pair(j0 + jj, 0), b = pair(j0 + jj, 1);
+    const float2 c = pair(j0 + jj + 1, 0), d = pair(j0 + jj + 1, 1);
+    stmatrix_x4(row_at + ((((jj + m / 2) ^ r) & 7) << 4), bf16x2_bits(a.x, a.y),
+                bf16x2_bits(b.x, b.y), bf16x2_bits(c.x, c.y), bf16x2_bits(d.x, d.y));
+  }
+}
+
+// The thread's float2 of an accumulator fragment at 8-column block j, row half h.
+template <int N>
+__device__ __forceinline__ float2 frag_pair(const float (&frag)[N], int j, int h) {
+  return make_float2(frag[4 * j + 2 * h], frag[4 * j + 2 * h + 1]);
 }
 
 // The q-th 128-byte-wide column box of a warpgroup's 64-row fragment into a swizzled staging box.
 template <int BN, class OutT>
 __device__ __forceinline__ void stage_fragment_box(const float (&frag)[BN / 2], int q,
                                                    uint8_t* stage, OutT, int warp, int lane) {
-  constexpr int kBoxCols = 128 / int(sizeof(OutT));
   if constexpr (sizeof(OutT) == 2) {
-    // bf16: two 8-column blocks of the warp's 16 rows a stmatrix (matrix m: block j + m / 2, rows
-    // 8 (m % 2) on), a quarter of the instructions of one 4-byte store a pair, each with its
-    // swizzled address. The 16-byte rows keep the 128-byte swizzle's 16-byte chunks whole.
-    const int m = lane / 8;
-    const int r = warp * 16 + 8 * (m % 2) + lane % 8;
-    const uint32_t row_at = smem_addr(stage) + r * 128;
-#pragma unroll
-    for (int jj = 0; jj < 8; jj += 2) {
-      const int j = q * 8 + jj;
-      stmatrix_x4(row_at + ((((jj + m / 2) ^ r) & 7) << 4),
-                  bf16x2_bits(frag[4 * j], frag[4 * j + 1]),
-                  bf16x2_bits(frag[4 * j + 2], frag[4 * j + 3]),
-                  bf16x2_bits(frag[4 * j + 4], frag[4 * j + 5]),
-                  bf16x2_bits(frag[4 * j + 6], frag[4 * j + 7]));
-    }
+    stage_bf16_box(q * 8, stage, warp, lane, [&](int j, int h) { return frag_pair(frag, j, h); });
   } else {
+    static_assert(sizeof(OutT) == 4, "a staged fragment is bf16 or fp32");
 #pragma unroll
-    for (int jj = 0; jj < kBoxCols / 8; ++jj) {
-      const int j = q * (kBoxCols / 8) + jj;  // the fragment's 8-column block
-      const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));
+    for (int jj = 0; jj < 4; ++jj) {
+      const int j = q * 4 + jj;  // the fragment's 8-column block
+      const int byte = (jj * 8 + (lane % 4) * 2) * 4;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp * 16 + lane / 4 + 8 * h;
-        store_pair_smem(stage + swizzled(r, byte), OutT{}, frag[4 * j + 2 * h],
-                        frag[4 * j + 2 * h + 1]);
+        *reinterpret_cast<float2*>(stage + swizzled(r, byte)) = frag_pair(frag, j, h);
       }
     }
   }
@@ -358,24 +362,14 @@ __device__ __forceinline__ void swiglu_epilogue(const Params& p, const Tile& til
 #pragma unroll
   for (int q = 0; q < 6; ++q) {
     named_barrier_sync(wg_barrier, 128);  // every thread has read the box's last contents
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const int j = (q < 4 ? q : q - 4) * 8 + jj;
-      const int byte = (jj * 8 + (lane % 4) * 2) * 2;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = warp * 16 + lane / 4 + 8 * hh;
-        float x = acc[4 * j + 2 * hh], y = acc[4 * j + 2 * hh + 1];
-        if (q >= 4) {  // a, from h as stored: bf16 gate and up
-          const float g0 = __bfloat162float(__float2bfloat16_rn(x));
-          const float g1 = __bfloat162float(__float2bfloat16_rn(y));
-          const float u0 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh]));
-          const float u1 = __bfloat162float(__float2bfloat16_rn(acc[4 * (j + 16) + 2 * hh + 1]));
-          x = swiglu_value(g0, u0);
-          y = swiglu_value(g1, u1);
-        }
-        store_pair_smem(stage + swizzled(r, byte), __nv_bfloat16{}, x, y);
-      }
+    if (q < 4) {
+      stage_bf16_box(q * 8, stage, warp, lane, [&](int j, int h) { return frag_pair(acc, j, h); });
+    } else {  // a, from h as stored: bf16 gate and up
+      stage_bf16_box((q - 4) * 8, stage, warp, lane, [&](int j, int h) {
+        const float2 g = frag_pair(acc, j, h), u = frag_pair(acc, j + 16, h);
+        auto bf = [](float v) { return __bfloat162float(__float2bfloat16_rn(v)); };
+        return make_float2(swiglu_value(bf(g.x), bf(u.x)), swiglu_value(bf(g.y), bf(u.y)));
+      });
     }
     named_barrier_sync(wg_barrier, 128);
     const int half = 64 * (q % 2);
@@ -407,17 +401,7 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const Params& p, const Tile&
     const int col0 = tile.n0 + 64 * q;
     if (col0 >= F) break;
     named_barrier_sync(wg_barrier, 128);  // every thread has read the box's last contents
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const int j = q * 8 + jj;
-      const int byte = (jj * 8 + (lane % 4) * 2) * 2;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = warp * 16 + lane / 4 + 8 * hh;
-        store_pair_smem(stage + swizzled(r, byte), __nv_bfloat16{}, acc[4 * j + 2 * hh],
-                        acc[4 * j + 2 * hh + 1]);
-      }
-    }
+    stage_fragment_box<BN>(acc, q, stage, __nv_bfloat16{}, warp, lane);
     named_barrier_sync(wg_barrier, 128);
     const int chunk = t128 % 8, col = col0 + chunk * 8;
 #pragma unroll
