@@ -6,8 +6,9 @@
 # skip (no MMAs on a wholly dead 64-row half) was level in the step. If zero rows run measurably
 # faster at the cap, zero-filling the padding rows (TMA zero fill through per-expert tensor maps,
 # or zeroing them in shared memory) is worth building; if not, padding is not where the energy
-# goes. One H200, about 120 s. Copy to devrun/ with zero_rows_probe.py and run from the
-# repository root.
+# goes. The same call times the GEMM in FP8 (per-tensor scales) at the cap: the most FP8 can
+# buy the expert phases there (issue 16 asks 1.6x). One H200, about 150 s. Copy to devrun/ with
+# zero_rows_probe.py and run from the repository root.
 set -uo pipefail
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv >> $S 2>&1
