@@ -4,10 +4,15 @@
 #include <cstdio>
 #include <map>
 
+#include "core/grouped_gemm.h"
+
 namespace moe {
 namespace {
 
-bool is_expert_gemm(const GemmTime& r) { return r.gemm != "dense" && r.gemm != "weights"; }
+bool is_expert_gemm(const GemmTime& r) {
+  return std::find(kExpertGemmNames.begin(), kExpertGemmNames.end(), r.gemm) !=
+         kExpertGemmNames.end();
+}
 
 void add(GemmSum& s, const GemmTime& r) {
   s.ms += r.median_ms;
@@ -22,7 +27,7 @@ std::string sum_text(const GemmSum& s, bool fp8) {
   else
     std::snprintf(buf, sizeof buf, "%.3f ms", s.ms);
   std::string t = buf;
-  if (s.gemms != 6) t += " over " + std::to_string(s.gemms) + " GEMMs";
+  if (s.gemms != kNumExpertGemms) t += " over " + std::to_string(s.gemms) + " GEMMs";
   return t;
 }
 

@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "app/gemm_totals.h"
+#include "core/grouped_gemm.h"
 
 namespace moe {
 namespace {
 
-const std::vector<std::string> kSix = {"up", "down", "dgrad_a", "dgrad_x", "wgrad_out", "wgrad_in"};
-
 // Six GEMMs of `method` at base_ms + i (i the GEMM's index), each quantizing q ms of it.
 void add_six(std::vector<GemmTime>& rows, const std::string& method, Precision p, double base_ms,
              double q = 0) {
-  for (size_t i = 0; i < kSix.size(); ++i) rows.push_back({kSix[i], method, p, base_ms + i, q});
+  for (int i = 0; i < kNumExpertGemms; ++i)
+    rows.push_back({kExpertGemmNames[i], method, p, base_ms + i, q});
 }
 
 TEST(GemmTotals, SumsEachMethodAndTheFastestOfEachGemm) {
